@@ -1,0 +1,51 @@
+"""Levels for several checks, open-ended monitoring, and the naive baseline.
+
+- Bonferroni over the m checks of one monitor: seed 002 §4.3; method.md §4.
+- The naive auditor repeated every period with Bonferroni over the horizon: seed 002 eq. (11);
+  method.md §5.
+- Renewed horizons: horizon j runs at α_j = 6α/(π² j²), so Σ_j α_j = α (Σ 1/j² = π²/6).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.stats import norm
+
+from app.stats.aggregator import first_crossing
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+
+
+def bonferroni_alpha(alpha: float, m: int) -> float:
+    """Per-check level α/m so that a monitor with m checks alarms falsely with probability ≤ α."""
+    _check_alpha(alpha)
+    if m < 1:
+        raise ValueError(f"a monitor needs at least one check, got m={m!r}")
+    return alpha / m
+
+
+def renewal_alpha(alpha: float, j: int) -> float:
+    """Level of the j-th horizon (j ≥ 1) of an open-ended monitor: 6α/(π² j²); the sum over j is α."""
+    _check_alpha(alpha)
+    if j < 1:
+        raise ValueError(f"horizon index j must be >= 1, got {j!r}")
+    return 6.0 * alpha / (math.pi**2 * j * j)
+
+
+def naive_threshold(alpha: float, horizon: int) -> float:
+    """z-threshold Φ⁻¹(1 − α/T) of the naive auditor run every period (seed 002, eq. 11)."""
+    _check_alpha(alpha)
+    if horizon < 1:
+        raise ValueError("horizon must be >= 1")
+    return float(norm.isf(alpha / horizon))
+
+
+def naive_alarm_period(z: ArrayLike, alpha: float, horizon: int) -> NDArray[np.int64]:
+    """First 1-based period with z_t > Φ⁻¹(1 − α/T) along the last axis, 0 if none (eq. 11)."""
+    return first_crossing(np.asarray(z, dtype=np.float64), naive_threshold(alpha, horizon))
