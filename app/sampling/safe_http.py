@@ -1,0 +1,890 @@
+"""One hardened HTTP client for every user-supplied URL (mechanism sampling
+endpoints, alert webhooks).
+
+Guarantees
+----------
+* Only ``http`` and ``https`` URLs with a host, a valid port and no
+  credentials are accepted (:func:`validate_url`).
+* The host is resolved by *this* module at connect time and every resolved
+  address is checked against an :class:`AddressPolicy`; if any of them is
+  refused, the whole host is refused.  The TCP connection is then opened to
+  one of the checked IP literals, so there is no second DNS lookup and no
+  DNS-rebinding window.  This is done with a custom ``httpcore`` network
+  backend: httpcore still performs TLS against the *original* hostname
+  (SNI and certificate verification), and httpx still sends the original
+  ``Host`` header.
+* Loopback, private, link-local, multicast, reserved, unspecified, shared
+  (CGNAT), site-local and other non-global addresses are refused unless they
+  are inside ``allow_networks``.  Cloud metadata addresses are refused even
+  when they are inside ``allow_networks``.  IPv4 addresses embedded in IPv6
+  (IPv4-mapped, NAT64 ``64:ff9b::/96``, 6to4) are judged by the IPv4 address.
+* Redirects are never followed: a 3xx answer raises ``reason="redirect"``.
+* Environment proxies and ``.netrc`` are ignored (``trust_env=False``): a proxy
+  would connect on our behalf and bypass the address check.
+* Connect, read and write timeouts, plus a total deadline per request.
+* The body is streamed and the request is aborted as soon as it exceeds
+  ``max_bytes`` (``reason="oversized"``).  ``Accept-Encoding: identity`` is
+  requested; if a server compresses anyway, the limit applies to the decoded
+  bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import ssl
+import time
+import typing
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import httpcore
+import httpx
+import structlog
+
+__all__ = [
+    "METADATA_ADDRESSES",
+    "AddressPolicy",
+    "SafeAsyncClient",
+    "SafeClient",
+    "SafeHttpConfig",
+    "SafeHttpError",
+    "SafeResponse",
+    "redact_url",
+    "validate_url",
+]
+
+log = structlog.get_logger("dpwatch.safe_http")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Cloud instance-metadata and platform addresses.  Refused even when they are
+#: inside ``allow_networks``: no legitimate mechanism lives there.
+METADATA_ADDRESSES: tuple[str, ...] = (
+    "169.254.169.254",  # AWS / GCP / Azure / OpenStack / DigitalOcean / Oracle IMDS
+    "169.254.170.2",  # AWS ECS task metadata
+    "169.254.170.23",  # AWS EKS pod identity agent
+    "169.254.169.123",  # AWS time sync
+    "169.254.169.253",  # AWS VPC DNS
+    "168.63.129.16",  # Azure WireServer (a *public* address)
+    "100.100.100.200",  # Alibaba Cloud metadata
+    "192.0.0.192",  # Oracle Cloud (legacy) metadata
+    "fd00:ec2::254",  # AWS IMDS over IPv6
+    "fd00:ec2::23",  # AWS EKS pod identity agent over IPv6
+    "fd00:ec2::253",  # AWS VPC DNS over IPv6
+    "fd20:ce::254",  # GCP metadata over IPv6
+)
+_METADATA = frozenset(ipaddress.ip_address(a) for a in METADATA_ADDRESSES)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+_MAX_URL_LENGTH = 2048
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+_ERROR_BODY_LIMIT = 8192
+
+SafeHttpReason = typing.Literal[
+    "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error"
+]
+
+
+class SafeHttpError(Exception):
+    """A request to a user-supplied URL was refused or failed.
+
+    ``reason`` is machine readable: ``invalid_url``, ``refused_address``,
+    ``redirect``, ``oversized``, ``timeout`` or ``connection_error``;
+    ``detail`` is a human readable explanation that never contains secrets
+    (URLs are shown without their query string).
+    """
+
+    def __init__(self, reason: SafeHttpReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: SafeHttpReason = reason
+        self.detail = detail
+
+
+# --------------------------------------------------------------------------- URL checks
+
+
+def redact_url(url: str | httpx.URL) -> str:
+    """``scheme://host:port/path`` without userinfo, query or fragment (safe to log)."""
+    try:
+        u = httpx.URL(url) if isinstance(url, str) else url
+    except Exception:  # noqa: BLE001 - anything unparsable is shown as a placeholder
+        return "<unparsable url>"
+    host = u.host
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{u.port}" if u.port is not None else ""
+    return f"{u.scheme}://{host}{port}{u.path}"
+
+
+def _literal_ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def validate_url(url: str) -> httpx.URL:
+    """Check a user-supplied URL without touching the network; return it parsed.
+
+    Refused (``SafeHttpError(reason="invalid_url")``): anything that is not
+    ``http``/``https``, a missing host, credentials (``user:pass@``), a port
+    outside 1..65535, hosts with characters other than letters, digits, ``-``,
+    ``_`` and dots (IDNs are accepted and converted to punycode), IPv6 zone
+    ids, and numeric hosts that are not a canonical dotted-quad IPv4 address
+    (``2130706433``, ``0x7f.1``, ``127.1``: the classic ways of hiding
+    ``127.0.0.1``).  Whether the host's *addresses* are acceptable is decided
+    at connect time (see :meth:`SafeAsyncClient.check_destination` for an
+    early check).
+    """
+    if not isinstance(url, str):
+        raise SafeHttpError("invalid_url", "the URL must be a string")
+    if not url.strip():
+        raise SafeHttpError("invalid_url", "the URL is empty")
+    if len(url) > _MAX_URL_LENGTH:
+        raise SafeHttpError("invalid_url", f"the URL is longer than {_MAX_URL_LENGTH} characters")
+    try:
+        u = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise SafeHttpError("invalid_url", f"the URL cannot be parsed: {exc}") from None
+    if u.scheme not in ("http", "https"):
+        shown = u.scheme or "none"
+        raise SafeHttpError(
+            "invalid_url", f"only http and https URLs are allowed (got scheme {shown!r})"
+        )
+    if u.userinfo:
+        raise SafeHttpError(
+            "invalid_url",
+            "credentials in the URL (user:password@host) are not allowed; "
+            "the service authenticates itself with the webhook signature",
+        )
+    if not u.host:
+        raise SafeHttpError("invalid_url", "the URL has no host")
+    if u.port is not None and not 1 <= u.port <= 65535:
+        raise SafeHttpError("invalid_url", f"port {u.port} is out of range 1..65535")
+    raw_host = u.raw_host.decode("ascii", "replace").lower()
+    if "%" in raw_host:
+        raise SafeHttpError(
+            "invalid_url", "the host contains '%' (percent-encoding or an IPv6 zone id)"
+        )
+    if _literal_ip(raw_host) is None:
+        labels = raw_host.rstrip(".").split(".")
+        if not all(_HOST_LABEL.match(label) for label in labels):
+            raise SafeHttpError("invalid_url", f"invalid host name {u.host!r}")
+        last = labels[-1]
+        if last.isdigit() or re.fullmatch(r"0x[0-9a-f]*", last):
+            raise SafeHttpError(
+                "invalid_url",
+                f"numeric host {u.host!r} is not a canonical IPv4 address "
+                "(write IPv4 addresses as four decimal numbers, e.g. 203.0.113.7)",
+            )
+    return u
+
+
+# --------------------------------------------------------------------------- address policy
+
+
+def _embedded_ipv4(ip: IPAddress) -> tuple[ipaddress.IPv4Address | None, str]:
+    """The IPv4 address an IPv6 address stands for, if any, and how it is embedded."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return None, ""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped, "IPv4-mapped"
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "NAT64"
+    if ip.sixtofour is not None:
+        return ip.sixtofour, "6to4"
+    return None, ""
+
+
+def _category(ip: IPAddress) -> str | None:
+    """Why a (non-embedded) address is not a public destination, or None if it is."""
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        return "site-local"
+    if ip.is_private:
+        return "private"
+    if ip.is_reserved:
+        return "reserved"
+    if not ip.is_global:
+        return "not globally routable"
+    return None
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Which resolved addresses may be connected to.
+
+    ``allow_networks`` are CIDRs (``"127.0.0.0/8"``, ``"::1/128"``) whose
+    addresses are accepted even though they are not public.  Cloud metadata
+    addresses (:data:`METADATA_ADDRESSES`) are refused regardless.
+    """
+
+    allow_networks: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def from_cidrs(cls, cidrs: Iterable[str]) -> AddressPolicy:
+        if isinstance(cidrs, str):
+            raise TypeError("allow_networks must be a list of CIDR strings, not a string")
+        nets: list[IPNetwork] = []
+        for cidr in cidrs:
+            try:
+                nets.append(ipaddress.ip_network(cidr, strict=True))
+            except ValueError as exc:
+                raise ValueError(f"invalid network in allow_networks: {cidr!r} ({exc})") from None
+        return cls(tuple(nets))
+
+    def _allowed(self, ip: IPAddress) -> bool:
+        return any(ip.version == net.version and ip in net for net in self.allow_networks)
+
+    def refusal_reason(self, ip: IPAddress) -> str | None:
+        """A human readable reason to refuse ``ip``, or None if it may be used."""
+        embedded, how = _embedded_ipv4(ip)
+        if ip in _METADATA or (embedded is not None and embedded in _METADATA):
+            return "cloud metadata address"
+        if self._allowed(ip) or (embedded is not None and self._allowed(embedded)):
+            return None
+        if embedded is not None:
+            category = _category(embedded)
+            if category is not None:
+                return f"{how} {category} address ({embedded})"
+            if how == "6to4":  # the 6to4 address itself must be acceptable too
+                category = _category(ip)
+                return None if category is None else f"{category} address"
+            return None
+        category = _category(ip)
+        return None if category is None else f"{category} address"
+
+    def check(self, ip: IPAddress, host: str | None = None) -> None:
+        """Raise ``SafeHttpError("refused_address")`` if ``ip`` may not be used."""
+        why = self.refusal_reason(ip)
+        if why is None:
+            return
+        shown = f"host {host!r} resolves to {ip}" if host and host != str(ip) else f"address {ip}"
+        if why == "cloud metadata address":
+            remedy = "requests to it are always refused"
+        else:
+            remedy = "requests to it are refused (add its network to allow_networks to permit it)"
+        raise SafeHttpError("refused_address", f"{shown} ({why}); {remedy}")
+
+
+def _check_resolved(policy: AddressPolicy, host: str, infos: Sequence[tuple]) -> list[str]:
+    """Check every resolved address; return the distinct IP literals to try, in order."""
+    if not infos:
+        raise httpcore.ConnectError(f"host {host!r} did not resolve to any address")
+    seen: list[str] = []
+    for family, _type, _proto, _canon, sockaddr in infos:
+        if family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        ip = ipaddress.ip_address(str(sockaddr[0]))
+        policy.check(ip, host)
+        if str(ip) not in seen:
+            seen.append(str(ip))
+    if not seen:
+        raise httpcore.ConnectError(f"host {host!r} has no IPv4/IPv6 address")
+    return seen
+
+
+def _literal_info(host: str, port: int) -> list[tuple] | None:
+    """getaddrinfo's answer for an IP literal, without calling the resolver."""
+    ip = _literal_ip(host)
+    if ip is None:
+        return None
+    if ip.version == 4:
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(ip), port))]
+    return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(ip), port, 0, 0))]
+
+
+# Indirections so that tests can simulate DNS answers without a resolver.
+async def _async_getaddrinfo(host: str, port: int) -> list[tuple]:
+    return list(await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _sync_getaddrinfo(host: str, port: int) -> list[tuple]:
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+
+
+async def _async_resolve(host: str, port: int) -> list[tuple]:
+    literal = _literal_info(host, port)
+    return literal if literal is not None else await _async_getaddrinfo(host, port)
+
+
+def _sync_resolve(host: str, port: int) -> list[tuple]:
+    literal = _literal_info(host, port)
+    return literal if literal is not None else _sync_getaddrinfo(host, port)
+
+
+class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """httpcore network backend that resolves, checks and connects to the checked IP."""
+
+    def __init__(self, policy: AddressPolicy, inner: httpcore.AsyncNetworkBackend | None = None):
+        self._policy = policy
+        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            with anyio.fail_after(timeout):
+                try:
+                    infos = await _async_resolve(host, port)
+                except OSError as exc:
+                    raise httpcore.ConnectError(f"cannot resolve host {host!r}: {exc}") from exc
+                addresses = _check_resolved(self._policy, host, infos)
+                last_error: Exception | None = None
+                for address in addresses:
+                    remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+                    try:
+                        return await self._inner.connect_tcp(
+                            address,
+                            port,
+                            timeout=remaining,
+                            local_address=local_address,
+                            socket_options=socket_options,
+                        )
+                    except httpcore.ConnectError as exc:
+                        last_error = exc
+                assert last_error is not None
+                raise last_error
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"connecting to {host!r} timed out") from None
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):  # type: ignore[no-untyped-def]
+        raise SafeHttpError("refused_address", "unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedSyncBackend(httpcore.NetworkBackend):
+    """Blocking twin of :class:`GuardedAsyncBackend`."""
+
+    def __init__(self, policy: AddressPolicy, inner: httpcore.NetworkBackend | None = None):
+        self._policy = policy
+        self._inner = inner if inner is not None else httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            infos = _sync_resolve(host, port)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve host {host!r}: {exc}") from exc
+        addresses = _check_resolved(self._policy, host, infos)
+        last_error: Exception | None = None
+        for address in addresses:
+            remaining = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise httpcore.ConnectTimeout(f"connecting to {host!r} timed out")
+            try:
+                return self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=remaining,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore.ConnectError as exc:
+                last_error = exc
+        assert last_error is not None
+        raise last_error
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):  # type: ignore[no-untyped-def]
+        raise SafeHttpError("refused_address", "unix sockets are not allowed")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+# --------------------------------------------------------------------------- transports
+
+_HTTPCORE_TO_HTTPX: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    # most specific first
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+def _map_httpcore_error(exc: Exception) -> Exception:
+    for core_type, httpx_type in _HTTPCORE_TO_HTTPX:
+        if isinstance(exc, core_type):
+            return httpx_type(str(exc))
+    return exc
+
+
+def _core_request(request: httpx.Request) -> httpcore.Request:
+    if request.url.scheme not in ("http", "https"):
+        raise SafeHttpError("invalid_url", f"scheme {request.url.scheme!r} is not allowed")
+    return httpcore.Request(
+        method=request.method,
+        url=httpcore.URL(
+            scheme=request.url.raw_scheme,
+            host=request.url.raw_host,
+            port=request.url.port,
+            target=request.url.raw_path,
+        ),
+        headers=request.headers.raw,
+        content=request.stream,
+        extensions=request.extensions,
+    )
+
+
+class _AsyncCoreStream(httpx.AsyncByteStream):
+    def __init__(self, stream: typing.AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for part in self._stream:
+                yield part
+        except Exception as exc:
+            mapped = _map_httpcore_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class _SyncCoreStream(httpx.SyncByteStream):
+    def __init__(self, stream: typing.Iterable[bytes]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream
+        except Exception as exc:
+            mapped = _map_httpcore_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
+    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int):
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=5.0,
+            http1=True,
+            http2=False,
+            network_backend=GuardedAsyncBackend(policy),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = _core_request(request)
+        try:
+            resp = await self._pool.handle_async_request(core_request)
+        except Exception as exc:
+            mapped = _map_httpcore_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        assert isinstance(resp.stream, typing.AsyncIterable)
+        return httpx.Response(
+            status_code=resp.status,
+            headers=resp.headers,
+            stream=_AsyncCoreStream(resp.stream),
+            extensions=resp.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+class _GuardedSyncTransport(httpx.BaseTransport):
+    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int):
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=5.0,
+            http1=True,
+            http2=False,
+            network_backend=GuardedSyncBackend(policy),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = _core_request(request)
+        try:
+            resp = self._pool.handle_request(core_request)
+        except Exception as exc:
+            mapped = _map_httpcore_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        assert isinstance(resp.stream, typing.Iterable)
+        return httpx.Response(
+            status_code=resp.status,
+            headers=resp.headers,
+            stream=_SyncCoreStream(resp.stream),
+            extensions=resp.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@dataclass(frozen=True)
+class SafeHttpConfig:
+    """Configuration of :class:`SafeAsyncClient` / :class:`SafeClient` (plain values,
+    so that it can be filled from the application settings).
+
+    ``allow_networks``: CIDRs exempt from the private-address refusal, e.g.
+    ``["127.0.0.0/8", "::1/128"]`` for tests and the local demo.
+    ``verify``: ``True`` (system/certifi CAs), ``False`` (no TLS verification:
+    never in production) or an ``ssl.SSLContext``.
+    ``total_timeout``: default deadline for a whole request (connect, send,
+    headers and body); ``connect/read/write_timeout`` bound each phase.
+    ``max_bytes``: default cap on the decoded response body.
+    """
+
+    allow_networks: Sequence[str] = ()
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    write_timeout: float = 30.0
+    total_timeout: float = 60.0
+    max_bytes: int = 64 * 1024 * 1024
+    max_connections: int = 64
+    user_agent: str = "dpwatch/0.1"
+    verify: bool | ssl.SSLContext = True
+    policy: AddressPolicy = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", AddressPolicy.from_cidrs(self.allow_networks))
+        for name in ("connect_timeout", "read_timeout", "write_timeout", "total_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.max_bytes < 1:
+            raise ValueError("max_bytes must be >= 1")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+
+    def ssl_context(self) -> ssl.SSLContext:
+        if isinstance(self.verify, ssl.SSLContext):
+            return self.verify
+        return httpx.create_ssl_context(verify=self.verify)
+
+
+@dataclass(frozen=True)
+class SafeResponse:
+    """A fully read answer.  For status >= 400 the body is truncated to 8 KiB
+    (``truncated=True``) instead of raising ``oversized``."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+    url: str  # redacted (no query string)
+    elapsed: float
+    truncated: bool = False
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+
+def _timeouts(config: SafeHttpConfig, total: float) -> httpx.Timeout:
+    return httpx.Timeout(
+        connect=min(config.connect_timeout, total),
+        read=min(config.read_timeout, total),
+        write=min(config.write_timeout, total),
+        pool=min(config.connect_timeout, total),
+    )
+
+
+def _redirect_error(status: int, headers: httpx.Headers) -> SafeHttpError:
+    location = headers.get("location")
+    to = f" to {redact_url(location)}" if location else ""
+    return SafeHttpError(
+        "redirect", f"redirects are not followed (got HTTP {status}{to}); configure the final URL"
+    )
+
+
+def _oversized(limit: int, seen: int | None = None) -> SafeHttpError:
+    if seen is None:
+        return SafeHttpError("oversized", f"the answer is larger than the limit of {limit} bytes")
+    return SafeHttpError(
+        "oversized", f"the answer announces {seen} bytes, more than the limit of {limit} bytes"
+    )
+
+
+def _announced_length(headers: httpx.Headers) -> int | None:
+    value = headers.get("content-length")
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
+def _map_httpx_error(exc: httpx.HTTPError, url: httpx.URL) -> SafeHttpError:
+    where = redact_url(url)
+    if isinstance(exc, httpx.TimeoutException):
+        phase = {
+            httpx.ConnectTimeout: "connect",
+            httpx.ReadTimeout: "read",
+            httpx.WriteTimeout: "write",
+            httpx.PoolTimeout: "connection pool",
+        }.get(type(exc), "request")
+        return SafeHttpError("timeout", f"{phase} timeout calling {where}")
+    return SafeHttpError("connection_error", f"{type(exc).__name__} calling {where}: {exc}")
+
+
+def _prepare(url: str, headers: typing.Mapping[str, str] | None) -> tuple[httpx.URL, dict[str, str]]:
+    u = validate_url(url)
+    h = {"accept-encoding": "identity"}
+    if headers:
+        h.update({k.lower(): v for k, v in headers.items()})
+    return u, h
+
+
+class SafeAsyncClient:
+    """Async hardened client; share one instance (it pools connections).
+
+    Use as ``async with SafeAsyncClient(config) as http: ...`` or call
+    :meth:`aclose`.
+    """
+
+    def __init__(self, config: SafeHttpConfig | None = None) -> None:
+        self.config = config if config is not None else SafeHttpConfig()
+        self._client = httpx.AsyncClient(
+            transport=_GuardedAsyncTransport(
+                self.config.policy, self.config.ssl_context(), self.config.max_connections
+            ),
+            follow_redirects=False,
+            trust_env=False,
+            timeout=_timeouts(self.config, self.config.total_timeout),
+            headers={"user-agent": self.config.user_agent},
+        )
+
+    async def __aenter__(self) -> SafeAsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def check_destination(self, url: str) -> list[str]:
+        """Registration-time check: validate ``url``, resolve its host and apply
+        the address policy.  Returns the accepted addresses.  Raises
+        ``SafeHttpError`` (``invalid_url``, ``refused_address`` or
+        ``connection_error`` if the host does not resolve).  Requests re-check
+        at connect time, so a later DNS change cannot bypass the policy."""
+        u = validate_url(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        host = u.raw_host.decode("ascii")
+        try:
+            with anyio.fail_after(self.config.connect_timeout):
+                infos = await _async_resolve(host, port)
+            return _check_resolved(self.config.policy, host, infos)
+        except OSError as exc:
+            raise SafeHttpError("connection_error", f"cannot resolve host {host!r}: {exc}") from None
+        except TimeoutError:
+            raise SafeHttpError("timeout", f"resolving host {host!r} timed out") from None
+        except httpcore.ConnectError as exc:
+            raise SafeHttpError("connection_error", str(exc)) from None
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: typing.Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> SafeResponse:
+        """Send one request and read the whole answer.
+
+        ``timeout`` is the total deadline (default ``config.total_timeout``);
+        ``max_bytes`` caps the decoded body (default ``config.max_bytes``).
+        Any non-3xx status is returned (the caller decides what it means);
+        failures raise :class:`SafeHttpError`.
+        """
+        u, h = _prepare(url, headers)
+        limit = self.config.max_bytes if max_bytes is None else max_bytes
+        total = self.config.total_timeout if timeout is None else timeout
+        if total <= 0:
+            raise SafeHttpError("timeout", f"no time left to call {redact_url(u)}")
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(total):
+                async with self._client.stream(
+                    method, u, content=content, headers=h, timeout=_timeouts(self.config, total)
+                ) as resp:
+                    if 300 <= resp.status_code < 400:
+                        raise _redirect_error(resp.status_code, resp.headers)
+                    is_error = resp.status_code >= 400
+                    cap = min(limit, _ERROR_BODY_LIMIT) if is_error else limit
+                    announced = _announced_length(resp.headers)
+                    if not is_error and announced is not None and announced > cap:
+                        raise _oversized(cap, announced)
+                    chunks: list[bytes] = []
+                    size = 0
+                    truncated = False
+                    async for chunk in resp.aiter_bytes():
+                        size += len(chunk)
+                        if size > cap:
+                            if not is_error:
+                                raise _oversized(cap)
+                            chunks.append(chunk[: len(chunk) - (size - cap)])
+                            truncated = True
+                            break
+                        chunks.append(chunk)
+                    return SafeResponse(
+                        status_code=resp.status_code,
+                        headers=resp.headers,
+                        content=b"".join(chunks),
+                        url=redact_url(u),
+                        elapsed=time.monotonic() - started,
+                        truncated=truncated,
+                    )
+        except TimeoutError:
+            raise SafeHttpError(
+                "timeout", f"total deadline of {total:g}s exceeded calling {redact_url(u)}"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise _map_httpx_error(exc, u) from None
+
+    async def post(self, url: str, *, content: bytes, **kwargs: typing.Any) -> SafeResponse:
+        return await self.request("POST", url, content=content, **kwargs)
+
+
+class SafeClient:
+    """Blocking twin of :class:`SafeAsyncClient` (same checks, same errors).
+
+    Difference: the total deadline is checked between body chunks, so a
+    server that trickles bytes can hold a call for up to ``total + read``
+    timeout; DNS resolution uses the system resolver's own timeouts.
+    """
+
+    def __init__(self, config: SafeHttpConfig | None = None) -> None:
+        self.config = config if config is not None else SafeHttpConfig()
+        self._client = httpx.Client(
+            transport=_GuardedSyncTransport(
+                self.config.policy, self.config.ssl_context(), self.config.max_connections
+            ),
+            follow_redirects=False,
+            trust_env=False,
+            timeout=_timeouts(self.config, self.config.total_timeout),
+            headers={"user-agent": self.config.user_agent},
+        )
+
+    def __enter__(self) -> SafeClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: typing.Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> SafeResponse:
+        u, h = _prepare(url, headers)
+        limit = self.config.max_bytes if max_bytes is None else max_bytes
+        total = self.config.total_timeout if timeout is None else timeout
+        if total <= 0:
+            raise SafeHttpError("timeout", f"no time left to call {redact_url(u)}")
+        started = time.monotonic()
+        deadline = started + total
+
+        def check_deadline() -> None:
+            if time.monotonic() > deadline:
+                raise SafeHttpError(
+                    "timeout", f"total deadline of {total:g}s exceeded calling {redact_url(u)}"
+                )
+
+        try:
+            with self._client.stream(
+                method, u, content=content, headers=h, timeout=_timeouts(self.config, total)
+            ) as resp:
+                check_deadline()
+                if 300 <= resp.status_code < 400:
+                    raise _redirect_error(resp.status_code, resp.headers)
+                is_error = resp.status_code >= 400
+                cap = min(limit, _ERROR_BODY_LIMIT) if is_error else limit
+                announced = _announced_length(resp.headers)
+                if not is_error and announced is not None and announced > cap:
+                    raise _oversized(cap, announced)
+                chunks: list[bytes] = []
+                size = 0
+                truncated = False
+                for chunk in resp.iter_bytes():
+                    check_deadline()
+                    size += len(chunk)
+                    if size > cap:
+                        if not is_error:
+                            raise _oversized(cap)
+                        chunks.append(chunk[: len(chunk) - (size - cap)])
+                        truncated = True
+                        break
+                    chunks.append(chunk)
+                return SafeResponse(
+                    status_code=resp.status_code,
+                    headers=resp.headers,
+                    content=b"".join(chunks),
+                    url=redact_url(u),
+                    elapsed=time.monotonic() - started,
+                    truncated=truncated,
+                )
+        except httpx.HTTPError as exc:
+            raise _map_httpx_error(exc, u) from None
+
+    def post(self, url: str, *, content: bytes, **kwargs: typing.Any) -> SafeResponse:
+        return self.request("POST", url, content=content, **kwargs)
