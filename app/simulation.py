@@ -220,7 +220,7 @@ def plot_curves(results: Sequence[ScenarioResult], cfg: SimulationConfig, path: 
             ax.plot(periods, d.detected_by_period, styles[d.detector], label=d.detector)
         ax.axvline(cfg.change_at, color="grey", lw=0.8)
         ax.axhline(cfg.alpha, color="red", lw=0.8)
-        ax.set_title(f"({res.key}) {res.title}" + ("" if res.harmful else " [benign]"), fontsize=8)
+        ax.set_title(f"({res.key}) {res.title}", fontsize=8)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("period t", fontsize=8)
     for ax in list(axes.flat)[len(results):]:
