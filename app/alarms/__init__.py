@@ -1,0 +1,1 @@
+"""Alarms, webhooks and the webhook outbox."""

@@ -1,0 +1,370 @@
+"""Alarms, webhooks and the outbox. Never commits: callers own the transaction, so an event and
+its webhook messages are stored together or not at all.
+
+Functions for the engine (period runner, deliverer):
+
+- :func:`fire_alarm` records an alarm and enqueues ``alarm.firing``;
+- :func:`resolve_open_alarms` resolves a monitor's open alarms and enqueues ``alarm.resolved``;
+- :func:`monitor_event_data` builds the data of ``monitor.degraded`` / ``monitor.completed``;
+- :func:`enqueue_event` inserts one outbox row per enabled webhook subscribed to the event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.alarms.models import (
+    EVENT_TYPES,
+    TEST_EVENT_TYPE,
+    Alarm,
+    Webhook,
+    WebhookAttempt,
+    WebhookMessage,
+)
+from app.alarms.schemas import AlarmRead, WebhookCreate, WebhookUpdate
+from app.api.errors import ConflictError, InvalidInputError, NotFoundError
+from app.api.pagination import SortKey, paginate
+from app.api.urls import destination_problem
+from app.auth.service import generate_signing_secret
+from app.db import utcnow
+from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.settings import Settings
+
+ALERT_NAME = "DifferentialPrivacyViolation"
+
+
+# ---------------------------------------------------------------------------------------- outbox
+
+
+def envelope(event_type: str, data: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The Standard Webhooks body: ``{"type", "timestamp", "data"}``."""
+    return {"type": event_type, "timestamp": now.isoformat().replace("+00:00", "Z"), "data": data}
+
+
+def enqueue_event(
+    session: Session,
+    tenant_id: uuid.UUID,
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    now: datetime | None = None,
+) -> list[WebhookMessage]:
+    """Insert one pending ``webhook_messages`` row per enabled webhook of the tenant subscribed to
+    ``event_type``. ``payload`` is the event's ``data``; the stored body is its envelope."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}; expected one of {EVENT_TYPES}")
+    now = now or utcnow()
+    webhooks = session.scalars(
+        select(Webhook).where(Webhook.tenant_id == tenant_id, Webhook.enabled.is_(True)).order_by(Webhook.created_at)
+    ).all()
+    body = envelope(event_type, payload, now)
+    messages = [
+        WebhookMessage(
+            tenant_id=tenant_id,
+            webhook_id=webhook.id,
+            event_type=event_type,
+            payload=body,
+            created_at=now,
+            status="pending",
+            attempts=0,
+            next_attempt_at=now,
+        )
+        for webhook in webhooks
+        if event_type in webhook.event_types
+    ]
+    session.add_all(messages)
+    session.flush()
+    return messages
+
+
+# ---------------------------------------------------------------------------------------- alarms
+
+
+def alarm_fingerprint(monitor_id: uuid.UUID, check_id: uuid.UUID, horizon_index: int) -> str:
+    """Stable key of an alarm's group (Alertmanager's ``fingerprint``): one per check and horizon."""
+    return hashlib.sha256(f"{monitor_id}:{check_id}:{horizon_index}".encode()).hexdigest()[:16]
+
+
+def alarm_status(alarm: Alarm) -> str:
+    return "resolved" if alarm.resolved_at is not None else "firing"
+
+
+def to_alarm_read(alarm: Alarm) -> AlarmRead:
+    return AlarmRead.model_validate(
+        {**{c: getattr(alarm, c) for c in AlarmRead.model_fields if c != "status"}, "status": alarm_status(alarm)}
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Settings) -> dict[str, Any]:
+    """The data of ``alarm.firing`` / ``alarm.resolved``, shaped like an Alertmanager alert."""
+    status = alarm_status(alarm)
+    summary = (
+        f"Monitor {monitor.name!r}: check {check.position} exceeds its claimed epsilon={monitor.epsilon:g} "
+        f"(M_t={alarm.statistic:.3f} > threshold {alarm.threshold:.3f} "
+        f"at period {alarm.t} of horizon {alarm.horizon_index})"
+    )
+    return {
+        "status": status,
+        "labels": {
+            "alertname": ALERT_NAME,
+            "monitor_id": str(monitor.id),
+            "monitor": monitor.name,
+            "mechanism_id": str(monitor.mechanism_id),
+            "check_id": str(check.id),
+            "check_position": str(check.position),
+            "horizon_index": str(alarm.horizon_index),
+        },
+        "annotations": {
+            "summary": summary,
+            "description": (
+                f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
+                f"the check's event (z={alarm.z:.3f}). The weighted statistic crossed the level-"
+                f"{monitor.horizon_alpha:g} threshold, so the mechanism is unlikely to satisfy "
+                f"epsilon={monitor.epsilon:g}-DP on this pair."
+            ),
+        },
+        "startsAt": _iso(alarm.created_at),
+        "endsAt": _iso(alarm.resolved_at),
+        "fingerprint": alarm.fingerprint,
+        "generatorURL": f"{settings.public_url}/v1/alarms/{alarm.id}",
+        "alarm": to_alarm_read(alarm).model_dump(mode="json"),
+    }
+
+
+def fire_alarm(
+    session: Session,
+    monitor: Monitor,
+    check: Check,
+    period_run: PeriodRun,
+    period_check: PeriodCheck,
+    settings: Settings,
+    *,
+    now: datetime | None = None,
+) -> Alarm:
+    """Record the alarm of ``check`` in ``period_run`` and enqueue its ``alarm.firing`` messages."""
+    now = now or utcnow()
+    if period_run.t is None:
+        raise ValueError("a failed period (t is None) cannot raise an alarm")
+    alarm = Alarm(
+        tenant_id=monitor.tenant_id,
+        monitor_id=monitor.id,
+        check_id=check.id,
+        period_run_id=period_run.id,
+        horizon_index=period_run.horizon_index,
+        t=period_run.t,
+        statistic=period_check.statistic,
+        threshold=period_check.threshold,
+        a=period_check.a,
+        b=period_check.b,
+        n=period_check.n,
+        z=period_check.z,
+        created_at=now,
+        fingerprint=alarm_fingerprint(monitor.id, check.id, period_run.horizon_index),
+    )
+    session.add(alarm)
+    session.flush()
+    enqueue_event(
+        session, monitor.tenant_id, "alarm.firing", alarm_event_data(alarm, monitor, check, settings), now=now
+    )
+    return alarm
+
+
+def resolve_open_alarms(
+    session: Session, monitor: Monitor, settings: Settings, *, now: datetime | None = None
+) -> list[Alarm]:
+    """Mark every open alarm of ``monitor`` resolved and enqueue one ``alarm.resolved`` per alarm."""
+    now = now or utcnow()
+    alarms = session.scalars(
+        select(Alarm).where(Alarm.monitor_id == monitor.id, Alarm.resolved_at.is_(None)).order_by(Alarm.created_at)
+    ).all()
+    if not alarms:
+        return []
+    checks = {c.id: c for c in session.scalars(select(Check).where(Check.monitor_id == monitor.id))}
+    for alarm in alarms:
+        alarm.resolved_at = now
+    session.flush()
+    for alarm in alarms:
+        enqueue_event(
+            session,
+            monitor.tenant_id,
+            "alarm.resolved",
+            alarm_event_data(alarm, monitor, checks[alarm.check_id], settings),
+            now=now,
+        )
+    return list(alarms)
+
+
+def monitor_event_data(monitor: Monitor, settings: Settings, **details: Any) -> dict[str, Any]:
+    """The data of ``monitor.degraded`` and ``monitor.completed``; ``details`` adds context
+    (e.g. ``failure_reason=…`` for degraded, ``max_statistic=…`` for completed)."""
+    return {
+        "monitor_id": str(monitor.id),
+        "monitor": monitor.name,
+        "mechanism_id": str(monitor.mechanism_id),
+        "state": monitor.state,
+        "horizon_index": monitor.horizon_index,
+        "t": monitor.t,
+        "horizon": monitor.horizon,
+        "consecutive_failures": monitor.consecutive_failures,
+        "generatorURL": f"{settings.public_url}/v1/monitors/{monitor.id}/status",
+        **details,
+    }
+
+
+def get_alarm(session: Session, tenant_id: uuid.UUID, alarm_id: uuid.UUID) -> Alarm:
+    alarm = session.scalar(select(Alarm).where(Alarm.id == alarm_id, Alarm.tenant_id == tenant_id))
+    if alarm is None:
+        raise NotFoundError(f"Alarm {alarm_id} not found.")
+    return alarm
+
+
+def list_alarms(
+    session: Session,
+    tenant_id: uuid.UUID,
+    *,
+    monitor_id: uuid.UUID | None = None,
+    acknowledged: bool | None = None,
+    resolved: bool | None = None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Alarm], str | None]:
+    stmt = select(Alarm).where(Alarm.tenant_id == tenant_id)
+    if monitor_id is not None:
+        stmt = stmt.where(Alarm.monitor_id == monitor_id)
+    if acknowledged is not None:
+        stmt = stmt.where(Alarm.acknowledged_at.is_not(None) if acknowledged else Alarm.acknowledged_at.is_(None))
+    if resolved is not None:
+        stmt = stmt.where(Alarm.resolved_at.is_not(None) if resolved else Alarm.resolved_at.is_(None))
+    return paginate(session, stmt, [SortKey(Alarm.created_at, "datetime"), SortKey(Alarm.id, "uuid")], limit, cursor)
+
+
+def acknowledge_alarm(session: Session, alarm: Alarm, note: str | None, *, now: datetime | None = None) -> Alarm:
+    if alarm.acknowledged_at is not None:
+        raise ConflictError(f"Alarm {alarm.id} was already acknowledged at {_iso(alarm.acknowledged_at)}.")
+    alarm.acknowledged_at = now or utcnow()
+    alarm.acknowledged_note = note
+    session.flush()
+    return alarm
+
+
+# -------------------------------------------------------------------------------------- webhooks
+
+
+def _check_destination(url: str, settings: Settings) -> None:
+    problem = destination_problem(url, settings)
+    if problem is not None:
+        raise InvalidInputError(f"url: {problem}.", field=["body", "url"], error_type="url_not_allowed")
+
+
+def create_webhook(session: Session, tenant_id: uuid.UUID, data: WebhookCreate, settings: Settings) -> Webhook:
+    _check_destination(data.url, settings)
+    webhook = Webhook(
+        tenant_id=tenant_id,
+        url=data.url,
+        event_types=list(data.event_types),
+        secret=generate_signing_secret(),
+        enabled=True,
+    )
+    session.add(webhook)
+    session.flush()
+    return webhook
+
+
+def get_webhook(session: Session, tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> Webhook:
+    webhook = session.scalar(select(Webhook).where(Webhook.id == webhook_id, Webhook.tenant_id == tenant_id))
+    if webhook is None:
+        raise NotFoundError(f"Webhook {webhook_id} not found.")
+    return webhook
+
+
+def list_webhooks(
+    session: Session, tenant_id: uuid.UUID, *, limit: int, cursor: str | None
+) -> tuple[list[Webhook], str | None]:
+    stmt = select(Webhook).where(Webhook.tenant_id == tenant_id)
+    return paginate(
+        session, stmt, [SortKey(Webhook.created_at, "datetime"), SortKey(Webhook.id, "uuid")], limit, cursor
+    )
+
+
+def update_webhook(session: Session, webhook: Webhook, data: WebhookUpdate, settings: Settings) -> Webhook:
+    changes = data.model_dump(exclude_unset=True)
+    for name in ("url", "event_types", "enabled"):
+        if name in changes and changes[name] is None:
+            raise InvalidInputError(f"{name} cannot be null; omit it to keep the current value.", field=["body", name])
+    if "url" in changes:
+        _check_destination(changes["url"], settings)
+        webhook.url = changes["url"]
+    if "event_types" in changes:
+        webhook.event_types = list(changes["event_types"])
+    if "enabled" in changes:
+        webhook.enabled = changes["enabled"]
+        if webhook.enabled:
+            webhook.disabled_reason = None
+    session.flush()
+    return webhook
+
+
+def delete_webhook(session: Session, webhook: Webhook) -> None:
+    """Delete the webhook with its messages and their attempt log (FK cascade)."""
+    session.delete(webhook)
+    session.flush()
+
+
+def enqueue_test_message(session: Session, webhook: Webhook, *, now: datetime | None = None) -> WebhookMessage:
+    """A ``webhook.test`` message to this one webhook, whatever it subscribes to."""
+    if not webhook.enabled:
+        raise ConflictError(
+            f"Webhook {webhook.id} is disabled ({webhook.disabled_reason or 'by request'}); enable it first."
+        )
+    now = now or utcnow()
+    message = WebhookMessage(
+        tenant_id=webhook.tenant_id,
+        webhook_id=webhook.id,
+        event_type=TEST_EVENT_TYPE,
+        payload=envelope(
+            TEST_EVENT_TYPE,
+            {"webhook_id": str(webhook.id), "message": "Test message from dpwatch; no action needed."},
+            now,
+        ),
+        created_at=now,
+        status="pending",
+        attempts=0,
+        next_attempt_at=now,
+    )
+    session.add(message)
+    session.flush()
+    return message
+
+
+def list_deliveries(
+    session: Session, webhook: Webhook, *, limit: int, cursor: str | None
+) -> tuple[list[tuple[WebhookMessage, list[WebhookAttempt]]], str | None]:
+    """The webhook's messages, newest first, each with its attempts (oldest first)."""
+    stmt = select(WebhookMessage).where(WebhookMessage.webhook_id == webhook.id)
+    messages, next_cursor = paginate(
+        session,
+        stmt,
+        [SortKey(WebhookMessage.created_at, "datetime"), SortKey(WebhookMessage.id, "str")],
+        limit,
+        cursor,
+    )
+    attempts: dict[str, list[WebhookAttempt]] = {m.id: [] for m in messages}
+    if messages:
+        rows = session.scalars(
+            select(WebhookAttempt)
+            .where(WebhookAttempt.message_id.in_(list(attempts)))
+            .order_by(WebhookAttempt.attempted_at, WebhookAttempt.id)
+        )
+        for attempt in rows:
+            attempts[attempt.message_id].append(attempt)
+    return [(m, attempts[m.id]) for m in messages], next_cursor

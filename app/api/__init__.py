@@ -1,0 +1,1 @@
+"""Shared pieces of the REST API: authentication, problem+json errors, pagination."""

@@ -1,0 +1,184 @@
+"""Database plumbing: the declarative base, portable column types, engines, sessions, migrations.
+
+Services take a ``Session`` and never commit: the request (``session_dependency``) or the
+background job that opened the session owns the transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Engine, MetaData, Uuid, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+ALEMBIC_INI = Path(__file__).resolve().parent.parent / "alembic.ini"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    Postgres stores ``timestamptz``. SQLite has no time zones, so values are stored as naive UTC
+    and given ``tzinfo=UTC`` again when read. Naive datetimes are refused on the way in: a naive
+    value is ambiguous, and treating it as local time is the classic bug.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r} given for a UTC column; attach a time zone")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+# JSON everywhere, JSONB on Postgres (indexable, compact, compares by value).
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+UUIDType = Uuid(as_uuid=True)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_uuid() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        uuid.UUID: UUIDType,
+        dict[str, Any]: JSONType,
+        list[Any]: JSONType,
+    }
+
+
+def load_models() -> type[Base]:
+    """Import every domain's models so that ``Base.metadata`` knows all tables (Alembic, tests)."""
+    import app.alarms.models  # noqa: F401
+    import app.auth.models  # noqa: F401
+    import app.mechanisms.models  # noqa: F401
+    import app.monitors.models  # noqa: F401
+
+    return Base
+
+
+def normalise_url(url: str) -> str:
+    """Route plain ``postgresql://`` URLs to psycopg 3 (the only Postgres driver installed)."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def ensure_sqlite_folder(url: str) -> None:
+    """Create the folder of a SQLite file database (the default lives in ./data)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=5000")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3."""
+    url = normalise_url(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        ensure_sqlite_folder(url)
+        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 5})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+def make_session_factory(bind: Engine | Connection, **kwargs: Any) -> sessionmaker[Session]:
+    # expire_on_commit=False: responses are serialised after the request's commit.
+    return sessionmaker(bind=bind, autoflush=True, expire_on_commit=False, **kwargs)
+
+
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit if the body succeeds, roll back if it raises."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def _alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    config = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # Alembic's ini interpolation treats % specially; URLs may carry %-escapes in passwords.
+    config.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    config.attributes["dpwatch_url"] = normalise_url(url)
+    return config
+
+
+def run_migrations(url: str, revision: str = "head") -> None:
+    """``alembic upgrade <revision>`` against ``url`` (used on startup and by ``dpwatch migrate``)."""
+    from alembic import command
+
+    ensure_sqlite_folder(normalise_url(url))
+    command.upgrade(_alembic_config(url), revision)
+
+
+def head_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return set(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
+
+
+def migrations_current(bind: Engine | Connection) -> bool:
+    """True when the database is at the Alembic head (the check behind ``/readyz``)."""
+    from alembic.runtime.migration import MigrationContext
+
+    if isinstance(bind, Engine):
+        with bind.connect() as connection:
+            return migrations_current(connection)
+    current = set(MigrationContext.configure(bind).get_current_heads())
+    return current == head_revisions()

@@ -1,0 +1,216 @@
+"""The FastAPI application: ``create_app()`` and the module-level ``app`` for uvicorn.
+
+Nothing touches the database at import time: the engine is made, and migrations run, in the
+lifespan. Background work (the scheduler, the webhook deliverer) is started from
+``app.state.on_startup_hooks`` and stopped from ``app.state.on_shutdown_hooks``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alarms.router import alarms_router, webhooks_router
+from app.api.deps import get_principal
+from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
+from app.db import make_engine, make_session_factory, migrations_current, run_migrations
+from app.mechanisms.router import router as mechanisms_router
+from app.monitors.router import router as monitors_router
+from app.observability import RequestContextMiddleware, configure_logging, refresh_monitor_gauge
+from app.settings import Settings, get_settings
+
+log = structlog.get_logger("dpwatch.app")
+
+#: A startup or shutdown hook: ``hook(app)``, plain or async.
+Hook = Callable[[FastAPI], Awaitable[None] | None]
+
+API_DESCRIPTION = """
+dpwatch monitors deployed differentially private mechanisms over time and raises an alarm when
+their outputs contradict the claimed ε.
+
+Register a **mechanism** (an HTTP endpoint that returns outputs on request), create **monitors**
+of it (pairs of neighbouring databases x, x', events E, the claimed ε, a false-alarm level α, a
+horizon of T periods), and receive **alarms** by polling or through **webhooks**.
+
+All `/v1` endpoints need `Authorization: Bearer <api key>`; a key sees only its tenant's
+resources. Errors are `application/problem+json` (RFC 9457). Lists are paginated with
+`?limit=&cursor=` and return `{"items": [...], "next_cursor": ...}`.
+"""
+
+TAGS = [
+    {"name": "mechanisms", "description": "The HTTP endpoints dpwatch samples."},
+    {"name": "monitors", "description": "Monitors, their status and their periods."},
+    {"name": "alarms", "description": "Alarms raised by monitors."},
+    {"name": "webhooks", "description": "Event subscriptions and their delivery log."},
+    {"name": "operations", "description": "Health, readiness and metrics (no authentication)."},
+]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    database: str
+    migrations: str
+
+
+async def _run_hooks(app: FastAPI, hooks: list[Hook]) -> None:
+    for hook in hooks:
+        result = hook(app)
+        if inspect.isawaitable(result):
+            await result
+
+
+def _problem_openapi(app: FastAPI) -> dict[str, Any]:
+    """OpenAPI with error responses under ``application/problem+json``."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+        tags=app.openapi_tags,
+    )
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for code, response in operation.get("responses", {}).items():
+                content = response.get("content")
+                if code.isdigit() and int(code) >= 400 and content and "application/json" in content:
+                    content[PROBLEM_MEDIA_TYPE] = content.pop("application/json")
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schema.get("components", {}).get("schemas", {}).pop(unused, None)
+    app.openapi_schema = schema
+    return schema
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+) -> FastAPI:
+    """Build the app. Pass ``session_factory`` to run on an existing engine or connection (tests);
+    otherwise the lifespan makes an engine from ``settings.database_url`` and, if
+    ``settings.migrate_on_start``, upgrades the schema to head first."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level, settings.log_format)
+        engine = None
+        if app.state.session_factory is None:
+            if settings.migrate_on_start:
+                await anyio.to_thread.run_sync(run_migrations, settings.database_url)
+            engine = make_engine(settings.database_url)
+            app.state.engine = engine
+            app.state.session_factory = make_session_factory(engine)
+        log.info(
+            "startup",
+            env=settings.env,
+            worker_id=settings.worker_id,
+            database=engine.url.render_as_string(hide_password=True) if engine else "external",
+        )
+        try:
+            await _run_hooks(app, app.state.on_startup_hooks)
+            yield
+        finally:
+            await _run_hooks(app, list(reversed(app.state.on_shutdown_hooks)))
+            if engine is not None:
+                engine.dispose()
+                app.state.session_factory = None
+                app.state.engine = None
+            log.info("shutdown")
+
+    app = FastAPI(
+        title="dpwatch",
+        version="0.1.0",
+        description=API_DESCRIPTION,
+        openapi_tags=TAGS,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.session_factory = session_factory
+    app.state.engine = None
+    app.state.on_startup_hooks = []
+    app.state.on_shutdown_hooks = []
+
+    install_problem_handlers(app)
+    app.add_middleware(RequestContextMiddleware)
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(get_principal)])
+    v1.include_router(mechanisms_router)
+    v1.include_router(monitors_router)
+    v1.include_router(alarms_router)
+    v1.include_router(webhooks_router)
+    app.include_router(v1)
+
+    @app.get("/healthz", tags=["operations"], response_model=Health, summary="Liveness")
+    def healthz() -> Health:
+        """The process is up (no dependency is checked)."""
+        return Health(status="ok")
+
+    @app.get(
+        "/readyz",
+        tags=["operations"],
+        response_model=Readiness,
+        summary="Readiness",
+        responses=problem_responses(503),
+    )
+    def readyz(request: Request) -> Any:
+        """The database answers and its schema is at the latest migration; 503 otherwise."""
+        factory = request.app.state.session_factory
+        if factory is None:
+            return problem_response(request, 503, "The application has not started.", slug="not-ready")
+        try:
+            with factory() as session:
+                session.execute(text("SELECT 1"))
+                current = migrations_current(session.connection())
+        except Exception as exc:  # noqa: BLE001 - any failure here means "not ready"
+            log.warning("readyz.database_unreachable", error=type(exc).__name__)
+            return problem_response(request, 503, "The database is unreachable.", slug="not-ready")
+        if not current:
+            return problem_response(
+                request,
+                503,
+                "The database schema is not at the latest migration; run `dpwatch migrate`.",
+                slug="not-ready",
+            )
+        return Readiness(status="ready", database="ok", migrations="current")
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."}},
+    )
+    def metrics(request: Request) -> Response:
+        """Metrics in the Prometheus text format; `dpwatch_monitors{state}` is counted now."""
+        factory = request.app.state.session_factory
+        if factory is not None:
+            try:
+                with factory() as session:
+                    refresh_monitor_gauge(session)
+            except Exception as exc:  # noqa: BLE001 - serve the other metrics anyway
+                log.warning("metrics.monitor_gauge_failed", error=type(exc).__name__)
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    app.openapi = lambda: _problem_openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+app = create_app()

@@ -1,0 +1,1 @@
+"""Registered mechanism endpoints: models, schemas, service, router."""

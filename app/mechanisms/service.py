@@ -1,0 +1,249 @@
+"""Mechanisms: CRUD scoped to a tenant, and probing an endpoint once. Never commits."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.api.errors import ConflictError, InvalidInputError, NotFoundError
+from app.api.pagination import SortKey, paginate
+from app.api.urls import destination_problem
+from app.auth.service import generate_signing_secret
+from app.mechanisms.models import Mechanism
+from app.mechanisms.schemas import MechanismCreate, MechanismUpdate
+from app.monitors.models import Monitor
+from app.settings import Settings
+
+PROBE_PREVIEW = 5
+
+
+def get_mechanism(session: Session, tenant_id: uuid.UUID, mechanism_id: uuid.UUID) -> Mechanism:
+    mechanism = session.scalar(select(Mechanism).where(Mechanism.id == mechanism_id, Mechanism.tenant_id == tenant_id))
+    if mechanism is None:
+        raise NotFoundError(f"Mechanism {mechanism_id} not found.")
+    return mechanism
+
+
+def list_mechanisms(
+    session: Session, tenant_id: uuid.UUID, *, limit: int, cursor: str | None
+) -> tuple[list[Mechanism], str | None]:
+    stmt = select(Mechanism).where(Mechanism.tenant_id == tenant_id)
+    return paginate(
+        session, stmt, [SortKey(Mechanism.created_at, "datetime"), SortKey(Mechanism.id, "uuid")], limit, cursor
+    )
+
+
+def _check_destination(url: str, settings: Settings) -> None:
+    problem = destination_problem(url, settings)
+    if problem is not None:
+        raise InvalidInputError(
+            f"sampling_url: {problem}.", field=["body", "sampling_url"], error_type="url_not_allowed"
+        )
+
+
+def _name_taken(session: Session, tenant_id: uuid.UUID, name: str, exclude: uuid.UUID | None = None) -> bool:
+    stmt = select(Mechanism.id).where(Mechanism.tenant_id == tenant_id, Mechanism.name == name)
+    if exclude is not None:
+        stmt = stmt.where(Mechanism.id != exclude)
+    return session.scalar(stmt) is not None
+
+
+def _flush_unique(session: Session, name: str) -> None:
+    # The pre-check covers the common case; the savepoint turns a race into a 409 as well.
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError as exc:
+        raise ConflictError(f"A mechanism named {name!r} already exists.") from exc
+
+
+def build_mechanism(tenant_id: uuid.UUID, data: MechanismCreate) -> Mechanism:
+    """A transient mechanism (not yet in the session): probed first when ``?validate=true``."""
+    return Mechanism(
+        id=uuid.uuid4(),
+        tenant_id=tenant_id,
+        name=data.name,
+        sampling_url=data.sampling_url,
+        output_kind=data.output_kind,
+        dim=data.dim,
+        max_batch=data.max_batch,
+        timeout_seconds=data.timeout_seconds,
+        prefer_binary=data.prefer_binary,
+        secret=generate_signing_secret(),
+    )
+
+
+def check_create(session: Session, tenant_id: uuid.UUID, data: MechanismCreate, settings: Settings) -> None:
+    _check_destination(data.sampling_url, settings)
+    if _name_taken(session, tenant_id, data.name):
+        raise ConflictError(f"A mechanism named {data.name!r} already exists.")
+
+
+def add_mechanism(session: Session, mechanism: Mechanism) -> Mechanism:
+    session.add(mechanism)
+    _flush_unique(session, mechanism.name)
+    return mechanism
+
+
+def create_mechanism(session: Session, tenant_id: uuid.UUID, data: MechanismCreate, settings: Settings) -> Mechanism:
+    check_create(session, tenant_id, data, settings)
+    return add_mechanism(session, build_mechanism(tenant_id, data))
+
+
+def draft_update(mechanism: Mechanism, data: MechanismUpdate) -> Mechanism:
+    """A transient copy of ``mechanism`` with the update applied (for probing before saving)."""
+    values = {
+        name: getattr(mechanism, name)
+        for name in (
+            "id",
+            "tenant_id",
+            "name",
+            "sampling_url",
+            "output_kind",
+            "dim",
+            "max_batch",
+            "timeout_seconds",
+            "prefer_binary",
+            "secret",
+        )
+    }
+    changes = data.model_dump(exclude_unset=True)
+    values.update(changes)
+    if changes.get("output_kind") in ("real", "discrete") and "dim" not in changes:
+        values["dim"] = None
+    return Mechanism(**values)
+
+
+def _monitor_count(session: Session, mechanism_id: uuid.UUID) -> int:
+    return session.scalar(select(func.count()).select_from(Monitor).where(Monitor.mechanism_id == mechanism_id)) or 0
+
+
+def check_update(session: Session, mechanism: Mechanism, data: MechanismUpdate, settings: Settings) -> Mechanism:
+    """Validate an update; return the draft with the new values (nothing is changed yet)."""
+    draft = draft_update(mechanism, data)
+    if draft.output_kind == "vector" and draft.dim is None:
+        raise InvalidInputError(
+            "dim is required when output_kind is 'vector' (the length of each output vector).",
+            field=["body", "dim"],
+        )
+    if draft.output_kind != "vector" and draft.dim is not None:
+        raise InvalidInputError(
+            f"dim must be null unless output_kind is 'vector' (the mechanism's output_kind is '{draft.output_kind}').",
+            field=["body", "dim"],
+        )
+    if (draft.output_kind, draft.dim) != (mechanism.output_kind, mechanism.dim):
+        count = _monitor_count(session, mechanism.id)
+        if count:
+            raise ConflictError(
+                f"output_kind and dim cannot change while {count} monitor(s) use this mechanism: their "
+                "events are defined on the current outputs. Delete or recreate those monitors first."
+            )
+    if "sampling_url" in data.model_fields_set:
+        _check_destination(draft.sampling_url, settings)
+    if draft.name != mechanism.name and _name_taken(session, mechanism.tenant_id, draft.name, exclude=mechanism.id):
+        raise ConflictError(f"A mechanism named {draft.name!r} already exists.")
+    return draft
+
+
+def apply_update(session: Session, mechanism: Mechanism, draft: Mechanism) -> Mechanism:
+    for name in ("name", "sampling_url", "output_kind", "dim", "max_batch", "timeout_seconds", "prefer_binary"):
+        value = getattr(draft, name)
+        if getattr(mechanism, name) != value:
+            setattr(mechanism, name, value)
+    _flush_unique(session, mechanism.name)
+    return mechanism
+
+
+def update_mechanism(session: Session, mechanism: Mechanism, data: MechanismUpdate, settings: Settings) -> Mechanism:
+    return apply_update(session, mechanism, check_update(session, mechanism, data, settings))
+
+
+def delete_mechanism(session: Session, mechanism: Mechanism) -> None:
+    """Delete the mechanism; its monitors, checks, periods and alarms go with it (FK cascade)."""
+    session.delete(mechanism)
+    session.flush()
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one sampling call to a mechanism showed."""
+
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    reason: str | None = None
+    outputs_received: int = 0
+    elapsed_seconds: float = 0.0
+    preview: list[Any] = field(default_factory=list)
+
+
+Prober = Callable[..., Awaitable[ProbeResult]]
+
+
+def _preview(outputs: Any) -> list[Any]:
+    values = outputs[:PROBE_PREVIEW].tolist()
+    return [v if not isinstance(v, float) or math.isfinite(v) else str(v) for v in values]
+
+
+async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: Any = None, n: int = 10) -> ProbeResult:
+    """Ask the endpoint once for ``n`` outputs on ``database`` and report what is wrong.
+
+    Goes through the same safe sampling client as the monitors (address checks, signing, byte
+    and time caps, strict validation of the answer), so a mechanism that validates here is one
+    the scheduler can sample. One attempt only: a probe reports, it does not retry.
+    """
+    from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
+    from app.sampling.protocol import SamplingError
+    from app.sampling.safe_http import SafeHttpConfig
+
+    n = max(1, min(n, mechanism.max_batch))
+    started = time.perf_counter()
+    try:
+        endpoint = MechanismEndpoint(
+            sampling_url=mechanism.sampling_url,
+            secret=mechanism.secret,
+            output_kind=mechanism.output_kind,  # type: ignore[arg-type]
+            max_batch=mechanism.max_batch,
+            timeout_seconds=mechanism.timeout_seconds,
+            prefer_binary=mechanism.prefer_binary,
+            vector_dim=mechanism.dim,
+        )
+        config = SamplingClientConfig(
+            max_attempts=1,
+            deadline_seconds=mechanism.timeout_seconds + 1.0,
+            max_response_bytes=settings.sampling_max_bytes,
+        )
+        http_config = SafeHttpConfig(allow_networks=settings.allow_networks, max_bytes=settings.sampling_max_bytes)
+        async with SamplingClient(config=config, http_config=http_config) as client:
+            outputs = await client.sample(
+                endpoint,
+                [] if database is None else database,
+                n,
+                monitor_id=f"validate:{mechanism.id}",
+                period=0,
+                request_id_prefix=f"validate-{mechanism.id.hex}",
+            )
+    except SamplingError as exc:
+        return ProbeResult(
+            ok=False,
+            problems=[exc.detail or exc.reason],
+            reason=exc.reason,
+            elapsed_seconds=time.perf_counter() - started,
+        )
+    except ValueError as exc:  # e.g. a database that is not strict JSON
+        return ProbeResult(
+            ok=False, problems=[str(exc)], reason="invalid_request", elapsed_seconds=time.perf_counter() - started
+        )
+    return ProbeResult(
+        ok=True,
+        outputs_received=len(outputs),
+        elapsed_seconds=time.perf_counter() - started,
+        preview=_preview(outputs),
+    )

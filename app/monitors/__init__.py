@@ -1,0 +1,1 @@
+"""Monitors, their checks and their periods."""

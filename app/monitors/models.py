@@ -1,0 +1,147 @@
+"""Monitors, their checks, and the record of every period.
+
+A monitor runs horizons of T periods. Each period it samples the mechanism n times on x and on
+x' of every check, feeds z_t to the check's ``WeightedAggregator`` (``checks.detector_state``)
+and writes one ``period_runs`` row with one ``period_checks`` row per check.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, JSONType, new_uuid, utcnow
+
+MONITOR_STATES = ("calibrating", "active", "alarm", "completed", "paused", "degraded")
+VARIANCES = ("score", "wald")
+PERIOD_STATUSES = ("ok", "failed")
+
+
+class Monitor(Base):
+    __tablename__ = "monitors"
+    __table_args__ = (
+        CheckConstraint("state IN ('calibrating', 'active', 'alarm', 'completed', 'paused', 'degraded')", name="state"),
+        CheckConstraint("variance IN ('score', 'wald')", name="variance"),
+        CheckConstraint("(period_seconds IS NULL) <> (cron IS NULL)", name="one_schedule"),
+        CheckConstraint("epsilon > 0", name="epsilon_positive"),
+        CheckConstraint("alpha > 0 AND alpha < 1", name="alpha_range"),
+        CheckConstraint("gamma >= 0 AND gamma < 0.5", name="gamma_range"),
+        CheckConstraint("horizon >= 2", name="horizon_min"),
+        CheckConstraint("samples_per_period >= 1", name="samples_positive"),
+        # The scheduler's claim query: WHERE state IN (...) AND next_run_at <= now.
+        Index("ix_monitors_state_next_run_at", "state", "next_run_at"),
+        Index("ix_monitors_tenant_id_created_at", "tenant_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    mechanism_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("mechanisms.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+    epsilon: Mapped[float]
+    alpha: Mapped[float] = mapped_column(default=0.05)
+    gamma: Mapped[float] = mapped_column(default=0.25)
+    horizon: Mapped[int]
+    samples_per_period: Mapped[int]
+    period_seconds: Mapped[int | None]
+    cron: Mapped[str | None] = mapped_column(String(200))
+    variance: Mapped[str] = mapped_column(String(8), default="score")
+    kappa: Mapped[float] = mapped_column(default=1e-6)
+    symmetric: Mapped[bool] = mapped_column(default=False)
+    renew: Mapped[bool] = mapped_column(default=False)
+
+    state: Mapped[str] = mapped_column(String(16))
+    paused_from_state: Mapped[str | None] = mapped_column(String(16))
+    horizon_index: Mapped[int] = mapped_column(default=1)
+    horizon_alpha: Mapped[float]
+    threshold: Mapped[float | None]
+    threshold_std_error: Mapped[float | None]
+    threshold_source: Mapped[str | None] = mapped_column(String(16))
+    t: Mapped[int] = mapped_column(default=0)
+    consecutive_failures: Mapped[int] = mapped_column(default=0)
+
+    # Period slots are schedule_anchor + k·period_seconds (or the cron's fire times); the anchor
+    # is start_at (or the creation time) so that slots, and so period_runs.scheduled_for, are
+    # reproducible across replicas.
+    schedule_anchor: Mapped[datetime]
+    next_run_at: Mapped[datetime]
+    last_period_at: Mapped[datetime | None]
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None]
+
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Check(Base):
+    """One (x, x', E) triple of a monitor, with its detector state."""
+
+    __tablename__ = "checks"
+    __table_args__ = (UniqueConstraint("monitor_id", "position"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    monitor_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("monitors.id", ondelete="CASCADE"))
+    position: Mapped[int]
+    x: Mapped[Any] = mapped_column(JSONType)
+    x_prime: Mapped[Any] = mapped_column(JSONType)
+    event: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    # True for the (x', x) copy that ``symmetric`` adds next to each (x, x').
+    reversed: Mapped[bool] = mapped_column(default=False)
+    # WeightedAggregator.to_state(); None while the monitor calibrates.
+    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    last_z: Mapped[float | None]
+    last_statistic: Mapped[float | None]
+    max_statistic: Mapped[float | None]
+
+
+class PeriodRun(Base):
+    """One period of one monitor: a slot that was sampled, tested, and recorded (or failed)."""
+
+    __tablename__ = "period_runs"
+    __table_args__ = (
+        # A slot is drawn at most once, even when two replicas race (ON CONFLICT DO NOTHING).
+        UniqueConstraint("monitor_id", "scheduled_for"),
+        # A horizon's period t is counted at most once; failed periods have t NULL.
+        UniqueConstraint("monitor_id", "horizon_index", "t"),
+        UniqueConstraint("monitor_id", "seq"),
+        CheckConstraint("status IN ('ok', 'failed')", name="status"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    monitor_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("monitors.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    scheduled_for: Mapped[datetime]
+    horizon_index: Mapped[int]
+    t: Mapped[int | None]
+    status: Mapped[str] = mapped_column(String(8))
+    failure_reason: Mapped[str | None] = mapped_column(String(64))
+    failure_detail: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    sampling_seconds: Mapped[float | None]
+    worker_id: Mapped[str | None] = mapped_column(String(200))
+
+
+class PeriodCheck(Base):
+    """The numbers of one check in one period (seed 002 eqs. 7-13)."""
+
+    __tablename__ = "period_checks"
+    __table_args__ = (UniqueConstraint("period_run_id", "check_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    period_run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("period_runs.id", ondelete="CASCADE"))
+    check_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("checks.id", ondelete="CASCADE"), index=True)
+    a: Mapped[int]
+    b: Mapped[int]
+    n: Mapped[int]
+    p_hat: Mapped[float]
+    q_hat: Mapped[float]
+    d_hat: Mapped[float]
+    sigma_hat: Mapped[float]
+    z: Mapped[float]
+    statistic: Mapped[float]
+    threshold: Mapped[float]

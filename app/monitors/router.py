@@ -1,0 +1,187 @@
+"""/v1/monitors: create and steer monitors, read their status and periods."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
+from app.api.errors import problem_responses
+from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.monitors import service
+from app.monitors.models import Check, Monitor
+from app.monitors.schemas import (
+    CheckRead,
+    MonitorCreate,
+    MonitorRead,
+    MonitorState,
+    MonitorStatus,
+    PeriodCheckRead,
+    PeriodRead,
+)
+
+router = APIRouter(prefix="/monitors", tags=["monitors"])
+
+
+def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
+    data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
+    return MonitorRead.model_validate({**data, "checks": [CheckRead.model_validate(c) for c in checks]})
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=MonitorRead,
+    summary="Create a monitor",
+    description=(
+        "Create a monitor of a mechanism. With `symmetric`, each (x, x') check gets a reversed "
+        "(x', x) copy. The m checks share α_j by Bonferroni (α_j/m each). If the threshold "
+        "q(T, γ, α_j/m) is in the shipped table the monitor starts `active`; otherwise, or when an "
+        "event is `auto`, it starts `calibrating` and becomes `active` once the threshold is "
+        "computed (and the events chosen). The first period is at `start_at` (default: now)."
+    ),
+    responses=problem_responses(401, 404, 422),
+)
+def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+    monitor = service.create_monitor(session, principal.tenant_id, body)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.get(
+    "",
+    response_model=Page[MonitorRead],
+    summary="List monitors",
+    description="This tenant's monitors, newest first, optionally filtered by state and mechanism.",
+    responses=problem_responses(401, 422),
+)
+def list_monitors(
+    principal: CurrentPrincipal,
+    session: SessionDep,
+    state: Annotated[MonitorState | None, Query(description="Only monitors in this state.")] = None,
+    mechanism_id: Annotated[uuid.UUID | None, Query(description="Only monitors of this mechanism.")] = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[MonitorRead]:
+    monitors, next_cursor = service.list_monitors(
+        session, principal.tenant_id, state=state, mechanism_id=mechanism_id, limit=limit, cursor=cursor
+    )
+    checks = service.checks_by_monitor(session, [m.id for m in monitors])
+    return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
+
+
+@router.get(
+    "/{monitor_id}",
+    response_model=MonitorRead,
+    summary="Get a monitor",
+    description="The monitor's configuration, state and checks.",
+    responses=problem_responses(401, 404, 422),
+)
+def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.get(
+    "/{monitor_id}/status",
+    response_model=MonitorStatus,
+    summary="Get a monitor's status",
+    description="State, progress through the horizon, threshold and levels, and each check's latest "
+    "z, M_t and largest M_t so far.",
+    responses=problem_responses(401, 404, 422),
+)
+def get_monitor_status(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorStatus:
+    return service.monitor_status(session, service.get_monitor(session, principal.tenant_id, monitor_id))
+
+
+@router.post(
+    "/{monitor_id}/pause",
+    response_model=MonitorRead,
+    summary="Pause a monitor",
+    description="Stop running periods. The current state is remembered for `resume`. 409 if the "
+    "monitor is already paused or completed.",
+    responses=problem_responses(401, 404, 409, 422),
+)
+def pause_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
+    service.pause_monitor(session, monitor)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.post(
+    "/{monitor_id}/resume",
+    response_model=MonitorRead,
+    summary="Resume a paused monitor",
+    description="Return to the state before the pause. The next period is the next slot of the "
+    "schedule from now (missed slots are skipped, not caught up). 409 unless paused.",
+    responses=problem_responses(401, 404, 409, 422),
+)
+def resume_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
+    service.resume_monitor(session, monitor)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.post(
+    "/{monitor_id}/reset",
+    response_model=MonitorRead,
+    summary="Reset a monitor after a fix",
+    description="Start a new horizon (j + 1) with t = 0 and fresh detectors, at level α_{j+1} when "
+    "`renew`. Open alarms are resolved (and `alarm.resolved` webhooks sent). Past periods and "
+    "alarms are kept. The state becomes `active`, or `calibrating` if the new threshold is not "
+    "in the table; the next period is the next slot from now.",
+    responses=problem_responses(401, 404, 422),
+)
+def reset_monitor(
+    monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep, settings: SettingsDep
+) -> MonitorRead:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
+    service.reset_monitor(session, monitor, settings)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.delete(
+    "/{monitor_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete a monitor",
+    description="Delete the monitor with its checks, periods and alarms.",
+    responses=problem_responses(401, 404, 422),
+)
+def delete_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> Response:
+    service.delete_monitor(session, service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/{monitor_id}/periods",
+    response_model=Page[PeriodRead],
+    summary="List a monitor's periods",
+    description="Every period, newest first: for each check a, b, p̂, q̂, D̂, σ̂, z, M_t and the "
+    "threshold; for failed periods the failure reason and detail.",
+    responses=problem_responses(401, 404, 422),
+)
+def list_periods(
+    monitor_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: SessionDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[PeriodRead]:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
+    rows, next_cursor = service.list_periods(session, monitor, limit=limit, cursor=cursor)
+    items = []
+    for run, period_checks in rows:
+        data = {name: getattr(run, name) for name in PeriodRead.model_fields if name != "checks"}
+        checks = [
+            PeriodCheckRead.model_validate(
+                {
+                    **{n: getattr(pc, n) for n in PeriodCheckRead.model_fields if n != "alarm"},
+                    "alarm": pc.statistic > pc.threshold,
+                }
+            )
+            for pc in period_checks
+        ]
+        items.append(PeriodRead.model_validate({**data, "checks": checks}))
+    return Page[PeriodRead](items=items, next_cursor=next_cursor)

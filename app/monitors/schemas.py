@@ -1,0 +1,263 @@
+"""Request and response bodies of /v1/monitors and their periods."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+from app.monitors.schedule import parse_cron
+from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion
+
+MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
+Variance = Literal["score", "wald"]
+
+MAX_CHECKS = 64
+
+
+class AutoEvent(BaseModel):
+    """Let dpwatch choose the event E from the mechanism's outputs (discovery, while calibrating)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["auto"] = "auto"
+
+
+CheckEvent = Annotated[
+    Interval | IntervalUnion | DiscreteSet | Box | AutoEvent,
+    Field(
+        discriminator="kind",
+        description="The event E whose probability under x and x' is compared: `interval`, `union` "
+        "(of intervals), `set` (of values, or of tuples for vectors), `box` (for vectors), or "
+        "`auto` (chosen by discovery before the first horizon starts).",
+    ),
+]
+
+_CREATE_EXAMPLE = {
+    "name": "count-query neighbours",
+    "mechanism_id": "7d3b9c1e-2f4a-4b6c-8d0e-1f2a3b4c5d6e",
+    "checks": [{"x": [1, 1, 0, 1], "x_prime": [1, 1, 0, 0], "event": {"kind": "interval", "low": 2.5, "high": None}}],
+    "epsilon": 1.0,
+    "alpha": 0.05,
+    "gamma": 0.25,
+    "horizon": 100,
+    "samples_per_period": 10000,
+    "period_seconds": 3600,
+    "variance": "score",
+    "symmetric": True,
+    "renew": False,
+}
+
+
+class CheckCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    x: JsonValue = Field(description="The database x (any JSON the mechanism accepts).")
+    x_prime: JsonValue = Field(description="A neighbouring database x'.")
+    event: CheckEvent
+
+    @model_validator(mode="after")
+    def _distinct(self) -> CheckCreate:
+        if self.x == self.x_prime:
+            raise ValueError(
+                "x and x_prime are the same database; a check compares two different (neighbouring) databases"
+            )
+        return self
+
+
+class MonitorCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE]})
+
+    name: str = Field(min_length=1, max_length=200)
+    mechanism_id: uuid.UUID = Field(description="The mechanism to sample (one of this tenant's).")
+    checks: list[CheckCreate] = Field(
+        min_length=1, max_length=MAX_CHECKS, description="The (x, x', E) triples to test."
+    )
+    epsilon: float = Field(gt=0, le=50, description="The claimed ε: the monitor alarms when the outputs contradict it.")
+    alpha: float = Field(
+        0.05, gt=0, lt=1, description="False-alarm probability over the whole monitor (all checks, all horizons)."
+    )
+    gamma: float = Field(
+        0.25,
+        ge=0,
+        lt=0.5,
+        description="Weight exponent γ of the aggregator: small γ favours long drifts, large γ abrupt changes.",
+    )
+    horizon: int = Field(ge=2, le=100_000, description="T, the number of periods of one horizon.")
+    samples_per_period: int = Field(ge=1, le=10_000_000, description="n, outputs drawn on each of x and x' per period.")
+    period_seconds: int | None = Field(
+        None, ge=1, le=366 * 24 * 3600, description="Run a period every this many seconds (or give `cron`)."
+    )
+    cron: str | None = Field(
+        None, max_length=200, description="5-field crontab expression, in UTC (or give `period_seconds`)."
+    )
+    variance: Variance = Field(
+        "score", description="Estimator of σ̂: `score` (restricted MLE, default) or `wald` (the paper's eq. 8)."
+    )
+    kappa: float = Field(1e-6, gt=0, le=1, description="Variance floor κ (eq. 16).")
+    symmetric: bool = Field(False, description="Also test each pair reversed, (x', x), as its own check.")
+    renew: bool = Field(False, description="Start a new horizon after each completed one, at level α_j = 6α/(π²j²).")
+    start_at: AwareDatetime | None = Field(
+        None, description="When the first period starts (default: now). Anchors the schedule."
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = " ".join(value.split())
+        parse_cron(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> MonitorCreate:
+        if (self.period_seconds is None) == (self.cron is None):
+            raise ValueError("give exactly one of period_seconds and cron")
+        if self.symmetric and 2 * len(self.checks) > MAX_CHECKS:
+            raise ValueError(f"with symmetric, at most {MAX_CHECKS // 2} checks (each is doubled)")
+        return self
+
+
+class CheckRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    position: int
+    x: Any
+    x_prime: Any
+    event: dict[str, Any]
+    reversed: bool = Field(description="True for the (x', x) copy added by `symmetric`.")
+
+
+class MonitorRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    mechanism_id: uuid.UUID
+    state: MonitorState
+    epsilon: float
+    alpha: float
+    gamma: float
+    horizon: int
+    samples_per_period: int
+    period_seconds: int | None
+    cron: str | None
+    variance: Variance
+    kappa: float
+    symmetric: bool
+    renew: bool
+    horizon_index: int = Field(description="j, the current horizon (1 for the first).")
+    horizon_alpha: float = Field(description="α_j: α, or 6α/(π²j²) when `renew`.")
+    threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")
+    threshold_std_error: float | None
+    threshold_source: str | None = Field(description="`table` or `monte_carlo`.")
+    t: int = Field(description="Periods completed in the current horizon.")
+    next_run_at: datetime
+    last_period_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    checks: list[CheckRead]
+
+
+class CheckStatus(BaseModel):
+    id: uuid.UUID
+    position: int
+    reversed: bool
+    event: dict[str, Any]
+    last_z: float | None = Field(description="z of the latest period.")
+    last_statistic: float | None = Field(description="M_t of the latest period.")
+    max_statistic: float | None = Field(description="Largest M_t so far in this horizon.")
+    alarm: bool = Field(description="Whether this check has an open alarm.")
+
+
+class MonitorStatus(BaseModel):
+    """Where a monitor stands: what a dashboard polls."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "0b6c7f9e-3f0e-4a43-9a0f-7c0f63a2b7f1",
+                    "name": "count-query neighbours",
+                    "state": "active",
+                    "paused_from_state": None,
+                    "t": 17,
+                    "horizon": 100,
+                    "horizon_index": 1,
+                    "periods_remaining": 83,
+                    "alpha": 0.05,
+                    "horizon_alpha": 0.05,
+                    "check_alpha": 0.025,
+                    "checks_count": 2,
+                    "threshold": 3.42,
+                    "threshold_std_error": 0.004,
+                    "threshold_source": "table",
+                    "consecutive_failures": 0,
+                    "open_alarms": 0,
+                    "last_period_at": "2026-01-01T16:00:00Z",
+                    "next_run_at": "2026-01-01T17:00:00Z",
+                    "checks": [],
+                }
+            ]
+        }
+    )
+
+    id: uuid.UUID
+    name: str
+    state: MonitorState
+    paused_from_state: MonitorState | None = Field(description="The state `resume` returns to.")
+    t: int
+    horizon: int
+    horizon_index: int
+    periods_remaining: int
+    alpha: float
+    horizon_alpha: float
+    check_alpha: float = Field(description="Per-check level α_j/m (Bonferroni over the m checks).")
+    checks_count: int
+    threshold: float | None
+    threshold_std_error: float | None
+    threshold_source: str | None
+    consecutive_failures: int
+    open_alarms: int
+    last_period_at: datetime | None
+    next_run_at: datetime
+    checks: list[CheckStatus]
+
+
+class PeriodCheckRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    check_id: uuid.UUID
+    a: int = Field(description="Outputs on x in E.")
+    b: int = Field(description="Outputs on x' in E.")
+    n: int
+    p_hat: float = Field(description="p̂ = a/n.")
+    q_hat: float = Field(description="q̂ = b/n.")
+    d_hat: float = Field(description="D̂ = p̂ − e^ε q̂ (eq. 7).")
+    sigma_hat: float = Field(description="σ̂ (eq. 8/16, or the score variance).")
+    z: float = Field(description="z = √n D̂/σ̂ (eq. 12).")
+    statistic: float = Field(description="M_t (eq. 13).")
+    threshold: float
+    alarm: bool = Field(description="M_t > threshold.")
+
+
+class PeriodRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    seq: int = Field(description="1, 2, … over the monitor's life (all horizons, failed periods included).")
+    scheduled_for: datetime
+    horizon_index: int
+    t: int | None = Field(description="The period's index in its horizon; null for a failed period.")
+    status: Literal["ok", "failed"]
+    failure_reason: str | None
+    failure_detail: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    sampling_seconds: float | None
+    worker_id: str | None
+    checks: list[PeriodCheckRead]

@@ -1,0 +1,363 @@
+"""Monitors: create, read, pause/resume/reset, delete; the start of a horizon. Never commits.
+
+The engine (period runner, calibration) uses :func:`check_alpha`, :func:`lookup_threshold`,
+:func:`activate`, :func:`start_horizon` and :class:`app.monitors.schedule.Schedule`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.alarms.models import Alarm
+from app.alarms.service import resolve_open_alarms
+from app.api.errors import ConflictError, InvalidInputError, NotFoundError
+from app.api.pagination import SortKey, paginate
+from app.db import utcnow
+from app.mechanisms.models import Mechanism
+from app.mechanisms.service import get_mechanism
+from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.monitors.schedule import Schedule
+from app.monitors.schemas import CheckStatus, MonitorCreate, MonitorStatus
+from app.settings import Settings
+
+PAUSABLE_STATES = ("calibrating", "active", "alarm", "degraded")
+
+
+# --------------------------------------------------------------------------- levels, thresholds
+
+
+def horizon_level(alpha: float, renew: bool, horizon_index: int) -> float:
+    """α_j: the whole α for a single horizon, 6α/(π²j²) for horizon j of a renewing monitor."""
+    from app.stats.multiple import renewal_alpha
+
+    return renewal_alpha(alpha, horizon_index) if renew else alpha
+
+
+def check_alpha(monitor: Monitor, checks_count: int) -> float:
+    """The per-check level α_j/m (Bonferroni over the monitor's m checks)."""
+    from app.stats.multiple import bonferroni_alpha
+
+    return bonferroni_alpha(monitor.horizon_alpha, checks_count)
+
+
+def lookup_threshold(horizon: int, gamma: float, alpha: float) -> Any:
+    """The shipped ``ThresholdEstimate`` for (T, γ, α), or None when off the table's grid."""
+    from app.stats.thresholds import threshold_from_table
+
+    return threshold_from_table(horizon, gamma, alpha)
+
+
+def is_auto(check: Check) -> bool:
+    return check.event.get("kind") == "auto"
+
+
+def initial_detector_state(monitor: Monitor) -> dict[str, Any]:
+    from app.stats.aggregator import WeightedAggregator
+
+    assert monitor.threshold is not None
+    return WeightedAggregator(monitor.horizon, monitor.gamma, monitor.threshold).to_state()
+
+
+def activate(monitor: Monitor, checks: Sequence[Check], estimate: Any) -> None:
+    """Set the threshold from ``estimate`` (a ``ThresholdEstimate``), start fresh detectors and
+    make the monitor ``active``. The engine calls this when calibration finishes."""
+    if any(is_auto(check) for check in checks):
+        raise ValueError("every check needs a concrete event before the monitor can be activated")
+    monitor.threshold = float(estimate.value)
+    monitor.threshold_std_error = float(estimate.std_error)
+    monitor.threshold_source = str(estimate.source)
+    for check in checks:
+        check.detector_state = initial_detector_state(monitor)
+    monitor.state = "active"
+
+
+def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int) -> None:
+    """Begin horizon ``horizon_index``: t = 0, α_j, a threshold from the table if it has one,
+    new detectors, and state ``active`` — or ``calibrating`` when the threshold is off the table
+    or an event is still ``auto`` (the engine then computes/discovers and calls :func:`activate`)."""
+    monitor.horizon_index = horizon_index
+    monitor.horizon_alpha = horizon_level(monitor.alpha, monitor.renew, horizon_index)
+    monitor.t = 0
+    monitor.consecutive_failures = 0
+    monitor.paused_from_state = None
+    for check in checks:
+        check.detector_state = None
+        check.last_z = None
+        check.last_statistic = None
+        check.max_statistic = None
+    estimate = lookup_threshold(monitor.horizon, monitor.gamma, check_alpha(monitor, len(checks)))
+    if estimate is None:
+        monitor.threshold = None
+        monitor.threshold_std_error = None
+        monitor.threshold_source = None
+        monitor.state = "calibrating"
+        return
+    if any(is_auto(check) for check in checks):
+        # The threshold does not depend on the events: keep it, discover the events first.
+        monitor.threshold = float(estimate.value)
+        monitor.threshold_std_error = float(estimate.std_error)
+        monitor.threshold_source = str(estimate.source)
+        monitor.state = "calibrating"
+        return
+    activate(monitor, checks, estimate)
+
+
+# --------------------------------------------------------------------------- events vs outputs
+
+
+def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
+    """Why ``event`` cannot apply to the mechanism's outputs, or None if it can."""
+    kind = event["kind"]
+    output = mechanism.output_kind
+    if kind == "auto":
+        return None
+    if output == "vector":
+        if kind == "box":
+            if len(event["low"]) != mechanism.dim:
+                return (
+                    f"the box has dimension {len(event['low'])} but the mechanism's outputs are vectors "
+                    f"of length {mechanism.dim}"
+                )
+            return None
+        if kind == "set" and event["values"] and isinstance(event["values"][0], list):
+            if len(event["values"][0]) != mechanism.dim:
+                return (
+                    f"the set's tuples have length {len(event['values'][0])} but the mechanism's outputs "
+                    f"have length {mechanism.dim}"
+                )
+            return None
+        return f"the mechanism's outputs are vectors; use a `box` or a `set` of tuples (got `{kind}`)"
+    if kind == "box":
+        return f"a `box` applies to vector outputs, but the mechanism's outputs are {output}"
+    if kind == "set":
+        first = event["values"][0]
+        if isinstance(first, list):
+            return f"a `set` of tuples applies to vector outputs, but the mechanism's outputs are {output}"
+        if isinstance(first, str) and output == "real":
+            return "a `set` of strings cannot contain real outputs; use an `interval` or a set of numbers"
+    return None
+
+
+# --------------------------------------------------------------------------- CRUD
+
+
+def get_monitor(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID, *, for_update: bool = False) -> Monitor:
+    stmt = select(Monitor).where(Monitor.id == monitor_id, Monitor.tenant_id == tenant_id)
+    if for_update:
+        stmt = stmt.with_for_update()
+    monitor = session.scalar(stmt)
+    if monitor is None:
+        raise NotFoundError(f"Monitor {monitor_id} not found.")
+    return monitor
+
+
+def get_checks(session: Session, monitor_id: uuid.UUID) -> list[Check]:
+    return list(session.scalars(select(Check).where(Check.monitor_id == monitor_id).order_by(Check.position)))
+
+
+def list_monitors(
+    session: Session,
+    tenant_id: uuid.UUID,
+    *,
+    state: str | None = None,
+    mechanism_id: uuid.UUID | None = None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Monitor], str | None]:
+    stmt = select(Monitor).where(Monitor.tenant_id == tenant_id)
+    if state is not None:
+        stmt = stmt.where(Monitor.state == state)
+    if mechanism_id is not None:
+        stmt = stmt.where(Monitor.mechanism_id == mechanism_id)
+    return paginate(
+        session, stmt, [SortKey(Monitor.created_at, "datetime"), SortKey(Monitor.id, "uuid")], limit, cursor
+    )
+
+
+def checks_by_monitor(session: Session, monitor_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Check]]:
+    out: dict[uuid.UUID, list[Check]] = {mid: [] for mid in monitor_ids}
+    if monitor_ids:
+        for check in session.scalars(
+            select(Check).where(Check.monitor_id.in_(list(monitor_ids))).order_by(Check.position)
+        ):
+            out[check.monitor_id].append(check)
+    return out
+
+
+def create_monitor(
+    session: Session, tenant_id: uuid.UUID, data: MonitorCreate, *, now: datetime | None = None
+) -> Monitor:
+    """Create a monitor with its checks (and their reversed copies when ``symmetric``)."""
+    now = now or utcnow()
+    mechanism = get_mechanism(session, tenant_id, data.mechanism_id)
+    for i, check in enumerate(data.checks):
+        problem = event_mismatch(check.event.model_dump(mode="json"), mechanism)
+        if problem is not None:
+            raise InvalidInputError(
+                f"checks[{i}].event: {problem}.", field=["body", "checks", i, "event"], error_type="event_mismatch"
+            )
+    anchor = data.start_at or now
+    monitor = Monitor(
+        id=uuid.uuid4(),
+        tenant_id=tenant_id,
+        mechanism_id=mechanism.id,
+        name=data.name,
+        epsilon=data.epsilon,
+        alpha=data.alpha,
+        gamma=data.gamma,
+        horizon=data.horizon,
+        samples_per_period=data.samples_per_period,
+        period_seconds=data.period_seconds,
+        cron=data.cron,
+        variance=data.variance,
+        kappa=data.kappa,
+        symmetric=data.symmetric,
+        renew=data.renew,
+        state="calibrating",
+        schedule_anchor=anchor,
+        next_run_at=anchor,
+        created_at=now,
+        updated_at=now,
+    )
+    if data.cron is not None:
+        monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(anchor)
+    checks: list[Check] = []
+    for item in data.checks:
+        event = item.event.model_dump(mode="json")
+        pairs = [(item.x, item.x_prime, False)]
+        if data.symmetric:
+            pairs.append((item.x_prime, item.x, True))
+        for x, x_prime, reversed_ in pairs:
+            checks.append(
+                Check(
+                    monitor_id=monitor.id, position=len(checks), x=x, x_prime=x_prime, event=event, reversed=reversed_
+                )
+            )
+    start_horizon(monitor, checks, 1)
+    session.add(monitor)
+    session.flush()  # the monitor first: checks reference it
+    session.add_all(checks)
+    session.flush()
+    return monitor
+
+
+def pause_monitor(session: Session, monitor: Monitor) -> Monitor:
+    if monitor.state == "paused":
+        raise ConflictError(f"Monitor {monitor.id} is already paused.")
+    if monitor.state not in PAUSABLE_STATES:
+        raise ConflictError(
+            f"Monitor {monitor.id} is {monitor.state}; only {', '.join(PAUSABLE_STATES)} monitors can be paused."
+        )
+    monitor.paused_from_state = monitor.state
+    monitor.state = "paused"
+    session.flush()
+    return monitor
+
+
+def resume_monitor(session: Session, monitor: Monitor, *, now: datetime | None = None) -> Monitor:
+    """Return to the state before the pause; the next period is the next slot from now."""
+    if monitor.state != "paused":
+        raise ConflictError(f"Monitor {monitor.id} is {monitor.state}, not paused.")
+    now = now or utcnow()
+    monitor.state = monitor.paused_from_state or "active"
+    monitor.paused_from_state = None
+    monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(now)
+    session.flush()
+    return monitor
+
+
+def reset_monitor(session: Session, monitor: Monitor, settings: Settings, *, now: datetime | None = None) -> Monitor:
+    """After a fix: start horizon j+1 with fresh detectors; resolve the open alarms (enqueueing
+    ``alarm.resolved``). Past periods and alarms are kept."""
+    now = now or utcnow()
+    checks = get_checks(session, monitor.id)
+    resolve_open_alarms(session, monitor, settings, now=now)
+    start_horizon(monitor, checks, monitor.horizon_index + 1)
+    monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(now)
+    session.flush()
+    return monitor
+
+
+def delete_monitor(session: Session, monitor: Monitor) -> None:
+    """Delete the monitor with its checks, periods and alarms (FK cascade)."""
+    session.delete(monitor)
+    session.flush()
+
+
+# --------------------------------------------------------------------------- status, periods
+
+
+def open_alarm_check_ids(session: Session, monitor_id: uuid.UUID) -> set[uuid.UUID]:
+    return set(
+        session.scalars(select(Alarm.check_id).where(Alarm.monitor_id == monitor_id, Alarm.resolved_at.is_(None)))
+    )
+
+
+def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
+    checks = get_checks(session, monitor.id)
+    open_ids = open_alarm_check_ids(session, monitor.id)
+    open_count = (
+        session.scalar(
+            select(func.count()).select_from(Alarm).where(Alarm.monitor_id == monitor.id, Alarm.resolved_at.is_(None))
+        )
+        or 0
+    )
+    return MonitorStatus(
+        id=monitor.id,
+        name=monitor.name,
+        state=monitor.state,  # type: ignore[arg-type]
+        paused_from_state=monitor.paused_from_state,  # type: ignore[arg-type]
+        t=monitor.t,
+        horizon=monitor.horizon,
+        horizon_index=monitor.horizon_index,
+        periods_remaining=monitor.horizon - monitor.t,
+        alpha=monitor.alpha,
+        horizon_alpha=monitor.horizon_alpha,
+        check_alpha=check_alpha(monitor, len(checks)),
+        checks_count=len(checks),
+        threshold=monitor.threshold,
+        threshold_std_error=monitor.threshold_std_error,
+        threshold_source=monitor.threshold_source,
+        consecutive_failures=monitor.consecutive_failures,
+        open_alarms=open_count,
+        last_period_at=monitor.last_period_at,
+        next_run_at=monitor.next_run_at,
+        checks=[
+            CheckStatus(
+                id=c.id,
+                position=c.position,
+                reversed=c.reversed,
+                event=c.event,
+                last_z=c.last_z,
+                last_statistic=c.last_statistic,
+                max_statistic=c.max_statistic,
+                alarm=c.id in open_ids,
+            )
+            for c in checks
+        ],
+    )
+
+
+def list_periods(
+    session: Session, monitor: Monitor, *, limit: int, cursor: str | None
+) -> tuple[list[tuple[PeriodRun, list[PeriodCheck]]], str | None]:
+    """The monitor's periods, newest first, each with its per-check numbers (in check order)."""
+    stmt = select(PeriodRun).where(PeriodRun.monitor_id == monitor.id)
+    runs, next_cursor = paginate(session, stmt, [SortKey(PeriodRun.seq, "int")], limit, cursor)
+    by_run: dict[uuid.UUID, list[PeriodCheck]] = {run.id: [] for run in runs}
+    if runs:
+        rows = session.execute(
+            select(PeriodCheck)
+            .join(Check, Check.id == PeriodCheck.check_id)
+            .where(PeriodCheck.period_run_id.in_(list(by_run)))
+            .order_by(Check.position)
+        ).scalars()
+        for row in rows:
+            by_run[row.period_run_id].append(row)
+    return [(run, by_run[run.id]) for run in runs], next_cursor

@@ -1,0 +1,217 @@
+"""Logging (structlog, JSON or console) and Prometheus metrics.
+
+Logs: every record — dpwatch's, uvicorn's, alembic's — goes through one structlog pipeline, with
+the request id bound by :class:`RequestContextMiddleware`. Values under keys that look like
+credentials are replaced before rendering, and the Authorization header is never logged.
+
+Metrics: the objects below live in prometheus_client's default registry; the engine increments
+them (periods, sampling time, alarms, webhook deliveries). ``dpwatch_monitors{state}`` is
+recomputed from the database at every scrape (:func:`refresh_monitor_gauge`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+import uuid
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# ------------------------------------------------------------------------------------- metrics
+
+PERIODS_TOTAL = Counter("dpwatch_periods_total", "Periods recorded, by status (ok or failed).", ["status"])
+SAMPLING_SECONDS = Histogram(
+    "dpwatch_sampling_seconds",
+    "Wall time of sampling one period (all checks, x and x').",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+ALARMS_TOTAL = Counter("dpwatch_alarms_total", "Alarms raised.")
+WEBHOOK_DELIVERIES_TOTAL = Counter(
+    "dpwatch_webhook_deliveries_total",
+    "Webhook delivery attempts, by outcome (delivered, retry, failed, disabled).",
+    ["outcome"],
+)
+MONITORS = Gauge("dpwatch_monitors", "Monitors by state (computed at scrape time).", ["state"])
+HTTP_REQUESTS_TOTAL = Counter(
+    "dpwatch_http_requests_total", "API requests, by method, route template and status.", ["method", "route", "status"]
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "dpwatch_http_request_seconds",
+    "API request latency, by method and route template.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+SAMPLING_REQUESTS_TOTAL = Counter(
+    "dpwatch_sampling_requests_total",
+    "HTTP attempts to mechanism endpoints, by outcome (ok or a failure reason).",
+    ["outcome"],
+)
+SAMPLING_REQUEST_SECONDS = Histogram(
+    "dpwatch_sampling_request_seconds",
+    "Duration of one HTTP attempt to a mechanism endpoint.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+
+# Hooks for the engine (SamplingClient's on_request, the period runner, the deliverer). They are
+# called after the transaction that recorded the event, so the counters count committed facts.
+
+
+def observe_sampling_request(duration_seconds: float, outcome: str) -> None:
+    """``SamplingClient(on_request=...)``: one HTTP attempt, ``outcome`` "ok" or a reason."""
+    SAMPLING_REQUESTS_TOTAL.labels(outcome=outcome).inc()
+    SAMPLING_REQUEST_SECONDS.observe(duration_seconds)
+
+
+def observe_period(status: str, sampling_seconds: float | None = None) -> None:
+    """A period was recorded with ``status`` "ok" or "failed"; sampling took ``sampling_seconds``."""
+    PERIODS_TOTAL.labels(status=status).inc()
+    if sampling_seconds is not None:
+        SAMPLING_SECONDS.observe(sampling_seconds)
+
+
+def observe_alarm(count: int = 1) -> None:
+    ALARMS_TOTAL.inc(count)
+
+
+def observe_delivery(outcome: str) -> None:
+    """One webhook delivery attempt ended with ``outcome``: delivered, retry, failed or disabled."""
+    WEBHOOK_DELIVERIES_TOTAL.labels(outcome=outcome).inc()
+
+
+def refresh_monitor_gauge(session: Session) -> None:
+    """Set ``dpwatch_monitors{state}`` from the database (every state, zeros included)."""
+    from app.monitors.models import MONITOR_STATES, Monitor
+
+    counts = {
+        state: count for state, count in session.execute(select(Monitor.state, func.count()).group_by(Monitor.state))
+    }
+    for state in MONITOR_STATES:
+        MONITORS.labels(state=state).set(counts.get(state, 0))
+
+
+# ------------------------------------------------------------------------------------- logging
+
+_SENSITIVE_KEY = re.compile(r"(authorization|secret|password|passwd|api[_-]?key|token|cookie)", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def redact_sensitive(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: blank values whose key names a credential (also one level down)."""
+    for key, value in list(event_dict.items()):
+        if key != "event" and _SENSITIVE_KEY.search(key):
+            event_dict[key] = REDACTED
+        elif isinstance(value, dict):
+            event_dict[key] = {k: (REDACTED if _SENSITIVE_KEY.search(str(k)) else v) for k, v in value.items()}
+    return event_dict
+
+
+def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
+    """Route structlog and the standard library through one renderer (JSON lines or console)."""
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_sensitive,
+    ]
+    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info if fmt == "json" else structlog.processors.StackInfoRenderer(),
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    handler.set_name("dpwatch")
+    root = logging.getLogger()
+    for existing in [h for h in root.handlers if h.get_name() == "dpwatch"]:
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # uvicorn's own handlers would print every line twice; let them propagate to ours instead.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = name != "uvicorn.access"  # our middleware logs each request once
+
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+REQUEST_ID_HEADER = "x-request-id"
+
+access_log = structlog.get_logger("dpwatch.access")
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route as a template (``/v1/monitors/{monitor_id}``), for bounded metric labels:
+    the path with each path parameter's value put back as ``{name}``."""
+    if scope.get("route") is None:
+        return "unmatched"
+    segments = str(scope.get("path", "")).split("/")
+    for name, value in (scope.get("path_params") or {}).items():
+        segments = ["{" + name + "}" if segment == str(value) else segment for segment in segments]
+    return "/".join(segments)
+
+
+class RequestContextMiddleware:
+    """Bind a request id (the client's ``X-Request-ID`` if sane, else a new one) to every log
+    line of the request, echo it in the response, log one access line and record HTTP metrics.
+    Only method, route, path, status and duration are logged: never headers or bodies."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), None)
+        request_id = incoming if incoming and _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        status_code = 500
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status_code
+            if message["type"] == "http.response.start":
+                status_code = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            template = route_template(scope)
+            method = scope.get("method", "")
+            HTTP_REQUESTS_TOTAL.labels(method=method, route=template, status=str(status_code)).inc()
+            HTTP_REQUEST_SECONDS.labels(method=method, route=template).observe(elapsed)
+            access_log.info(
+                "request",
+                method=method,
+                route=template,
+                path=scope.get("path"),
+                status=status_code,
+                duration_ms=round(elapsed * 1000, 2),
+            )
+            structlog.contextvars.unbind_contextvars("request_id")

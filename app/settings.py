@@ -1,0 +1,135 @@
+"""Process settings, read from ``DPWATCH_*`` environment variables (and an optional ``.env``).
+
+Follows fastapi/full-stack-fastapi-template's ``core/config.py``: pydantic-settings with
+``env_ignore_empty`` so that an empty variable means "use the default", and a model validator
+that refuses unsafe combinations outside development.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path("data")
+DEFAULT_DATABASE_URL = f"sqlite:///{(DEFAULT_DATA_DIR / 'dpwatch.sqlite3').as_posix()}"
+
+# Cloud metadata endpoints: no setting may open these to the sampling client outside development.
+_METADATA_ADDRESSES = (
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    """Every knob of one dpwatch process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DPWATCH_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
+
+    env: Literal["development", "production"] = "development"
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy URL. SQLite (the default, a file under ./data) for one process; "
+        "postgresql+psycopg://… for anything shared between replicas.",
+    )
+    migrate_on_start: bool = Field(True, description="Run `alembic upgrade head` when the app starts.")
+
+    # Comma-separated in the environment (DPWATCH_ALLOW_NETWORKS=127.0.0.0/8,10.1.0.0/16) or JSON.
+    allow_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDR ranges the sampling client may reach although they are private or "
+        "loopback. Empty by default: only public addresses are reachable.",
+    )
+
+    tick_seconds: float = Field(1.0, gt=0, description="Interval of the local scheduler ticker.")
+    lease_seconds: int = Field(60, ge=1, description="How long a claimed monitor stays leased.")
+    worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
+    degraded_after_failures: int = Field(
+        3, ge=1, description="K: a monitor turns `degraded` after K consecutive failed periods."
+    )
+    public_url: str = Field(
+        "http://127.0.0.1:8000", description="Base URL of this service, used for generatorURL links."
+    )
+
+    sampling_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Cap on one sampling response.")
+    sampling_timeout_default: float = Field(10.0, gt=0, description="Default sampling timeout (seconds).")
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "console"] = "json"
+
+    @field_validator("allow_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _valid_networks(cls, value: list[str]) -> list[str]:
+        out = []
+        for item in value:
+            try:
+                out.append(str(ipaddress.ip_network(item, strict=False)))
+            except ValueError as exc:
+                raise ValueError(f"allow_networks: {item!r} is not a CIDR range ({exc})") from exc
+        return out
+
+    @field_validator("public_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("public_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _refuse_unsafe(self) -> Settings:
+        if self.lease_seconds <= 2 * self.tick_seconds:
+            raise ValueError("lease_seconds must be more than twice tick_seconds, or leases lapse between ticks")
+        if self.env == "development":
+            return self
+        for cidr in self.allow_networks:
+            network = ipaddress.ip_network(cidr)
+            if network.prefixlen == 0:
+                raise ValueError(f"allow_networks {cidr} opens every address; refused outside development")
+            if any(addr.version == network.version and addr in network for addr in _METADATA_ADDRESSES):
+                raise ValueError(
+                    f"allow_networks {cidr} contains a cloud metadata address; refused outside development"
+                )
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (cached; tests build their own ``Settings`` instead)."""
+    return Settings()
