@@ -101,5 +101,146 @@ def simulate(
     _err(f"wrote {out_dir / 'detection_curves.csv'}, {out_dir / 'detection_curves.png'}, {out_dir / 'summary.json'}")
 
 
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        _fail(f"invalid DPWATCH_* settings: {exc}")
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations (alembic upgrade head) to DPWATCH_DATABASE_URL."""
+    from app.db import run_migrations
+
+    settings = _settings()
+    run_migrations(settings.database_url)
+    _err("database is at the latest migration")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant name (created).")] = "default",
+    name: Annotated[str, typer.Option(help="A label for the key.")] = "first key",
+) -> None:
+    """Create a tenant and its first API key; prints the key once."""
+    from app.auth.service import create_tenant_with_key
+    from app.db import make_engine, make_session_factory, run_migrations
+
+    settings = _settings()
+    if settings.migrate_on_start:
+        run_migrations(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            created, key = create_tenant_with_key(session, tenant, name)
+            session.commit()
+    finally:
+        engine.dispose()
+    _err(f"tenant {created.name!r} ({created.id}); store this key now, it is not shown again:")
+    typer.echo(key)
+
+
+@app.command()
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    worker: Annotated[bool, typer.Option(help="Also run the scheduler worker in this process.")] = True,
+) -> None:
+    """Run the API (and, by default, a worker) with uvicorn."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.scheduler import attach_worker
+
+    settings = _settings()
+    api = create_app(settings)
+    if worker:
+        attach_worker(api, settings)
+    uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
+
+
+@app.command("worker")
+def worker_command() -> None:
+    """Run only the scheduler worker (no API); replicas share the work through database leases."""
+    import asyncio
+
+    from app.db import make_engine, make_session_factory, run_migrations
+    from app.observability import configure_logging
+    from app.scheduler.worker import Worker
+
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)
+    if settings.migrate_on_start:
+        run_migrations(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        asyncio.run(Worker(settings, make_session_factory(engine)).run_forever())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.dispose()
+
+
+@app.command("serve-reference")
+def serve_reference(
+    host: str = "127.0.0.1",
+    port: int = 9000,
+    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret to verify signatures with; generated if omitted.")] = None,
+    epsilon: Annotated[float, typer.Option(help="Claimed epsilon of every reference mechanism.")] = 1.0,
+    change_period: Annotated[int, typer.Option(help="Period at which /reference/scenarios/<key> switches.")] = 20,
+) -> None:
+    """Serve the reference mechanisms as sampling endpoints under /reference (docs/protocol.md)."""
+    import uvicorn
+
+    from app.reference.mechanisms import REFERENCE_MECHANISMS
+    from app.reference.server import reference_app
+    from app.sampling.protocol import generate_secret, validate_secret
+
+    if secret is None:
+        secret = generate_secret()
+        _err("generated signing secret (register your mechanisms with it):")
+        typer.echo(secret)
+    else:
+        try:
+            validate_secret(secret)
+        except ValueError as exc:
+            _fail(str(exc))
+    _err(f"serving {', '.join(REFERENCE_MECHANISMS)} and scenarios/a..h on http://{host}:{port}/reference/")
+    uvicorn.run(reference_app(secret, epsilon=epsilon, change_period=change_period), host=host, port=port,
+                log_level="warning")
+
+
+@app.command()
+def demo(
+    port: int = 8000,
+    horizon: Annotated[int, typer.Option("--horizon", "-T")] = 100,
+    samples: Annotated[int, typer.Option("--samples", "-n")] = 200,
+    change_period: int = 10,
+    scenarios: str = "abcdefgh",
+    exit_when_done: Annotated[bool, typer.Option(help="Stop once every harmful change has raised an alarm.")] = False,
+) -> None:
+    """Run the service on SQLite with the reference mechanisms and monitors for the paper's scenarios."""
+    from app.demo import DemoOptions, run_demo
+
+    keys = [k for k in scenarios if k.strip(", ")]
+    from app.reference.scenarios import SCENARIOS
+
+    unknown = [k for k in keys if k not in SCENARIOS]
+    if unknown:
+        _fail(f"unknown scenario(s) {unknown}; choose from {''.join(sorted(SCENARIOS))}")
+    raise typer.Exit(run_demo(DemoOptions(port=port, horizon=horizon, samples_per_period=samples,
+                                          change_period=change_period, scenarios="".join(keys),
+                                          exit_when_done=exit_when_done)))
+
+
 def main() -> None:  # pragma: no cover
     app(sys.argv[1:])

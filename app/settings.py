@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     )
 
     sampling_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Cap on one sampling response.")
+    sampling_max_attempts: int = Field(
+        4, ge=1, le=20, description="Attempts per sampling request within a period (timeouts, connection errors, 5xx, 429)."
+    )
+    sampling_backoff_seconds: float = Field(
+        0.5, ge=0, description="First backoff between sampling attempts; doubles per retry, with jitter."
+    )
     sampling_timeout_default: float = Field(10.0, gt=0, description="Default sampling timeout (seconds).")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

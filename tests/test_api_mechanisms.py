@@ -291,3 +291,18 @@ def test_validate_reports_a_wrong_answer_from_a_live_endpoint(client: TestClient
     assert error["type"] == "endpoint_wrong_count"
     assert "2" in error["message"]
     assert client.get("/v1/mechanisms").json()["items"] == []
+
+
+def test_client_supplied_secret_is_used_and_validated(client):
+    from app.sampling.protocol import generate_secret
+
+    secret = generate_secret()
+    created = client.post("/v1/mechanisms", json={"name": "own-secret", "sampling_url": "https://dp.example.org/s",
+                                                  "output_kind": "real", "secret": secret})
+    assert created.status_code == 201, created.text
+    assert created.json()["secret"] == secret
+    assert "secret" not in client.get(f"/v1/mechanisms/{created.json()['id']}").json()
+    bad = client.post("/v1/mechanisms", json={"name": "bad-secret", "sampling_url": "https://dp.example.org/s",
+                                              "output_kind": "real", "secret": "hunter2"})
+    assert bad.status_code == 422
+    assert "whsec_" in bad.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import secrets
 import uuid
@@ -27,7 +26,9 @@ def generate_api_key() -> str:
 def generate_signing_secret() -> str:
     """A Standard Webhooks secret (``whsec_`` + base64 of 32 random bytes), used to sign requests
     to mechanisms and deliveries to webhooks."""
-    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    from app.sampling.protocol import generate_secret
+
+    return generate_secret()
 
 
 def hash_api_key(key: str) -> str:

@@ -77,7 +77,7 @@ def build_mechanism(tenant_id: uuid.UUID, data: MechanismCreate) -> Mechanism:
         max_batch=data.max_batch,
         timeout_seconds=data.timeout_seconds,
         prefer_binary=data.prefer_binary,
-        secret=generate_signing_secret(),
+        secret=data.secret or generate_signing_secret(),
     )
 
 

@@ -15,6 +15,7 @@ vector.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import typing
 from collections.abc import Callable, Mapping
@@ -201,6 +202,12 @@ def _make_handler(
     if not callable(f):
         raise TypeError(f"mechanism {name!r} is not callable")
     binary_capable = output_kind in ("real", "vector")
+    # A function that takes ``period`` is told which period of the monitor asks, e.g. to model
+    # a deployment change at a given period (the reference scenarios do).
+    try:
+        takes_period = "period" in inspect.signature(f).parameters
+    except (TypeError, ValueError):
+        takes_period = False
 
     async def sample_endpoint(request: Request) -> Response:
         try:
@@ -227,7 +234,10 @@ def _make_handler(
             )
         rng = rng_factory()
         try:
-            output = await run_in_threadpool(f, req.database, req.n, rng)
+            if takes_period:
+                output = await run_in_threadpool(f, req.database, req.n, rng, period=req.period)
+            else:
+                output = await run_in_threadpool(f, req.database, req.n, rng)
         except Exception as exc:  # noqa: BLE001 - report the mechanism's failure as a 500
             log.exception("endpoint.mechanism_failed", mechanism=name, request_id=req.request_id)
             return _error(500, f"the mechanism function raised {type(exc).__name__}: {str(exc)[:200]}")

@@ -1,0 +1,196 @@
+"""``dpwatch demo``: the service, the reference mechanisms and a webhook receiver in one process.
+
+It starts the API and a worker on SQLite (a fresh file under ./data), serves the reference
+mechanisms under ``/reference`` on loopback, and then drives the service through its own REST
+API, as a client would: it registers one mechanism per scenario (a)–(h) of the monitoring paper
+(the deployment changes at period ``change_period``), creates a monitor on each, subscribes a
+webhook receiver (``/demo/webhook``, which verifies every signature with ``standardwebhooks``),
+and prints the monitors' progress until every harmful change has raised an alarm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import Request, Response
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from app.main import create_app
+from app.reference.scenarios import SCENARIOS
+from app.reference.server import reference_router, scenario_dim, scenario_output_kind
+from app.sampling.protocol import generate_secret
+from app.scheduler import attach_worker
+from app.settings import Settings
+
+LOOPBACK = ["127.0.0.0/8", "::1/128"]
+
+
+@dataclass
+class DemoOptions:
+    port: int = 8000
+    horizon: int = 100
+    samples_per_period: int = 200
+    period_seconds: int = 1
+    change_period: int = 10
+    data_dir: Path = Path("data")
+    scenarios: str = "abcdefgh"
+    exit_when_done: bool = False
+    timeout_seconds: float = 600.0
+
+
+@dataclass
+class Receiver:
+    """The demo's webhook endpoint: verifies and keeps what it receives."""
+
+    secret: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    rejected: int = 0
+
+    async def handle(self, request: Request) -> Response:
+        body = await request.body()
+        if self.secret is None:
+            return Response(status_code=503)
+        try:
+            payload = Webhook(self.secret).verify(body, dict(request.headers))
+        except WebhookVerificationError:
+            self.rejected += 1
+            return Response(status_code=401)
+        self.events.append(payload)
+        return Response(status_code=204)
+
+
+def _say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def build_demo_app(opts: DemoOptions, receiver: Receiver, mechanism_secret: str):  # type: ignore[no-untyped-def]
+    db_file = opts.data_dir / "demo.sqlite3"
+    opts.data_dir.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_file}{suffix}").unlink(missing_ok=True)
+    settings = Settings(
+        database_url=f"sqlite:///{db_file.as_posix()}", allow_networks=LOOPBACK,
+        public_url=f"http://127.0.0.1:{opts.port}", tick_seconds=0.25, lease_seconds=30,
+        log_level="WARNING", log_format="console",
+    )
+    app = create_app(settings)
+    attach_worker(app, settings)
+    app.include_router(reference_router(mechanism_secret, change_period=opts.change_period), prefix="/reference",
+                       include_in_schema=False)
+    app.add_api_route("/demo/webhook", receiver.handle, methods=["POST"], include_in_schema=False)
+    return app, settings
+
+
+async def _create_key(settings: Settings) -> str:
+    from app.auth.service import create_tenant_with_key
+    from app.db import make_engine, make_session_factory
+
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            _, key = create_tenant_with_key(session, "demo", "demo key")
+            session.commit()
+        return key
+    finally:
+        engine.dispose()
+
+
+def _table(monitors: list[dict[str, Any]], names: dict[str, str]) -> str:
+    rows = []
+    for m in monitors:
+        checks = m.get("checks") or []
+        best = max((c.get("max_statistic") or float("-inf") for c in checks), default=float("-inf"))
+        thr = m.get("threshold")
+        rows.append(f"  {names.get(m['id'], m['name'])[:58]:<58} {m['state']:<11} t={m['t']:>3}/{m['horizon']:<4} "
+                    f"max M_t={best:6.2f}  threshold={thr if thr is None else round(thr, 3)}")
+    return "\n".join(rows)
+
+
+async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mechanism_secret: str) -> int:
+    base = f"http://127.0.0.1:{opts.port}"
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get("/readyz")).status_code == 200:
+                    break
+            await asyncio.sleep(0.1)
+        key = await _create_key(settings)
+        http.headers["Authorization"] = f"Bearer {key}"
+        hook = (await http.post("/v1/webhooks", json={"url": f"{base}/demo/webhook", "event_types": [
+            "alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]})).raise_for_status().json()
+        receiver.secret = hook["secret"]
+        names: dict[str, str] = {}
+        harmful: set[str] = set()
+        for key_ in opts.scenarios:
+            sc = SCENARIOS[key_]
+            mech = (await http.post("/v1/mechanisms", json={
+                "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
+                "output_kind": scenario_output_kind(sc), "dim": scenario_dim(sc), "secret": mechanism_secret,
+            })).raise_for_status().json()
+            mon = (await http.post("/v1/monitors", json={
+                "name": f"({key_}) {sc.title}", "mechanism_id": mech["id"], "epsilon": sc.epsilon,
+                "checks": [{"x": sc.x, "x_prime": sc.x_prime, "event": sc.event.model_dump(mode="json")}],
+                "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
+                "period_seconds": opts.period_seconds,
+            })).raise_for_status().json()
+            names[mon["id"]] = f"({key_}) {sc.title}" + ("" if sc.harmful else " [benign]")
+            if sc.harmful:
+                harmful.add(mon["id"])
+        _say(f"dpwatch demo at {base}  (OpenAPI: {base}/docs)   API key: {key}")
+        _say(f"{len(names)} monitors, T={opts.horizon}, n={opts.samples_per_period} per side, one period every "
+             f"{opts.period_seconds}s; each mechanism changes at period {opts.change_period}.\n")
+        started = time.monotonic()
+        seen_events = 0
+        while True:
+            await asyncio.sleep(2)
+            monitors = (await http.get("/v1/monitors", params={"limit": 100})).raise_for_status().json()["items"]
+            statuses = [(await http.get(f"/v1/monitors/{m['id']}")).json() for m in monitors]
+            _say(f"[{time.monotonic() - started:5.0f}s]\n" + _table(statuses, names))
+            for ev in receiver.events[seen_events:]:
+                data = ev.get("data", {})
+                summary = data.get("annotations", {}).get("summary") or data.get("monitor") or ""
+                _say(f"  webhook {ev['type']} (signature verified): {summary}")
+            seen_events = len(receiver.events)
+            alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
+            finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}
+            if harmful <= alarmed:
+                _say(f"\nEvery harmful change raised an alarm ({len(alarmed)} alarms). "
+                     f"Try: curl -H 'Authorization: Bearer {key}' {base}/v1/alarms")
+                if opts.exit_when_done:
+                    return 0
+                if finished == set(names):
+                    _say("All monitors finished; the service keeps running. Ctrl-C to stop.")
+                    await asyncio.Event().wait()
+            if time.monotonic() - started > opts.timeout_seconds:
+                _say("demo timed out before every harmful change was detected")
+                return 1
+
+
+async def _serve_and_drive(opts: DemoOptions) -> int:
+    receiver = Receiver()
+    mechanism_secret = generate_secret()
+    app, settings = build_demo_app(opts, receiver, mechanism_secret)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=opts.port, log_level="warning", lifespan="on"))
+    serve_task = asyncio.create_task(server.serve())
+    try:
+        return await drive(opts, settings, receiver, mechanism_secret)
+    finally:
+        server.should_exit = True
+        await serve_task
+
+
+def run_demo(opts: DemoOptions) -> int:
+    try:
+        return asyncio.run(_serve_and_drive(opts))
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 0

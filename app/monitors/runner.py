@@ -1,0 +1,310 @@
+"""Running one period of one monitor.
+
+The three steps of a period (design.md, "Habits"):
+
+1. **Plan** (short read): the monitor must be leased by this worker. Read what sampling needs.
+2. **Sample** outside any transaction: n outputs on each distinct database of the checks.
+   A crash here leaves nothing behind; the lease expires and another worker redoes the period.
+3. **Write** in one transaction guarded by the lease (row lock + owner check + unchanged slot):
+   the ``period_runs`` row (unique per monitor and slot, and per monitor, horizon and t), one
+   ``period_checks`` row per check, the detectors' new state, any alarm, the outbox messages and
+   the monitor's next slot. Either all of it lands or none of it does.
+
+A period whose sampling fails (after the sampling client's retries) is recorded with its reason
+and does not advance t or touch any detector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+import structlog
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alarms.service import enqueue_event, fire_alarm, monitor_event_data
+from app.db import utcnow
+from app.mechanisms.models import Mechanism
+from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.sampling.client import MechanismEndpoint, SamplingClient
+from app.sampling.protocol import SamplingError
+from app.scheduler.leases import lock_leased_monitor, release_lease
+from app.monitors.schedule import Schedule
+from app.monitors.service import start_horizon
+from app.settings import Settings
+from app.stats.aggregator import WeightedAggregator
+from app.stats.events import Event, event_contains, parse_event
+from app.stats.period import period_statistic
+
+log = structlog.get_logger("dpwatch.runner")
+
+#: States in which periods run. ``degraded`` keeps running: the next good period restores it.
+RUNNABLE_STATES = ("active", "degraded")
+
+Outcome = Literal["ok", "alarm", "failed", "lost_lease", "not_runnable", "duplicate"]
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    id: uuid.UUID
+    position: int
+    x_key: str
+    x_prime_key: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class PeriodPlan:
+    monitor_id: uuid.UUID
+    scheduled: datetime  # the monitor's next_run_at when planned (the write guard compares it)
+    slot: datetime  # the slot this period stands for (latest due; see schedule.py)
+    skipped: int
+    horizon_index: int
+    t: int
+    n: int
+    epsilon: float
+    endpoint: MechanismEndpoint
+    databases: dict[str, Any]
+    checks: tuple[CheckPlan, ...]
+
+
+@dataclass(frozen=True)
+class PeriodOutcome:
+    monitor_id: uuid.UUID
+    outcome: Outcome
+    t: int | None = None
+    reason: str | None = None
+
+
+def database_key(database: Any) -> str:
+    """Canonical JSON of a database, so that checks sharing a database share its samples."""
+    return json.dumps(database, sort_keys=True, separators=(",", ":"))
+
+
+def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
+    return MechanismEndpoint(
+        sampling_url=mechanism.sampling_url,
+        secret=mechanism.secret,
+        output_kind=mechanism.output_kind,  # type: ignore[arg-type]
+        max_batch=mechanism.max_batch,
+        timeout_seconds=mechanism.timeout_seconds,
+        prefer_binary=mechanism.prefer_binary,
+        vector_dim=mechanism.dim,
+    )
+
+
+def _checks(session: Session, monitor_id: uuid.UUID) -> list[Check]:
+    return list(session.scalars(select(Check).where(Check.monitor_id == monitor_id).order_by(Check.position)))
+
+
+class PeriodRunner:
+    """Runs leased monitors' periods. Thread-safe: each call uses its own sessions."""
+
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        client: SamplingClient,
+        settings: Settings,
+        *,
+        on_period: Callable[[str, float], None] | None = None,
+        on_alarm: Callable[[], None] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.session_factory = session_factory
+        self.client = client
+        self.settings = settings
+        self.worker_id = settings.worker_id
+        self._on_period = on_period
+        self._on_alarm = on_alarm
+        self.clock = clock
+
+    # -- step 1 ---------------------------------------------------------------------------
+
+    def plan(self, monitor_id: uuid.UUID, now: datetime | None = None) -> PeriodPlan | PeriodOutcome:
+        now = now or self.clock()
+        with self.session_factory() as session:
+            monitor = session.get(Monitor, monitor_id)
+            if monitor is None or monitor.lease_owner != self.worker_id:
+                return PeriodOutcome(monitor_id, "lost_lease")
+            if monitor.state not in RUNNABLE_STATES or monitor.threshold is None:
+                return PeriodOutcome(monitor_id, "not_runnable")
+            mechanism = session.get(Mechanism, monitor.mechanism_id)
+            assert mechanism is not None  # FK with ON DELETE CASCADE
+            slot, skipped = Schedule.of(monitor).due_slot(monitor.next_run_at, now)
+            databases: dict[str, Any] = {}
+            plans = []
+            for check in _checks(session, monitor_id):
+                xk, xpk = database_key(check.x), database_key(check.x_prime)
+                databases[xk], databases[xpk] = check.x, check.x_prime
+                plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event)))
+            return PeriodPlan(
+                monitor_id=monitor.id, scheduled=monitor.next_run_at, slot=slot, skipped=skipped,
+                horizon_index=monitor.horizon_index, t=monitor.t, n=monitor.samples_per_period,
+                epsilon=monitor.epsilon, endpoint=endpoint_of(mechanism), databases=databases,
+                checks=tuple(plans),
+            )
+
+    # -- step 2 ---------------------------------------------------------------------------
+
+    async def sample(self, plan: PeriodPlan) -> dict[str, np.ndarray]:
+        keys = list(plan.databases)
+        period_no = plan.t + 1
+        results = await asyncio.gather(*(
+            self.client.sample(
+                plan.endpoint, plan.databases[k], plan.n, monitor_id=str(plan.monitor_id), period=period_no,
+                request_id_prefix=f"{plan.monitor_id.hex[:12]}-{plan.horizon_index}-{period_no}-{i}",
+            )
+            for i, k in enumerate(keys)
+        ))
+        return dict(zip(keys, results))
+
+    # -- step 3 ---------------------------------------------------------------------------
+
+    def _guarded_monitor(self, session: Session, plan: PeriodPlan) -> Monitor | None:
+        monitor = lock_leased_monitor(session, plan.monitor_id, self.worker_id)
+        if monitor is None:
+            return None
+        if (monitor.next_run_at != plan.scheduled or monitor.horizon_index != plan.horizon_index
+                or monitor.t != plan.t or monitor.state not in RUNNABLE_STATES):
+            return None  # reset, paused or edited while we sampled: drop this period
+        return monitor
+
+    def _next_seq(self, session: Session, monitor_id: uuid.UUID) -> int:
+        current = session.scalar(select(func.max(PeriodRun.seq)).where(PeriodRun.monitor_id == monitor_id))
+        return int(current or 0) + 1
+
+    def write_success(self, plan: PeriodPlan, outputs: dict[str, np.ndarray], started: datetime,
+                      sampling_seconds: float) -> PeriodOutcome:
+        counts = {}
+        for check in plan.checks:
+            a = int(np.count_nonzero(event_contains(check.event, outputs[check.x_key])))
+            b = int(np.count_nonzero(event_contains(check.event, outputs[check.x_prime_key])))
+            counts[check.id] = (a, b)
+        with self.session_factory() as session:
+            try:
+                outcome = self._write_success(session, plan, counts, started, sampling_seconds)
+                if outcome.outcome in ("lost_lease",):
+                    session.rollback()
+                else:
+                    session.commit()
+                return outcome
+            except IntegrityError:
+                session.rollback()
+                return PeriodOutcome(plan.monitor_id, "duplicate")
+
+    def _write_success(self, session: Session, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]],
+                       started: datetime, sampling_seconds: float) -> PeriodOutcome:
+        monitor = self._guarded_monitor(session, plan)
+        if monitor is None:
+            return PeriodOutcome(plan.monitor_id, "lost_lease")
+        t = plan.t + 1
+        run = PeriodRun(
+            monitor_id=monitor.id, seq=self._next_seq(session, monitor.id), scheduled_for=plan.slot,
+            horizon_index=plan.horizon_index, t=t, status="ok", started_at=started, finished_at=self.clock(),
+            sampling_seconds=sampling_seconds, worker_id=self.worker_id,
+        )
+        session.add(run)
+        session.flush()
+        alarms = []
+        for check in _checks(session, monitor.id):
+            a, b = counts[check.id]
+            stat = period_statistic(a, b, plan.n, plan.epsilon, variance=monitor.variance, kappa=monitor.kappa)  # type: ignore[arg-type]
+            z = float(stat.z)
+            detector = WeightedAggregator.from_state(check.detector_state or {})
+            step = detector.update(z)
+            check.detector_state = detector.to_state()
+            check.last_z, check.last_statistic = z, step.statistic
+            check.max_statistic = detector.max_statistic
+            period_check = PeriodCheck(
+                period_run_id=run.id, check_id=check.id, a=a, b=b, n=plan.n, p_hat=float(stat.p_hat),
+                q_hat=float(stat.q_hat), d_hat=float(stat.d_hat), sigma_hat=float(stat.sigma_hat), z=z,
+                statistic=step.statistic, threshold=step.threshold,
+            )
+            session.add(period_check)
+            if step.alarm:
+                alarms.append((check, period_check))
+        session.flush()
+
+        monitor.t = t
+        monitor.consecutive_failures = 0
+        monitor.last_period_at = plan.slot
+        monitor.next_run_at = Schedule.of(monitor).slot_after(plan.slot)
+        release_lease(monitor)
+        outcome: Outcome = "ok"
+        if alarms:
+            monitor.state = "alarm"
+            outcome = "alarm"
+            for check, period_check in alarms:
+                fire_alarm(session, monitor, check, run, period_check, self.settings)
+        elif t >= monitor.horizon:
+            if monitor.renew:
+                start_horizon(monitor, _checks(session, monitor.id), monitor.horizon_index + 1)
+            else:
+                monitor.state = "completed"
+                enqueue_event(session, monitor.tenant_id, "monitor.completed", monitor_event_data(
+                    monitor, self.settings, max_statistic=max((c.max_statistic or 0.0) for c in _checks(session, monitor.id))))
+        else:
+            monitor.state = "active"
+        log.info("period_done", monitor_id=str(monitor.id), t=t, horizon_index=plan.horizon_index,
+                 skipped_slots=plan.skipped, alarms=len(alarms), sampling_seconds=round(sampling_seconds, 4))
+        return PeriodOutcome(plan.monitor_id, outcome, t=t)
+
+    def write_failure(self, plan: PeriodPlan, error: SamplingError, started: datetime,
+                      sampling_seconds: float) -> PeriodOutcome:
+        with self.session_factory() as session:
+            try:
+                monitor = self._guarded_monitor(session, plan)
+                if monitor is None:
+                    session.rollback()
+                    return PeriodOutcome(plan.monitor_id, "lost_lease")
+                session.add(PeriodRun(
+                    monitor_id=monitor.id, seq=self._next_seq(session, monitor.id), scheduled_for=plan.slot,
+                    horizon_index=plan.horizon_index, t=None, status="failed", failure_reason=error.reason,
+                    failure_detail=str(error.detail)[:2000], started_at=started, finished_at=self.clock(),
+                    sampling_seconds=sampling_seconds, worker_id=self.worker_id,
+                ))
+                monitor.consecutive_failures += 1
+                monitor.next_run_at = Schedule.of(monitor).slot_after(plan.slot)
+                release_lease(monitor)
+                if monitor.consecutive_failures >= self.settings.degraded_after_failures and monitor.state == "active":
+                    monitor.state = "degraded"
+                    enqueue_event(session, monitor.tenant_id, "monitor.degraded", monitor_event_data(
+                        monitor, self.settings, failure_reason=error.reason, failure_detail=str(error.detail)[:500]))
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                return PeriodOutcome(plan.monitor_id, "duplicate")
+        log.warning("period_failed", monitor_id=str(plan.monitor_id), reason=error.reason,
+                    detail=str(error.detail)[:300], consecutive_failures=monitor.consecutive_failures)
+        return PeriodOutcome(plan.monitor_id, "failed", reason=error.reason)
+
+    # -- all three ------------------------------------------------------------------------
+
+    async def run(self, monitor_id: uuid.UUID) -> PeriodOutcome:
+        """Plan, sample and write one period of a monitor this worker has leased."""
+        planned = await asyncio.to_thread(self.plan, monitor_id)
+        if isinstance(planned, PeriodOutcome):
+            return planned
+        started = self.clock()
+        t0 = time.perf_counter()
+        try:
+            outputs = await self.sample(planned)
+        except SamplingError as exc:
+            outcome = await asyncio.to_thread(self.write_failure, planned, exc, started, time.perf_counter() - t0)
+        else:
+            outcome = await asyncio.to_thread(self.write_success, planned, outputs, started, time.perf_counter() - t0)
+        if self._on_period is not None and outcome.outcome in ("ok", "alarm", "failed"):
+            self._on_period("failed" if outcome.outcome == "failed" else "ok", time.perf_counter() - t0)
+        if self._on_alarm is not None and outcome.outcome == "alarm":
+            self._on_alarm()
+        return outcome
+

@@ -1,0 +1,81 @@
+"""The reference mechanisms served as sampling endpoints (docs/protocol.md).
+
+Routes (all ``POST``):
+
+- ``/reference/<slug>`` for every mechanism of ``REFERENCE_MECHANISMS`` at ε = ``epsilon``;
+- ``/reference/scenarios/<key>`` for the paper's scenarios (a)–(h): the ``before`` mechanism
+  until the monitor's period ``change_period`` (from the request's ``period`` field), then the
+  ``after`` one, which models a deployment change at a known period.
+
+Used by ``dpwatch serve-reference``, mounted under ``/reference`` by ``dpwatch demo``, and by the
+end-to-end tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, FastAPI
+
+from app.reference.mechanisms import REFERENCE_MECHANISMS, get_mechanism
+from app.reference.scenarios import SCENARIOS, Scenario
+from app.sampling.endpoint import make_endpoint_router
+from app.sampling.protocol import OutputKind
+
+#: The period at which the scenario endpoints switch, unless told otherwise.
+DEFAULT_CHANGE_PERIOD = 20
+
+
+def scenario_output_kind(scenario: Scenario) -> OutputKind:
+    """The endpoint's output kind: (c) switches from an index to a value, so it is served as reals."""
+    kinds = {scenario.before_mechanism().output_kind, scenario.after_mechanism().output_kind}
+    if kinds == {"vector"}:
+        return "vector"
+    if kinds == {"discrete"}:
+        return "discrete"
+    return "real"
+
+
+def scenario_dim(scenario: Scenario) -> int | None:
+    """Vector length of a scenario's outputs (SVT answers: one entry per query)."""
+    return len(scenario.x) if scenario_output_kind(scenario) == "vector" else None
+
+
+def _scenario_function(scenario: Scenario, change_period: int) -> Any:
+    switching = scenario.switching(change_period)
+    kind = scenario_output_kind(scenario)
+
+    def sample(database: Any, n: int, rng: np.random.Generator, period: int = 0) -> np.ndarray:
+        out = switching.sample(database, n, rng, period=period)
+        return out.astype(np.float64) if kind == "real" else out
+
+    return sample
+
+
+def _mechanism_function(slug: str, epsilon: float) -> tuple[Any, OutputKind]:
+    mech = get_mechanism(slug, epsilon=epsilon)
+    return mech.sample, mech.output_kind
+
+
+def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD) -> dict[str, tuple[Any, OutputKind]]:
+    routes: dict[str, tuple[Any, OutputKind]] = {}
+    for slug in REFERENCE_MECHANISMS:
+        routes[f"/{slug}"] = _mechanism_function(slug, epsilon)
+    for key, scenario in SCENARIOS.items():
+        routes[f"/scenarios/{key}"] = (_scenario_function(scenario, change_period), scenario_output_kind(scenario))
+    return routes
+
+
+def reference_router(secret: str | None, *, epsilon: float = 1.0,
+                     change_period: int = DEFAULT_CHANGE_PERIOD, seed: int | None = None) -> APIRouter:
+    """Every reference endpoint on one router; mount it with ``prefix="/reference"``."""
+    return make_endpoint_router(reference_routes(epsilon, change_period), secret=secret, seed=seed)
+
+
+def reference_app(secret: str | None, *, epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD,
+                  seed: int | None = None) -> FastAPI:
+    app = FastAPI(title="dpwatch reference mechanisms", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(reference_router(secret, epsilon=epsilon, change_period=change_period, seed=seed),
+                       prefix="/reference")
+    return app

@@ -1,0 +1,152 @@
+"""The worker of one process: an APScheduler ticker on the asyncio loop, claiming work in the database.
+
+APScheduler is used as a *local* ticker only (its job stores must not be shared between
+processes, as its FAQ says). Each tick claims due work through leases in the database
+(``app.scheduler.leases``), so any number of replicas can run a worker against one Postgres:
+
+- ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
+- ``calibration``: claim monitors in ``calibrating`` and compute their thresholds off the table;
+- ``outbox``: deliver due webhook messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import observability as obs
+from app.alarms.delivery import WebhookDeliverer
+from app.db import utcnow
+from app.monitors.calibration import Calibrator
+from app.monitors.runner import RUNNABLE_STATES, PeriodRunner
+from app.sampling.client import SamplingClient, SamplingClientConfig
+from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig
+from app.scheduler.leases import claim_monitors
+from app.settings import Settings
+
+log = structlog.get_logger("dpwatch.worker")
+
+
+def http_config(settings: Settings) -> SafeHttpConfig:
+    """The one safe HTTP client's configuration (sampling and webhooks share it)."""
+    return SafeHttpConfig(allow_networks=tuple(settings.allow_networks), max_bytes=settings.sampling_max_bytes)
+
+
+class Worker:
+    def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *, max_in_flight: int = 64,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.settings = settings
+        self.session_factory = session_factory
+        self.max_in_flight = max_in_flight
+        self.clock = clock  # injectable for tests; the scheduler itself always uses real time
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._scheduler: AsyncIOScheduler | None = None
+        self.http: SafeAsyncClient | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Build the clients and the runners (without starting the ticker)."""
+        s = self.settings
+        self.http = SafeAsyncClient(http_config(s))
+        # Sampling, retries included, must end well inside the lease, or another replica may
+        # claim the monitor and draw the same period again.
+        sampling = SamplingClient(
+            http=self.http,
+            config=SamplingClientConfig(deadline_seconds=max(1.0, 0.6 * s.lease_seconds),
+                                        max_response_bytes=s.sampling_max_bytes,
+                                        max_attempts=s.sampling_max_attempts,
+                                        backoff_initial=s.sampling_backoff_seconds),
+            on_request=obs.observe_sampling_request,
+        )
+        self.runner = PeriodRunner(self.session_factory, sampling, s, on_period=obs.observe_period,
+                                   on_alarm=obs.observe_alarm, clock=self.clock)
+        self.deliverer = WebhookDeliverer(self.session_factory, self.http, s, on_delivery=obs.observe_delivery)
+        self.calibrator = Calibrator(self.session_factory, s)
+
+    async def start(self) -> None:
+        """Open, then tick: claim and run due work every ``tick_seconds``."""
+        await self.open()
+        s = self.settings
+        sched = AsyncIOScheduler(timezone=UTC, event_loop=asyncio.get_running_loop())
+        now = datetime.now(UTC)
+        common = dict(trigger="interval", max_instances=1, coalesce=True, next_run_time=now,
+                      misfire_grace_time=None)
+        sched.add_job(self.tick_periods, id="periods", seconds=s.tick_seconds, **common)
+        sched.add_job(self.tick_outbox, id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
+        sched.add_job(self.tick_calibration, id="calibration", seconds=max(s.tick_seconds, 2.0), **common)
+        sched.start()
+        self._scheduler = sched
+        log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
+
+    async def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None
+        log.info("worker_stopped", worker_id=self.settings.worker_id)
+
+    async def run_forever(self) -> None:
+        await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
+    # -- ticks ----------------------------------------------------------------------------
+
+    def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True) -> list[uuid.UUID]:
+        with self.session_factory() as session:
+            ids = claim_monitors(session, worker_id=self.settings.worker_id, states=states, now=self.clock(),
+                                 lease_seconds=self.settings.lease_seconds, limit=limit, due_only=due_only)
+            session.commit()
+            return ids
+
+    async def tick_periods(self) -> int:
+        """Claim due monitors up to the free capacity and start their periods."""
+        free = self.max_in_flight - len(self._in_flight)
+        if free <= 0:
+            return 0
+        ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free)
+        for monitor_id in ids:
+            task = asyncio.create_task(self._run_period(monitor_id))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+        return len(ids)
+
+    async def _run_period(self, monitor_id: uuid.UUID) -> None:
+        try:
+            await self.runner.run(monitor_id)
+        except Exception:  # a bug must not kill the ticker; the lease expires and the period is retried
+            log.exception("period_crashed", monitor_id=str(monitor_id))
+
+    async def drain(self) -> None:
+        """Wait for the periods in flight (tests and benchmarks)."""
+        while self._in_flight:
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
+    async def tick_outbox(self) -> int:
+        try:
+            return await self.deliverer.deliver_due()
+        except Exception:
+            log.exception("outbox_tick_failed")
+            return 0
+
+    async def tick_calibration(self) -> int:
+        ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False)
+        for monitor_id in ids:
+            try:
+                await asyncio.to_thread(self.calibrator.calibrate, monitor_id)
+            except Exception:
+                log.exception("calibration_failed", monitor_id=str(monitor_id))
+        return len(ids)
