@@ -110,7 +110,7 @@ def _table(monitors: list[dict[str, Any]], names: dict[str, str]) -> str:
         checks = m.get("checks") or []
         best = max((c.get("max_statistic") or float("-inf") for c in checks), default=float("-inf"))
         thr = m.get("threshold")
-        rows.append(f"  {names.get(m['id'], m['name'])[:58]:<58} {m['state']:<11} t={m['t']:>3}/{m['horizon']:<4} "
+        rows.append(f"  {names.get(m['id'], m['name'])[:60]:<60} {m['state']:<11} t={m['t']:>3}/{m['horizon']:<4} "
                     f"max M_t={best:6.2f}  threshold={thr if thr is None else round(thr, 3)}")
     return "\n".join(rows)
 
@@ -153,7 +153,7 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
         while True:
             await asyncio.sleep(2)
             monitors = (await http.get("/v1/monitors", params={"limit": 100})).raise_for_status().json()["items"]
-            statuses = [(await http.get(f"/v1/monitors/{m['id']}")).json() for m in monitors]
+            statuses = [(await http.get(f"/v1/monitors/{m['id']}/status")).json() for m in monitors]
             _say(f"[{time.monotonic() - started:5.0f}s]\n" + _table(statuses, names))
             for ev in receiver.events[seen_events:]:
                 data = ev.get("data", {})
@@ -184,6 +184,11 @@ async def _serve_and_drive(opts: DemoOptions) -> int:
     try:
         return await drive(opts, settings, receiver, mechanism_secret)
     finally:
+        # Stop the worker before the server: its mechanisms are served by this same server.
+        worker = getattr(app.state, "worker", None)
+        if worker is not None:
+            await worker.stop()
+            app.state.worker = None
         server.should_exit = True
         await serve_task
 
