@@ -244,3 +244,7 @@ def demo(
 
 def main() -> None:  # pragma: no cover
     app(sys.argv[1:])
+
+
+if __name__ == "__main__":  # python -m app.cli
+    app()

@@ -43,6 +43,7 @@ class UvicornThread:
         host: str = "127.0.0.1",
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        lifespan: str = "off",
     ) -> None:
         # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted
         # sockets whose proto is IPPROTO_TCP; with proto=0 every keep-alive
@@ -57,7 +58,7 @@ class UvicornThread:
         config = uvicorn.Config(
             app,
             log_level="warning",
-            lifespan="off",
+            lifespan=lifespan,
             loop="asyncio",
             http="h11",
             ws="none",
@@ -91,6 +92,7 @@ class UvicornThread:
 
 @contextlib.contextmanager
 def serve_app(app: object, **kwargs: str | None) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port; ``lifespan="on"`` runs its startup/shutdown."""
     server = UvicornThread(app, **kwargs)  # type: ignore[arg-type]
     server.start()
     try:

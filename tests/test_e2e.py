@@ -1,0 +1,96 @@
+"""End to end: the real service (uvicorn, API, worker) on SQLite, a reference Laplace mechanism
+served on loopback that switches to a smaller noise scale at period 20, and a local webhook
+receiver that verifies the alarm's signature with ``standardwebhooks``.
+
+Runs in real time with one-second periods (about 25 s).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from standardwebhooks import Webhook
+
+from app.main import create_app
+from app.reference.scenarios import SCENARIOS
+from app.reference.server import reference_router
+from app.sampling.protocol import generate_secret
+from app.scheduler import attach_worker
+from app.settings import Settings
+from tests.sampling_server import serve_app
+
+CHANGE_PERIOD = 20
+
+
+def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
+    mechanism_secret = generate_secret()
+    settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/e2e.sqlite3",  # type: ignore[call-arg]
+                        allow_networks=["127.0.0.0/8"], tick_seconds=0.2, lease_seconds=10,
+                        log_level="WARNING", worker_id="e2e")
+    service = create_app(settings)
+    attach_worker(service, settings)
+    service.include_router(reference_router(mechanism_secret, change_period=CHANGE_PERIOD), prefix="/reference")
+
+    received: list[dict] = []
+    got_alarm = threading.Event()
+    receiver = FastAPI()
+    hook_secret: dict[str, str] = {}
+
+    @receiver.post("/hooks")
+    async def hook(request: Request) -> Response:
+        payload = Webhook(hook_secret["secret"]).verify(await request.body(), dict(request.headers))
+        received.append(payload)
+        if payload["type"] == "alarm.firing":
+            got_alarm.set()
+        return Response(status_code=204)
+
+    from app.auth.service import create_tenant_with_key
+    from app.db import make_engine, make_session_factory, run_migrations
+
+    run_migrations(settings.database_url)
+    engine = make_engine(settings.database_url)
+    with make_session_factory(engine)() as session:
+        _, key = create_tenant_with_key(session, "acme", "e2e")
+        session.commit()
+    engine.dispose()
+
+    scenario = SCENARIOS["a"]  # Laplace -> smaller noise scale (true epsilon 1/0.9)
+    with serve_app(receiver) as hook_base, serve_app(service, lifespan="on") as base:
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        hook_created = api.post("/v1/webhooks", json={"url": f"{hook_base}/hooks", "event_types": ["alarm.firing"]})
+        assert hook_created.status_code == 201, hook_created.text
+        hook_secret["secret"] = hook_created.json()["secret"]
+        mech = api.post("/v1/mechanisms", params={"validate": "true"}, json={
+            "name": "laplace", "sampling_url": f"{base}/reference/scenarios/a", "output_kind": "real",
+            "secret": mechanism_secret})
+        assert mech.status_code == 201, mech.text
+        monitor = api.post("/v1/monitors", json={
+            "name": "laplace sum", "mechanism_id": mech.json()["id"], "epsilon": scenario.epsilon,
+            "checks": [{"x": scenario.x, "x_prime": scenario.x_prime, "event": scenario.event.model_dump(mode="json")}],
+            "horizon": 100, "samples_per_period": 5000, "period_seconds": 1})
+        assert monitor.status_code == 201, monitor.text
+        monitor_id = monitor.json()["id"]
+
+        deadline = time.monotonic() + 90
+        status = {}
+        while time.monotonic() < deadline:
+            status = api.get(f"/v1/monitors/{monitor_id}/status").json()
+            if status["state"] != "active":
+                break
+            time.sleep(0.5)
+        assert status["state"] == "alarm", status
+        assert status["t"] >= CHANGE_PERIOD, "no alarm before the change"
+        assert got_alarm.wait(15), "the webhook did not arrive"
+        alarms = api.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
+        periods = api.get(f"/v1/monitors/{monitor_id}/periods", params={"limit": 100}).json()["items"]
+    alarm = received[0]["data"]
+    assert alarm["status"] == "firing" and alarm["labels"]["monitor_id"] == monitor_id
+    assert alarm["fingerprint"] and alarm["startsAt"] and alarm["generatorURL"]
+    assert len(alarms) == 1 and alarms[0]["t"] == status["t"]
+    assert alarms[0]["statistic"] > alarms[0]["threshold"]
+    assert all(p["status"] == "ok" for p in periods) and len(periods) == status["t"]
