@@ -219,6 +219,42 @@ def serve_reference(
                 log_level="warning")
 
 
+@app.command("receive-webhooks")
+def receive_webhooks(
+    secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],
+    host: str = "127.0.0.1",
+    port: int = 9100,
+    path: str = "/hooks",
+) -> None:
+    """A local webhook receiver: verifies each delivery's Standard Webhooks signature and prints it."""
+    import uvicorn
+    from standardwebhooks import Webhook
+    from standardwebhooks.webhooks import WebhookVerificationError
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    try:
+        verifier = Webhook(secret)
+    except Exception as exc:  # the library raises on a malformed secret
+        _fail(f"invalid secret: {exc}")
+
+    async def hook(request):  # type: ignore[no-untyped-def]
+        body = await request.body()
+        try:
+            payload = verifier.verify(body, dict(request.headers))
+        except WebhookVerificationError as exc:
+            _err(f"rejected a delivery: {exc}")
+            return Response(status_code=401)
+        typer.echo(json.dumps({"verified": True, "webhook-id": request.headers.get("webhook-id"), **payload}))
+        return Response(status_code=204)
+
+    receiver = Starlette(routes=[Route(path, hook, methods=["POST"])])
+
+    _err(f"listening on http://{host}:{port}{path}; each verified event is printed as one JSON line")
+    uvicorn.run(receiver, host=host, port=port, log_level="warning")
+
+
 @app.command()
 def demo(
     port: int = 8000,
