@@ -88,6 +88,7 @@ def load_models() -> type[Base]:
     import app.auth.models  # noqa: F401
     import app.mechanisms.models  # noqa: F401
     import app.monitors.models  # noqa: F401
+    import app.snapshots.models  # noqa: F401
 
     return Base
 

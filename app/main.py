@@ -28,6 +28,7 @@ from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.mechanisms.router import router as mechanisms_router
 from app.monitors.router import router as monitors_router
+from app.snapshots.router import router as snapshots_router
 from app.observability import RequestContextMiddleware, configure_logging, refresh_monitor_gauge
 from app.settings import Settings, get_settings
 
@@ -54,6 +55,7 @@ TAGS = [
     {"name": "monitors", "description": "Monitors, their status and their periods."},
     {"name": "alarms", "description": "Alarms raised by monitors."},
     {"name": "webhooks", "description": "Event subscriptions and their delivery log."},
+    {"name": "snapshots", "description": "MPL snapshots: estimates of ε and a lower confidence bound from raw outputs."},
     {"name": "operations", "description": "Health, readiness and metrics (no authentication)."},
 ]
 
@@ -156,6 +158,7 @@ def create_app(
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)
     v1.include_router(webhooks_router)
+    v1.include_router(snapshots_router)
     app.include_router(v1)
 
     @app.get("/healthz", tags=["operations"], response_model=Health, summary="Liveness")

@@ -233,10 +233,16 @@ def test_a_smaller_noise_scale_raises_an_alarm_and_a_signed_webhook(client, db, 
         m = _monitor(db, mon["id"])
         assert m.state == "alarm"
         assert 6 <= m.t < 20  # not before the change at period 6, and soon after it
+        assert arun(worker.tick_outbox()) == 0  # the alarm's webhook waits for its snapshot
+        assert arun(worker.tick_snapshots()) == 1
         arun(worker.tick_outbox())
     assert len(received) == 1 and received[0]["type"] == "alarm.firing"
     data = received[0]["data"]
     assert data["status"] == "firing" and data["labels"]["monitor_id"] == mon["id"]
+    # Scale 0.5 doubles the true epsilon: the snapshot's lower bound exceeds the claimed 1.
+    evidence = data["evidence"]
+    assert evidence["lower_bound"] > 1.0 and evidence["exceeds_claim"] is True, evidence
+    assert "at best" in evidence["statement"]
     alarms = client.get("/v1/alarms").json()["items"]
     assert len(alarms) == 1 and alarms[0]["t"] == m.t
     with db() as session:
@@ -395,3 +401,54 @@ def test_webhook_retries_back_off_and_410_disables(client, db, make_worker, arun
     assert hook_now["enabled"] is False and "410" in hook_now["disabled_reason"]
     assert retry_delay(len(RETRY_DELAYS_SECONDS) + 1) is None
     assert 0.8 * 43200 <= retry_delay(len(RETRY_DELAYS_SECONDS)) <= 1.2 * 43200
+
+
+def test_raw_outputs_are_kept_for_the_window_and_pruned(client, db, mechanism_server, make_worker, arun):
+    from app.snapshots.models import PeriodOutputs
+
+    base, secret = mechanism_server
+    mon = make_monitor(client, base, "/laplace", secret, outputs_window=3)
+    worker, clock = make_worker()
+    arun(run_ticks(worker, clock, 5))
+    with db() as session:
+        rows = session.scalars(select(PeriodOutputs).where(PeriodOutputs.monitor_id == uuid.UUID(mon["id"]))).all()
+        assert sorted({r.seq for r in rows}) == [3, 4, 5]
+        assert len(rows) == 6  # x and x' each period
+        assert all(r.encoding == "f4" and len(r.data) == 4 * 200 for r in rows)
+
+
+def test_on_demand_snapshot_is_a_job_with_curves(client, db, mechanism_server, make_worker, arun, tenants):
+    base, secret = mechanism_server
+    mon = make_monitor(client, base, "/laplace", secret, samples_per_period=1000, outputs_window=10)
+    worker, clock = make_worker()
+    arun(run_ticks(worker, clock, 10))
+    created = client.post(f"/v1/monitors/{mon['id']}/snapshots", json={})
+    assert created.status_code == 202, created.text
+    job = created.json()
+    assert job["status"] == "pending" and created.headers["location"] == f"/v1/snapshots/{job['id']}"
+    assert arun(worker.tick_snapshots()) == 1
+    snap = client.get(f"/v1/snapshots/{job['id']}").json()
+    assert snap["status"] == "done", snap["error"]
+    # A correct Laplace(1) mechanism: the loss estimate is near 1 and the bound does not exceed it.
+    assert 0.5 < snap["epsilon_hat"] < 2.0
+    assert snap["lower_bound"] < 1.0
+    pair = snap["result"]["pairs"][0]
+    assert {"grid", "loss", "f_x", "f_xp"} <= set(pair["loss_curve"]) and len(pair["loss_curve"]["loss"]) <= 400
+    assert len(pair["privacy_profile"]["delta"]) == len(pair["privacy_profile"]["epsilons"])
+    assert pair["samples"]["choose"] == [5000, 5000] and pair["samples"]["bound"] == 5000
+    listed = client.get(f"/v1/monitors/{mon['id']}/snapshots").json()["items"]
+    assert [s["id"] for s in listed] == [job["id"]] and "result" not in listed[0]
+    from fastapi.testclient import TestClient
+    other = TestClient(client.app, headers=tenants[1].headers)
+    assert other.get(f"/v1/snapshots/{job['id']}").status_code == 404
+    assert other.post(f"/v1/monitors/{mon['id']}/snapshots", json={}).status_code == 404
+
+
+def test_a_snapshot_without_data_fails_clearly(client, mechanism_server, make_worker, arun):
+    base, secret = mechanism_server
+    mon = make_monitor(client, base, "/laplace", secret)
+    job = client.post(f"/v1/monitors/{mon['id']}/snapshots", json={}).json()
+    worker, _ = make_worker()
+    arun(worker.tick_snapshots())
+    snap = client.get(f"/v1/snapshots/{job['id']}").json()
+    assert snap["status"] == "failed" and "no outputs are kept" in snap["error"]

@@ -55,6 +55,8 @@ class Alarm(Base):
     resolved_at: Mapped[datetime | None]
     # Alertmanager-style: the same (monitor, check, horizon) always has the same fingerprint.
     fingerprint: Mapped[str] = mapped_column(String(64))
+    # The alarm's MPL snapshot in short: LB, ε̂, t̂ and a sentence ("at best LB-DP at 95%").
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class Webhook(Base):

@@ -67,6 +67,12 @@ class AlarmRead(BaseModel):
     resolved_at: datetime | None = Field(description="Set when the monitor is reset after a fix.")
     status: Literal["firing", "resolved"]
     fingerprint: str = Field(description="Stable for a (monitor, check, horizon): Alertmanager-style grouping key.")
+    evidence: dict[str, Any] | None = Field(
+        None,
+        description="The alarm's MPL snapshot in short (seed 003): `lower_bound` LB, `epsilon_hat`, `t_hat`, "
+        "`confidence`, `snapshot_id` and a `statement` such as \"the mechanism is at best 2.1-DP at 95% confidence\". "
+        "Null until the snapshot is done, or when the monitor keeps no outputs.",
+    )
 
 
 class AcknowledgeRequest(BaseModel):

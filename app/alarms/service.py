@@ -138,6 +138,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Set
         "fingerprint": alarm.fingerprint,
         "generatorURL": f"{settings.public_url}/v1/alarms/{alarm.id}",
         "alarm": to_alarm_read(alarm).model_dump(mode="json"),
+        "evidence": alarm.evidence,
     }
 
 
@@ -150,8 +151,12 @@ def fire_alarm(
     settings: Settings,
     *,
     now: datetime | None = None,
+    notify: bool = True,
 ) -> Alarm:
-    """Record the alarm of ``check`` in ``period_run`` and enqueue its ``alarm.firing`` messages."""
+    """Record the alarm of ``check`` in ``period_run`` and enqueue its ``alarm.firing`` messages.
+
+    With ``notify=False`` the messages are left to the caller: the engine sends them once the
+    alarm's MPL snapshot is done, so that they carry its evidence (:func:`notify_alarm`)."""
     now = now or utcnow()
     if period_run.t is None:
         raise ValueError("a failed period (t is None) cannot raise an alarm")
@@ -173,10 +178,16 @@ def fire_alarm(
     )
     session.add(alarm)
     session.flush()
-    enqueue_event(
-        session, monitor.tenant_id, "alarm.firing", alarm_event_data(alarm, monitor, check, settings), now=now
-    )
+    if notify:
+        notify_alarm(session, alarm, monitor, check, settings, now=now)
     return alarm
+
+
+def notify_alarm(session: Session, alarm: Alarm, monitor: Monitor, check: Check, settings: Settings, *,
+                 now: datetime | None = None) -> list[WebhookMessage]:
+    """Enqueue the ``alarm.firing`` messages of ``alarm`` (with its evidence, when it has some)."""
+    return enqueue_event(session, monitor.tenant_id, "alarm.firing", alarm_event_data(alarm, monitor, check, settings),
+                         now=now)
 
 
 def resolve_open_alarms(

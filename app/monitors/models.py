@@ -54,6 +54,13 @@ class Monitor(Base):
     symmetric: Mapped[bool] = mapped_column(default=False)
     renew: Mapped[bool] = mapped_column(default=False)
 
+    # Raw outputs are kept for the last ``outputs_window`` periods (0 keeps none) for MPL
+    # snapshots; a snapshot runs every ``snapshot_every`` periods (None: never on a schedule) and
+    # on every alarm, then with ``alarm_snapshot_samples`` fresh outputs per database for the bound.
+    outputs_window: Mapped[int] = mapped_column(default=20, server_default="20")
+    snapshot_every: Mapped[int | None]
+    alarm_snapshot_samples: Mapped[int] = mapped_column(default=20000, server_default="20000")
+
     state: Mapped[str] = mapped_column(String(16))
     paused_from_state: Mapped[str | None] = mapped_column(String(16))
     horizon_index: Mapped[int] = mapped_column(default=1)
@@ -93,6 +100,8 @@ class Check(Base):
     reversed: Mapped[bool] = mapped_column(default=False)
     # WeightedAggregator.to_state(); None while the monitor calibrates.
     detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # For an "auto" event: what discovery found (pair orientation, ε̂, t̂, LB, samples used).
+    discovery: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     last_z: Mapped[float | None]
     last_statistic: Mapped[float | None]
     max_statistic: Mapped[float | None]

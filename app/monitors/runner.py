@@ -41,6 +41,7 @@ from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
 from app.monitors.service import start_horizon
 from app.settings import Settings
+from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
 from app.stats.aggregator import WeightedAggregator
 from app.stats.events import Event, event_contains, parse_event
 from app.stats.period import period_statistic
@@ -191,7 +192,7 @@ class PeriodRunner:
             counts[check.id] = (a, b)
         with self.session_factory() as session:
             try:
-                outcome = self._write_success(session, plan, counts, started, sampling_seconds)
+                outcome = self._write_success(session, plan, counts, outputs, started, sampling_seconds)
                 if outcome.outcome in ("lost_lease",):
                     session.rollback()
                 else:
@@ -202,7 +203,7 @@ class PeriodRunner:
                 return PeriodOutcome(plan.monitor_id, "duplicate")
 
     def _write_success(self, session: Session, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]],
-                       started: datetime, sampling_seconds: float) -> PeriodOutcome:
+                       outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float) -> PeriodOutcome:
         monitor = self._guarded_monitor(session, plan)
         if monitor is None:
             return PeriodOutcome(plan.monitor_id, "lost_lease")
@@ -233,6 +234,7 @@ class PeriodRunner:
             if step.alarm:
                 alarms.append((check, period_check))
         session.flush()
+        store_outputs(session, monitor, run, outputs)
 
         monitor.t = t
         monitor.consecutive_failures = 0
@@ -243,8 +245,13 @@ class PeriodRunner:
         if alarms:
             monitor.state = "alarm"
             outcome = "alarm"
+            # With outputs to analyse, the alarm's webhooks wait for its MPL snapshot, so that they
+            # carry the evidence; the snapshot runner sends them (also when the snapshot fails).
+            snapshot = snapshot_params_for_alarm(monitor)
             for check, period_check in alarms:
-                fire_alarm(session, monitor, check, run, period_check, self.settings)
+                alarm = fire_alarm(session, monitor, check, run, period_check, self.settings, notify=snapshot is None)
+                if snapshot is not None:
+                    request_snapshot(session, monitor, "alarm", alarm_id=alarm.id, **snapshot)
         elif t >= monitor.horizon:
             if monitor.renew:
                 start_horizon(monitor, _checks(session, monitor.id), monitor.horizon_index + 1)
@@ -254,6 +261,8 @@ class PeriodRunner:
                     monitor, self.settings, max_statistic=max((c.max_statistic or 0.0) for c in _checks(session, monitor.id))))
         else:
             monitor.state = "active"
+        if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0:
+            request_snapshot(session, monitor, "schedule")
         log.info("period_done", monitor_id=str(monitor.id), t=t, horizon_index=plan.horizon_index,
                  skipped_slots=plan.skipped, alarms=len(alarms), sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, outcome, t=t)

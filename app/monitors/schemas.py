@@ -99,6 +99,19 @@ class MonitorCreate(BaseModel):
     kappa: float = Field(1e-6, gt=0, le=1, description="Variance floor κ (eq. 16).")
     symmetric: bool = Field(False, description="Also test each pair reversed, (x', x), as its own check.")
     renew: bool = Field(False, description="Start a new horizon after each completed one, at level α_j = 6α/(π²j²).")
+    outputs_window: int = Field(
+        20, ge=0, le=10_000,
+        description="Keep the raw outputs of the last this-many periods for MPL snapshots (0 keeps none). "
+        "Real outputs cost 4 bytes each (float32); integer outputs are zlib-compressed.",
+    )
+    snapshot_every: int | None = Field(
+        None, ge=1, le=100_000, description="Also take an MPL snapshot every this-many periods (none by default)."
+    )
+    alarm_snapshot_samples: int = Field(
+        20_000, ge=0, le=1_000_000,
+        description="Fresh outputs per database drawn for the lower bound of an alarm's snapshot "
+        "(0: use the kept outputs only). The alarm's webhooks are sent once its snapshot is done.",
+    )
     start_at: AwareDatetime | None = Field(
         None, description="When the first period starts (default: now). Anchors the schedule."
     )
@@ -130,6 +143,9 @@ class CheckRead(BaseModel):
     x_prime: Any
     event: dict[str, Any]
     reversed: bool = Field(description="True for the (x', x) copy added by `symmetric`.")
+    discovery: dict[str, Any] | None = Field(
+        None, description="For a check created with an `auto` event: what discovery found and chose."
+    )
 
 
 class MonitorRead(BaseModel):
@@ -150,6 +166,9 @@ class MonitorRead(BaseModel):
     kappa: float
     symmetric: bool
     renew: bool
+    outputs_window: int
+    snapshot_every: int | None
+    alarm_snapshot_samples: int
     horizon_index: int = Field(description="j, the current horizon (1 for the first).")
     horizon_alpha: float = Field(description="α_j: α, or 6α/(π²j²) when `renew`.")
     threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")
@@ -168,6 +187,7 @@ class CheckStatus(BaseModel):
     position: int
     reversed: bool
     event: dict[str, Any]
+    discovery: dict[str, Any] | None = Field(None, description="For an `auto` event: what discovery found.")
     last_z: float | None = Field(description="z of the latest period.")
     last_statistic: float | None = Field(description="M_t of the latest period.")
     max_statistic: float | None = Field(description="Largest M_t so far in this horizon.")

@@ -29,6 +29,7 @@ from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig
 from app.scheduler.leases import claim_monitors
 from app.settings import Settings
+from app.snapshots.runner import SnapshotRunner
 
 log = structlog.get_logger("dpwatch.worker")
 
@@ -69,6 +70,7 @@ class Worker:
                                    on_alarm=obs.observe_alarm, clock=self.clock)
         self.deliverer = WebhookDeliverer(self.session_factory, self.http, s, on_delivery=obs.observe_delivery)
         self.calibrator = Calibrator(self.session_factory, s)
+        self.snapshots = SnapshotRunner(self.session_factory, sampling, s, clock=self.clock)
 
     async def start(self) -> None:
         """Open, then tick: claim and run due work every ``tick_seconds``."""
@@ -81,6 +83,7 @@ class Worker:
         sched.add_job(self.tick_periods, id="periods", seconds=s.tick_seconds, **common)
         sched.add_job(self.tick_outbox, id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
         sched.add_job(self.tick_calibration, id="calibration", seconds=max(s.tick_seconds, 2.0), **common)
+        sched.add_job(self.tick_snapshots, id="snapshots", seconds=max(s.tick_seconds, 1.0), **common)
         sched.start()
         self._scheduler = sched
         log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
@@ -141,6 +144,16 @@ class Worker:
         except Exception:
             log.exception("outbox_tick_failed")
             return 0
+
+    async def tick_snapshots(self) -> int:
+        """Compute pending snapshots, one at a time (MPL is CPU-bound)."""
+        ids = await asyncio.to_thread(self.snapshots.claim, 1)
+        for snapshot_id in ids:
+            try:
+                await self.snapshots.run(snapshot_id)
+            except Exception:
+                log.exception("snapshot_crashed", snapshot_id=str(snapshot_id))
+        return len(ids)
 
     async def tick_calibration(self) -> int:
         ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False)

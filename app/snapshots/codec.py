@@ -1,0 +1,52 @@
+"""Compact storage of a period's raw outputs.
+
+- real outputs and real vectors: little-endian float32 (4 bytes an output and dimension). KDE
+  and density ratios need nowhere near float64's 16 digits; float32 keeps 7. Random mantissas do
+  not compress, so there is no zlib step.
+- integer outputs (discrete labels, SVT answer vectors of 1/0/−1): the smallest integer type that
+  holds them, then zlib. SVT rows are highly repetitive and compress several times over.
+- strings: JSON, then zlib.
+
+At n = 1000 outputs per database, a real-valued check costs 8 kB per period for x and x'
+(``docs/mpl.md`` has measured sizes).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import numpy as np
+
+_INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+def encode_outputs(outputs: np.ndarray) -> tuple[str, list[int], bytes]:
+    """(encoding, shape, bytes) for an array of outputs as the sampling client returns it."""
+    arr = np.asarray(outputs)
+    shape = [int(s) for s in arr.shape]
+    if arr.dtype.kind == "f":
+        return "f4", shape, arr.astype("<f4").tobytes()
+    if arr.dtype.kind in "iub":
+        ints = arr.astype(np.int64)
+        lo, hi = (int(ints.min()), int(ints.max())) if ints.size else (0, 0)
+        for t in _INT_TYPES:
+            info = np.iinfo(t)
+            if info.min <= lo and hi <= info.max:
+                dt = np.dtype(t).newbyteorder("<")
+                return f"i{dt.itemsize}z", shape, zlib.compress(ints.astype(dt).tobytes(), 6)
+    return "jsonz", shape, zlib.compress(json.dumps(arr.tolist()).encode(), 6)
+
+
+def decode_outputs(encoding: str, shape: list[int], data: bytes) -> np.ndarray:
+    if encoding == "f4":
+        return np.frombuffer(data, dtype="<f4").astype(np.float64).reshape(shape)
+    if encoding.startswith("i") and encoding.endswith("z"):
+        itemsize = int(encoding[1:-1])
+        dt = np.dtype(f"<i{itemsize}")
+        return np.frombuffer(zlib.decompress(data), dtype=dt).astype(np.int64).reshape(shape)
+    if encoding == "jsonz":
+        values: Any = json.loads(zlib.decompress(data))
+        return np.asarray(values, dtype=object).reshape(shape)
+    raise ValueError(f"unknown output encoding {encoding!r}")

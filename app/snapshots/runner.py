@@ -1,0 +1,167 @@
+"""Computing snapshot jobs: claim under a lease, gather samples, run MPL, write the result.
+
+An alarm's snapshot also finishes the alarm: its evidence is stored on the alarm and the
+``alarm.firing`` webhooks are enqueued with it. When the snapshot fails, the webhooks go out
+without evidence, so that an alarm is never silenced by its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import structlog
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.alarms.models import Alarm
+from app.alarms.service import notify_alarm
+from app.db import utcnow
+from app.mechanisms.models import Mechanism
+from app.monitors.models import Check, Monitor
+from app.monitors.runner import database_key, endpoint_of
+from app.sampling.client import MechanismEndpoint, SamplingClient
+from app.settings import Settings
+from app.snapshots.compute import PairSamples, compute_snapshot, evidence_of, split_periods
+from app.snapshots.models import Snapshot
+from app.snapshots.service import database_digest, load_window
+
+log = structlog.get_logger("dpwatch.snapshots")
+
+#: A snapshot's lease; it covers drawing fresh samples and the MPL computation.
+SNAPSHOT_LEASE_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    snapshot_id: uuid.UUID
+    monitor_id: uuid.UUID
+    epsilon: float
+    alpha: float
+    extra_samples: int
+    output_kind: str
+    endpoint: MechanismEndpoint
+    period: int
+    pairs: list[dict[str, Any]]  # label, x, x_prime, and their window series
+    databases: dict[str, Any]
+
+
+class SnapshotRunner:
+    def __init__(self, session_factory: sessionmaker[Session], client: SamplingClient, settings: Settings,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.session_factory = session_factory
+        self.client = client
+        self.settings = settings
+        self.clock = clock
+
+    def claim(self, limit: int = 1) -> list[uuid.UUID]:
+        now = self.clock()
+        with self.session_factory() as session:
+            ready = or_(Snapshot.status == "pending",
+                        (Snapshot.status == "running") & (Snapshot.lease_expires_at < now))
+            ids = list(session.scalars(select(Snapshot.id).where(ready).order_by(Snapshot.created_at).limit(limit)
+                                       .with_for_update(skip_locked=True)))
+            if not ids:
+                return []
+            claimed = list(session.scalars(
+                update(Snapshot).where(Snapshot.id.in_(ids), ready)
+                .values(status="running", started_at=now, lease_owner=self.settings.worker_id,
+                        lease_expires_at=now + timedelta(seconds=SNAPSHOT_LEASE_SECONDS))
+                .returning(Snapshot.id).execution_options(synchronize_session=False)))
+            session.commit()
+            return claimed
+
+    def plan(self, snapshot_id: uuid.UUID) -> SnapshotPlan:
+        with self.session_factory() as session:
+            snap = session.get(Snapshot, snapshot_id)
+            monitor = session.get(Monitor, snap.monitor_id)
+            mechanism = session.get(Mechanism, monitor.mechanism_id)
+            window = load_window(session, monitor.id)
+            pairs, databases = [], {}
+            checks = session.scalars(select(Check).where(Check.monitor_id == monitor.id).order_by(Check.position))
+            for check in checks:
+                if check.reversed:  # the loss |ln f_x − ln f_x'| is symmetric: (x', x) adds nothing
+                    continue
+                xk, xpk = database_key(check.x), database_key(check.x_prime)
+                databases[xk], databases[xpk] = check.x, check.x_prime
+                pairs.append({"label": {"check_id": str(check.id), "position": check.position,
+                                        "x": check.x, "x_prime": check.x_prime},
+                              "x_key": xk, "xp_key": xpk,
+                              "x_series": window.get(database_digest(xk), []),
+                              "xp_series": window.get(database_digest(xpk), [])})
+            return SnapshotPlan(snapshot_id, monitor.id, monitor.epsilon, float(snap.params.get("alpha", 0.05)),
+                                int(snap.params.get("extra_samples", 0)), mechanism.output_kind,
+                                endpoint_of(mechanism), monitor.t, pairs, databases)
+
+    async def gather(self, plan: SnapshotPlan) -> list[PairSamples]:
+        fresh: dict[str, np.ndarray] = {}
+        if plan.extra_samples > 0:
+            keys = list(plan.databases)
+            drawn = await asyncio.gather(*(
+                self.client.sample(plan.endpoint, plan.databases[k], plan.extra_samples,
+                                   monitor_id=str(plan.monitor_id), period=plan.period,
+                                   request_id_prefix=f"snap-{plan.snapshot_id.hex[:12]}-{i}")
+                for i, k in enumerate(keys)))
+            fresh = dict(zip(keys, drawn))
+        out = []
+        for pair in plan.pairs:
+            if fresh:
+                # The window (if any) chooses t̂; the fresh draws, independent of it, bound the loss.
+                window_x = [a for _, a in pair["x_series"]]
+                window_xp = [a for _, a in pair["xp_series"]]
+                if window_x and window_xp:
+                    choose_x, choose_xp = np.concatenate(window_x), np.concatenate(window_xp)
+                    bound_x, bound_xp = fresh[pair["x_key"]], fresh[pair["xp_key"]]
+                else:  # no kept outputs: split the fresh draws
+                    half = plan.extra_samples // 2
+                    choose_x, bound_x = fresh[pair["x_key"]][:half], fresh[pair["x_key"]][half:]
+                    choose_xp, bound_xp = fresh[pair["xp_key"]][:half], fresh[pair["xp_key"]][half:]
+            else:
+                if not pair["x_series"] or not pair["xp_series"]:
+                    raise ValueError("no outputs are kept for this monitor yet and no extra samples were asked for")
+                choose_x, bound_x = split_periods(pair["x_series"])
+                choose_xp, bound_xp = split_periods(pair["xp_series"])
+            out.append(PairSamples(pair["label"], choose_x, choose_xp, bound_x, bound_xp))
+        return out
+
+    def finish(self, plan: SnapshotPlan, result: dict[str, Any] | None, error: str | None) -> None:
+        with self.session_factory() as session:
+            snap = session.get(Snapshot, plan.snapshot_id, with_for_update=True)
+            if snap is None or snap.lease_owner != self.settings.worker_id or snap.status != "running":
+                session.rollback()
+                return
+            snap.status = "done" if result is not None else "failed"
+            snap.result, snap.error = result, error
+            snap.finished_at = self.clock()
+            snap.lease_owner = snap.lease_expires_at = None
+            snap.params = {**snap.params, "period": plan.period}
+            if snap.trigger == "alarm" and snap.alarm_id is not None:
+                alarm = session.get(Alarm, snap.alarm_id)
+                if alarm is not None:
+                    if result is not None:
+                        alarm.evidence = evidence_of(result, str(snap.id))
+                    monitor = session.get(Monitor, alarm.monitor_id)
+                    check = session.get(Check, alarm.check_id)
+                    notify_alarm(session, alarm, monitor, check, self.settings)
+            session.commit()
+
+    async def run(self, snapshot_id: uuid.UUID) -> str:
+        plan = await asyncio.to_thread(self.plan, snapshot_id)
+        try:
+            pairs = await self.gather(plan)
+            result = await asyncio.to_thread(compute_snapshot, pairs, plan.output_kind, alpha=plan.alpha,
+                                             epsilon=plan.epsilon)
+        except Exception as exc:  # sampling failures, too little data, numerical refusals
+            reason = getattr(exc, "reason", type(exc).__name__)
+            await asyncio.to_thread(self.finish, plan, None, f"{reason}: {exc}"[:2000])
+            log.warning("snapshot_failed", snapshot_id=str(snapshot_id), error=str(exc)[:300])
+            return "failed"
+        await asyncio.to_thread(self.finish, plan, result, None)
+        log.info("snapshot_done", snapshot_id=str(snapshot_id), lower_bound=result["lower_bound"],
+                 epsilon_hat=result["epsilon_hat"])
+        return "done"

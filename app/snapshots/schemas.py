@@ -1,0 +1,49 @@
+"""Snapshot requests and answers."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SnapshotRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"extra_samples": 50000}]})
+
+    extra_samples: int = Field(
+        0, ge=0, le=1_000_000,
+        description="Fresh outputs to draw per database for the lower bound (seed 003's N). With 0, the kept "
+        "outputs of the window are split: alternate periods choose t̂ and bound the loss.",
+    )
+    alpha: float = Field(0.05, gt=0, lt=1, description="Level of the lower bound: [LB, ∞) covers ε with 1 − α.")
+
+
+class SnapshotSummary(BaseModel):
+    """A snapshot without its curves."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    monitor_id: uuid.UUID
+    alarm_id: uuid.UUID | None
+    trigger: Literal["schedule", "on_demand", "alarm"]
+    status: Literal["pending", "running", "done", "failed"]
+    params: dict[str, Any]
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    lower_bound: float | None = Field(None, description="LB of the chosen pair (seed 003 eq. 26).")
+    epsilon_hat: float | None = Field(None, description="ε̂ of the chosen pair.")
+    statement: str | None = Field(None, description="E.g. 'the mechanism is at best 2.1-DP at 95% confidence'.")
+
+
+class SnapshotRead(SnapshotSummary):
+    """A snapshot with, for each pair: ε̂, t̂, LB, the loss curve ℓ̂ over C and the profile δ̂(ε)."""
+
+    result: dict[str, Any] | None = Field(
+        description="`pairs[i]`: `epsilon_hat`, `t_hat`, `lower_bound`, `suggested_event`, `loss_curve` "
+        "(`grid` or `outcomes` with `loss`, `f_x`, `f_xp`), `privacy_profile` (`epsilons`, `delta`), `params`."
+    )
