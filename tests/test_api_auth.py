@@ -31,6 +31,7 @@ def _fill(path: str, value: str) -> str:
         .replace("{monitor_id}", value)
         .replace("{alarm_id}", value)
         .replace("{webhook_id}", value)
+        .replace("{snapshot_id}", value)
     )
 
 
@@ -41,7 +42,7 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 25
+    assert len(operations) == 28
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -92,7 +93,9 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     with db() as session:
         record_period(session, monitor["id"], statistic=99.0, settings=settings)
     alarm = client.get("/v1/alarms").json()["items"][0]
+    snapshot = client.post(f"/v1/monitors/{monitor['id']}/snapshots", json={}).json()
     ids = {
+        "snapshot_id": snapshot["id"],
         "mechanism_id": mechanism["id"],
         "monitor_id": monitor["id"],
         "alarm_id": alarm["id"],
@@ -112,7 +115,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 18
+    assert checked == 21
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path
