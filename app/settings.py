@@ -74,7 +74,12 @@ class Settings(BaseSettings):
     sampling_backoff_seconds: float = Field(
         0.5, ge=0, description="First backoff between sampling attempts; doubles per retry, with jitter."
     )
-    sampling_timeout_default: float = Field(10.0, gt=0, description="Default sampling timeout (seconds).")
+    discovery_samples: int = Field(
+        20_000, ge=100, le=200_000, description="Outputs per database with which discovery chooses t̂ (seed 003's n)."
+    )
+    discovery_fresh_samples: int = Field(
+        50_000, ge=100, le=1_000_000, description="Fresh outputs per database for discovery's bound (seed 003's N)."
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"

@@ -27,14 +27,40 @@ from tests.sampling_server import serve_app
 CHANGE_PERIOD = 20
 
 
-def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
+def build_service(tmp_path, change_period: int, **overrides):  # noqa: ANN001, ANN201
+    """The real app with a worker, the reference endpoints mounted, and a tenant's key."""
+    from app.auth.service import create_tenant_with_key
+    from app.db import make_engine, make_session_factory, run_migrations
+
     mechanism_secret = generate_secret()
     settings = Settings(_env_file=None, database_url=f"sqlite:///{tmp_path}/e2e.sqlite3",  # type: ignore[call-arg]
                         allow_networks=["127.0.0.0/8"], tick_seconds=0.2, lease_seconds=10,
-                        log_level="WARNING", worker_id="e2e")
+                        log_level="WARNING", worker_id="e2e", **overrides)
     service = create_app(settings)
     attach_worker(service, settings)
-    service.include_router(reference_router(mechanism_secret, change_period=CHANGE_PERIOD), prefix="/reference")
+    service.include_router(reference_router(mechanism_secret, change_period=change_period), prefix="/reference")
+    run_migrations(settings.database_url)
+    engine = make_engine(settings.database_url)
+    with make_session_factory(engine)() as session:
+        _, key = create_tenant_with_key(session, "acme", "e2e")
+        session.commit()
+    engine.dispose()
+    return service, mechanism_secret, key
+
+
+def wait_for_state(api: httpx.Client, monitor_id: str, leave: set[str], timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    status: dict = {}
+    while time.monotonic() < deadline:
+        status = api.get(f"/v1/monitors/{monitor_id}/status").json()
+        if status["state"] not in leave:
+            break
+        time.sleep(0.5)
+    return status
+
+
+def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
+    service, mechanism_secret, key = build_service(tmp_path, CHANGE_PERIOD)
 
     received: list[dict] = []
     got_alarm = threading.Event()
@@ -48,16 +74,6 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
         if payload["type"] == "alarm.firing":
             got_alarm.set()
         return Response(status_code=204)
-
-    from app.auth.service import create_tenant_with_key
-    from app.db import make_engine, make_session_factory, run_migrations
-
-    run_migrations(settings.database_url)
-    engine = make_engine(settings.database_url)
-    with make_session_factory(engine)() as session:
-        _, key = create_tenant_with_key(session, "acme", "e2e")
-        session.commit()
-    engine.dispose()
 
     scenario = SCENARIOS["a"]  # Laplace -> smaller noise scale (true epsilon 1/0.9)
     with serve_app(receiver) as hook_base, serve_app(service, lifespan="on") as base:
@@ -76,13 +92,7 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
         assert monitor.status_code == 201, monitor.text
         monitor_id = monitor.json()["id"]
 
-        deadline = time.monotonic() + 90
-        status = {}
-        while time.monotonic() < deadline:
-            status = api.get(f"/v1/monitors/{monitor_id}/status").json()
-            if status["state"] != "active":
-                break
-            time.sleep(0.5)
+        status = wait_for_state(api, monitor_id, {"active"}, 90)
         assert status["state"] == "alarm", status
         assert status["t"] >= CHANGE_PERIOD, "no alarm before the change"
         assert got_alarm.wait(15), "the webhook did not arrive"
@@ -94,3 +104,48 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
     assert len(alarms) == 1 and alarms[0]["t"] == status["t"]
     assert alarms[0]["statistic"] > alarms[0]["threshold"]
     assert all(p["status"] == "ok" for p in periods) and len(periods) == status["t"]
+
+
+def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_path):
+    """Issue: MPL snapshots. The check's event is discovered while calibrating (on SVT 2), the
+    deployment then changes to SVT 4, the monitor alarms, and the alarm's snapshot bounds ε above
+    the claim."""
+    service, mechanism_secret, key = build_service(tmp_path, change_period=5, discovery_samples=20_000,
+                                                   discovery_fresh_samples=50_000)
+    scenario = SCENARIOS["d"]
+    with serve_app(service, lifespan="on") as base:
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        mech = api.post("/v1/mechanisms", json={
+            "name": "svt", "sampling_url": f"{base}/reference/scenarios/d", "output_kind": "vector",
+            "dim": len(scenario.x), "secret": mechanism_secret})
+        assert mech.status_code == 201, mech.text
+        monitor = api.post("/v1/monitors", json={
+            "name": "svt auto", "mechanism_id": mech.json()["id"], "epsilon": scenario.epsilon,
+            "checks": [{"x": scenario.x, "x_prime": scenario.x_prime, "event": {"kind": "auto"}}],
+            "horizon": 100, "samples_per_period": 2000, "period_seconds": 1, "alarm_snapshot_samples": 20_000})
+        assert monitor.status_code == 201, monitor.text
+        monitor_id = monitor.json()["id"]
+        assert monitor.json()["state"] == "calibrating"
+
+        status = wait_for_state(api, monitor_id, {"calibrating"}, 60)
+        assert status["state"] == "active", status
+        discovery = status["checks"][0]["discovery"]
+        assert status["checks"][0]["event"]["kind"] == "set" and discovery["epsilon_hat"] > 0
+        assert discovery["samples"]["choose"] == [20_000, 20_000]
+
+        status = wait_for_state(api, monitor_id, {"active"}, 90)
+        assert status["state"] == "alarm", status
+        assert status["t"] >= 5
+        alarms = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the alarm's evidence arrives with its snapshot
+            alarms = api.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
+            if alarms and alarms[0]["evidence"]:
+                break
+            time.sleep(0.5)
+        evidence = alarms[0]["evidence"]
+        assert evidence, alarms
+        snapshot = api.get(f"/v1/snapshots/{evidence['snapshot_id']}").json()
+    assert snapshot["status"] == "done" and snapshot["trigger"] == "alarm"
+    assert snapshot["lower_bound"] > scenario.epsilon, snapshot["result"]["pairs"][0]["bound"]
+    assert evidence["exceeds_claim"] is True and "at best" in evidence["statement"]

@@ -1,59 +1,110 @@
-"""Calibrating a monitor: the threshold of a (T, γ, α_j/m) that is off the shipped table.
+"""Calibrating a monitor: events to discover, and thresholds off the shipped table.
 
-The Monte-Carlo run (method.md §3) takes seconds to minutes, so it runs outside any transaction,
-on a monitor this worker has leased; the result is written under the lease like a period.
+Both take seconds to minutes, so they run outside any transaction, on a monitor this worker has
+leased; the result is written under the lease like a period.
+
+- A check with ``{"kind": "auto"}`` runs discovery (app.snapshots.discovery) on its pair: fresh
+  draws, DPL picks t̂, LB bounds the loss there, and the check then watches a small event around
+  t̂, with x and x' swapped if needed so that the event is likelier under x. What was found is
+  recorded in ``checks.discovery``. The draws are separate from the detector's periods.
+- The threshold q(T, γ, α_j/m) by Monte Carlo when the table does not have it (method.md §3).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import utcnow
+from app.mechanisms.models import Mechanism
 from app.monitors.models import Monitor
 from app.monitors.service import activate, check_alpha, get_checks, is_auto
+from app.sampling.client import SamplingClient
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
+from app.snapshots.discovery import DiscoveryOptions, discover
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 
 log = structlog.get_logger("dpwatch.calibration")
 
 
 class Calibrator:
-    def __init__(self, session_factory: sessionmaker[Session], settings: Settings) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], settings: Settings,
+                 client: SamplingClient | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.session_factory = session_factory
         self.settings = settings
+        self.client = client
+        self.clock = clock
 
-    def calibrate(self, monitor_id: uuid.UUID) -> bool:
-        """Compute and install the threshold of a leased ``calibrating`` monitor. True if activated."""
+    def _plan(self, monitor_id: uuid.UUID):  # type: ignore[no-untyped-def]
         with self.session_factory() as session:
             monitor = session.get(Monitor, monitor_id)
             if monitor is None or monitor.lease_owner != self.settings.worker_id or monitor.state != "calibrating":
-                return False
+                return None
             checks = get_checks(session, monitor_id)
-            horizon_index = monitor.horizon_index
             design = (monitor.horizon, monitor.gamma, check_alpha(monitor, len(checks)))
             known = (ThresholdEstimate(monitor.horizon, monitor.gamma, design[2], monitor.threshold,
                                        monitor.threshold_std_error or 0.0, 0, 0, monitor.threshold_source or "table")
                      if monitor.threshold is not None else None)
-            waiting_for_events = any(is_auto(c) for c in checks)
-        if waiting_for_events:
-            # Event discovery is not part of this worker yet; keep the lease short and retry later.
-            self._release(monitor_id)
+            auto = [(c.id, c.x, c.x_prime) for c in checks if is_auto(c)]
+            from app.monitors.runner import endpoint_of
+
+            mechanism = session.get(Mechanism, monitor.mechanism_id)
+            return (monitor.horizon_index, design, known, auto, endpoint_of(mechanism), mechanism.output_kind,
+                    monitor.epsilon)
+
+    async def calibrate(self, monitor_id: uuid.UUID) -> bool:
+        """Discover events and compute the threshold of a leased ``calibrating`` monitor; activate it."""
+        plan = await asyncio.to_thread(self._plan, monitor_id)
+        if plan is None:
             return False
+        horizon_index, design, known, auto, endpoint, output_kind, epsilon = plan
+        found: dict[uuid.UUID, dict] = {}
+        if auto:
+            if self.client is None:
+                raise RuntimeError("event discovery needs a sampling client")
+            options = DiscoveryOptions(samples=self.settings.discovery_samples,
+                                       fresh_samples=self.settings.discovery_fresh_samples, epsilon=epsilon)
+            for check_id, x, xp in auto:
+                log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
+                try:
+                    result = await discover(self.client, endpoint, output_kind, [(x, xp)], options,
+                                            label=f"discover-{check_id.hex[:12]}")
+                except Exception as exc:  # sampling failures, degenerate samples
+                    log.warning("discovery_failed", monitor_id=str(monitor_id), error=str(exc)[:300])
+                    await asyncio.to_thread(self._release, monitor_id)
+                    return False
+                best = result["candidates"][0]
+                found[check_id] = {**best, "swapped": best["x"] != x, "discovered_at": self.clock().isoformat(),
+                                   "fresh_samples": result["fresh_samples"], "alpha": result["alpha"]}
         log.info("calibration_started", monitor_id=str(monitor_id), horizon=design[0], gamma=design[1], alpha=design[2])
-        estimate = known or threshold_for(*design)
+        estimate = known or await asyncio.to_thread(threshold_for, *design)
+        return await asyncio.to_thread(self._write, monitor_id, horizon_index, estimate, found)
+
+    def _write(self, monitor_id: uuid.UUID, horizon_index: int, estimate: ThresholdEstimate,
+               found: dict[uuid.UUID, dict]) -> bool:
         with self.session_factory() as session:
             monitor = lock_leased_monitor(session, monitor_id, self.settings.worker_id)
             if monitor is None or monitor.state != "calibrating" or monitor.horizon_index != horizon_index:
                 session.rollback()
                 return False
-            activate(monitor, get_checks(session, monitor_id), estimate)
+            checks = get_checks(session, monitor_id)
+            for check in checks:
+                if check.id in found:
+                    info = found[check.id]
+                    check.x, check.x_prime = info["x"], info["x_prime"]
+                    check.event = info["event"]
+                    check.discovery = info
+            activate(monitor, checks, estimate)
             release_lease(monitor)
             session.commit()
         log.info("calibration_done", monitor_id=str(monitor_id), threshold=estimate.value,
-                 std_error=estimate.std_error, source=estimate.source)
+                 std_error=estimate.std_error, source=estimate.source, discovered=len(found))
         return True
 
     def _release(self, monitor_id: uuid.UUID) -> None:

@@ -33,6 +33,9 @@ from app.snapshots.runner import SnapshotRunner
 
 log = structlog.get_logger("dpwatch.worker")
 
+#: Lease of a monitor being calibrated (event discovery, Monte-Carlo thresholds).
+CALIBRATION_LEASE_SECONDS = 900
+
 
 def http_config(settings: Settings) -> SafeHttpConfig:
     """The one safe HTTP client's configuration (sampling and webhooks share it)."""
@@ -69,7 +72,7 @@ class Worker:
         self.runner = PeriodRunner(self.session_factory, sampling, s, on_period=obs.observe_period,
                                    on_alarm=obs.observe_alarm, clock=self.clock)
         self.deliverer = WebhookDeliverer(self.session_factory, self.http, s, on_delivery=obs.observe_delivery)
-        self.calibrator = Calibrator(self.session_factory, s)
+        self.calibrator = Calibrator(self.session_factory, s, sampling, clock=self.clock)
         self.snapshots = SnapshotRunner(self.session_factory, sampling, s, clock=self.clock)
 
     async def start(self) -> None:
@@ -108,10 +111,12 @@ class Worker:
 
     # -- ticks ----------------------------------------------------------------------------
 
-    def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True) -> list[uuid.UUID]:
+    def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True,
+               lease_seconds: float | None = None) -> list[uuid.UUID]:
         with self.session_factory() as session:
             ids = claim_monitors(session, worker_id=self.settings.worker_id, states=states, now=self.clock(),
-                                 lease_seconds=self.settings.lease_seconds, limit=limit, due_only=due_only)
+                                 lease_seconds=lease_seconds or self.settings.lease_seconds, limit=limit,
+                                 due_only=due_only)
             session.commit()
             return ids
 
@@ -156,10 +161,12 @@ class Worker:
         return len(ids)
 
     async def tick_calibration(self) -> int:
-        ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False)
+        # Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other
+        # replicas from starting the same work meanwhile.
+        ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False, CALIBRATION_LEASE_SECONDS)
         for monitor_id in ids:
             try:
-                await asyncio.to_thread(self.calibrator.calibrate, monitor_id)
+                await self.calibrator.calibrate(monitor_id)
             except Exception:
                 log.exception("calibration_failed", monitor_id=str(monitor_id))
         return len(ids)
