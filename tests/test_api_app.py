@@ -161,6 +161,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("PATCH", mechanism),
         ("DELETE", mechanism),
         ("POST", mechanism + "/validate"),
+        ("POST", mechanism + "/discover"),
         ("POST", "/v1/monitors"),
         ("GET", "/v1/monitors"),
         ("GET", monitor),

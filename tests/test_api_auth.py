@@ -42,7 +42,7 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 28
+    assert len(operations) == 29
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -105,6 +105,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         ("PATCH", "/v1/mechanisms/{mechanism_id}"): {"max_batch": 1},
         ("PATCH", "/v1/webhooks/{webhook_id}"): {"enabled": False},
         ("POST", "/v1/alarms/{alarm_id}/acknowledge"): {"note": "not yours"},
+        ("POST", "/v1/mechanisms/{mechanism_id}/discover"): {"pattern": "table1"},
     }
     checked = 0
     for method, path in _v1_operations(client):
@@ -115,7 +116,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 21
+    assert checked == 22
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path

@@ -21,7 +21,7 @@ from standardwebhooks import Webhook
 
 from app.alarms.models import Alarm, WebhookMessage
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.reference.mechanisms import Laplace, LaplaceSmallerScale
+from app.reference.mechanisms import Laplace, LaplaceSmallerScale, RNMReportValue
 from app.sampling.endpoint import make_endpoint_router
 from app.scheduler.worker import Worker
 from app.stats.aggregator import weighted_statistic_path
@@ -127,6 +127,7 @@ def mechanism_server():
     app.include_router(make_endpoint_router({
         "/laplace": (Laplace(epsilon=1.0).sample, "real"),
         "/laplace-switch": (_laplace_switch(6), "real"),
+        "/rnm-value": (RNMReportValue(epsilon=1.0).sample, "real"),
     }, secret=secret, seed=1))
     with serve_app(app) as base:
         yield base, secret
@@ -452,3 +453,31 @@ def test_a_snapshot_without_data_fails_clearly(client, mechanism_server, make_wo
     arun(worker.tick_snapshots())
     snap = client.get(f"/v1/snapshots/{job['id']}").json()
     assert snap["status"] == "failed" and "no outputs are kept" in snap["error"]
+
+
+def test_discover_ranks_candidate_checks(client, mechanism_server):
+    base, secret = mechanism_server
+    mech = client.post("/v1/mechanisms", json={"name": "rnm-value", "sampling_url": f"{base}/rnm-value",
+                                               "output_kind": "real", "secret": secret}).json()
+    answer = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={
+        "pattern": "table1", "queries": 5, "samples": 5000, "fresh_samples": 20000, "epsilon": 1.0, "top": 3})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    cands = body["candidates"]
+    assert [c["rank"] for c in cands] == [1, 2, 3] and body["kind"] == "continuous"
+    assert cands[0]["lower_bound"] >= cands[1]["lower_bound"] >= cands[2]["lower_bound"]
+    # Report Noisy Max reporting the value has true epsilon 2.5 (k=5): the best candidate shows it.
+    assert cands[0]["lower_bound"] > 1.0 and cands[0]["exceeds_claim"] is True
+    event = cands[0]["event"]
+    assert event["kind"] == "interval" and event["low"] < event["high"]
+    assert len(cands[0]["x"]) == 5
+    bad = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={"pattern": "table1", "pairs": [{"x": 1, "x_prime": 2}]})
+    assert bad.status_code == 422 and "either" in bad.text
+
+
+def test_discover_reports_a_failing_endpoint_as_502(client, bad_server):
+    mech = client.post("/v1/mechanisms", json={"name": "bad", "sampling_url": f"{bad_server}/garbage",
+                                               "output_kind": "real"}).json()
+    answer = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={"pairs": [{"x": [0], "x_prime": [1]}],
+                                                                        "samples": 100, "fresh_samples": 100})
+    assert answer.status_code == 502 and "invalid_json" in answer.json()["detail"]
