@@ -219,6 +219,55 @@ def serve_reference(
                 log_level="warning")
 
 
+@app.command()
+def audit(
+    sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
+    pairs: Annotated[Path, typer.Option(help='JSON file: [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')],
+    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε to test.")] = None,
+    output_kind: Annotated[str, typer.Option(help="real | discrete | vector")] = "real",
+    dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
+    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
+    samples: Annotated[Optional[int], typer.Option("--samples", "-n", help="n per database for DPL (paper: 2e4; SVT 1e5).")] = None,
+    fresh_samples: Annotated[Optional[int], typer.Option("--fresh-samples", "-N", help="N fresh per database for LB (paper: 5e4; SVT 5e5).")] = None,
+    alpha: float = 0.05,
+    tau: Annotated[Optional[float], typer.Option(help="Density floor τ (paper: 1e-3; SVT 1e-4).")] = None,
+    max_batch: int = 10_000,
+    binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
+    allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One-shot MPL audit: estimate ε and a lower confidence bound LB from an endpoint (seed 003).
+
+    Exits with 1 when LB exceeds the claimed --epsilon (the claim is refuted at level α), else 0.
+    """
+    import asyncio
+
+    from app.audit import format_report, read_pairs, run_audit
+    from app.observability import configure_logging
+    from app.sampling.client import MechanismEndpoint
+    from app.sampling.protocol import SamplingError, generate_secret
+    from app.stats.mpl import MPLParams
+
+    configure_logging("WARNING", "console")  # progress goes to stderr; logs only for problems
+    try:
+        candidates = read_pairs(pairs)
+        overrides = {k: v for k, v in {"n": samples, "N": fresh_samples, "tau": tau, "alpha": alpha}.items() if v is not None}
+        params = MPLParams.for_output_kind(output_kind, **overrides)
+        endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=secret or generate_secret(),
+                                     output_kind=output_kind, max_batch=max_batch, timeout_seconds=60,
+                                     prefer_binary=binary, vector_dim=dim)  # type: ignore[arg-type]
+        networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
+        result = asyncio.run(run_audit(endpoint, candidates, params, allow_networks=networks, epsilon=epsilon,
+                                       progress=_err))
+    except SamplingError as exc:
+        _fail(f"sampling failed ({exc.reason}): {exc.detail}")
+    except ValueError as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(result, indent=2, default=str) if as_json else format_report(result))
+    if epsilon is not None and result["refutes_claim"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("receive-webhooks")
 def receive_webhooks(
     secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],
