@@ -82,3 +82,11 @@ def test_non_finite_z_refused():
 def test_first_crossing():
     m = np.array([[0.0, 3.0, 1.0], [0.0, 0.0, 0.0]])
     assert first_crossing(m, 2.0).tolist() == [2, 0]
+
+
+def test_current_lag_is_the_maximising_k():
+    agg = WeightedAggregator(50, 0.25)
+    steps = [agg.update(v) for v in [0.0] * 10 + [3.0] * 5]
+    assert agg.current_lag() == steps[-1].lag == 5
+    with pytest.raises(ValueError):
+        WeightedAggregator(5).current_lag()

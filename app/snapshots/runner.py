@@ -30,6 +30,7 @@ from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, evidence_of, split_periods
 from app.snapshots.models import Snapshot
 from app.snapshots.service import database_digest, load_window
+from app.stats.aggregator import WeightedAggregator
 
 log = structlog.get_logger("dpwatch.snapshots")
 
@@ -81,7 +82,7 @@ class SnapshotRunner:
             snap = session.get(Snapshot, snapshot_id)
             monitor = session.get(Monitor, snap.monitor_id)
             mechanism = session.get(Mechanism, monitor.mechanism_id)
-            window = load_window(session, monitor.id)
+            window = load_window(session, monitor.id, **self._alarm_segment(session, snap))
             pairs, databases = [], {}
             checks = session.scalars(select(Check).where(Check.monitor_id == monitor.id).order_by(Check.position))
             for check in checks:
@@ -97,6 +98,22 @@ class SnapshotRunner:
             return SnapshotPlan(snapshot_id, monitor.id, monitor.epsilon, float(snap.params.get("alpha", 0.05)),
                                 int(snap.params.get("extra_samples", 0)), mechanism.output_kind,
                                 endpoint_of(mechanism), monitor.t, pairs, databases)
+
+    @staticmethod
+    def _alarm_segment(session: Session, snap: Snapshot) -> dict[str, int]:
+        """For an alarm's snapshot, the periods the detector pooled when it fired (the maximising
+        lag k of eq. 13): its own estimate of how long the mechanism has been in violation.
+        Choosing t̂ there keeps pre-change outputs from diluting the estimate."""
+        if snap.trigger != "alarm" or snap.alarm_id is None:
+            return {}
+        alarm = session.get(Alarm, snap.alarm_id)
+        check = session.get(Check, alarm.check_id) if alarm else None
+        if alarm is None or check is None or not check.detector_state:
+            return {}
+        detector = WeightedAggregator.from_state(check.detector_state)
+        if detector.t != alarm.t:  # the monitor was reset or went on meanwhile
+            return {}
+        return {"horizon_index": alarm.horizon_index, "min_t": alarm.t - detector.current_lag() + 1}
 
     async def gather(self, plan: SnapshotPlan) -> list[PairSamples]:
         fresh: dict[str, np.ndarray] = {}

@@ -39,11 +39,17 @@ def store_outputs(session: Session, monitor: Monitor, run: PeriodRun, outputs: d
     return stored
 
 
-def load_window(session: Session, monitor_id: uuid.UUID) -> dict[str, list[tuple[int, np.ndarray]]]:
-    """The kept outputs of a monitor, by database digest, as (seq, outputs) in period order."""
+def load_window(session: Session, monitor_id: uuid.UUID, *, horizon_index: int | None = None,
+                min_t: int | None = None) -> dict[str, list[tuple[int, np.ndarray]]]:
+    """The kept outputs of a monitor, by database digest, as (seq, outputs) in period order;
+    optionally only those of one horizon from period ``min_t`` on."""
     out: dict[str, list[tuple[int, np.ndarray]]] = defaultdict(list)
-    rows = session.scalars(select(PeriodOutputs).where(PeriodOutputs.monitor_id == monitor_id)
-                           .order_by(PeriodOutputs.seq))
+    stmt = select(PeriodOutputs).where(PeriodOutputs.monitor_id == monitor_id)
+    if horizon_index is not None:
+        stmt = stmt.where(PeriodOutputs.horizon_index == horizon_index)
+    if min_t is not None:
+        stmt = stmt.where(PeriodOutputs.t >= min_t)
+    rows = session.scalars(stmt.order_by(PeriodOutputs.seq))
     for row in rows:
         out[row.database_key].append((row.seq, decode_outputs(row.encoding, row.shape, row.data)))
     return dict(out)

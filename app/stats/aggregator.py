@@ -121,11 +121,9 @@ class WeightedAggregator:
             raise HorizonExceeded(
                 f"the detector has taken all {self.horizon} periods of its horizon; start a new horizon"
             )
-        s_t = self._prefix[-1] + z
-        self._prefix.append(s_t)
+        self._prefix.append(self._prefix[-1] + z)
         t = self.t
-        prev = np.asarray(self._prefix[-2::-1])  # S_{t-1}, S_{t-2}, ..., S_0, i.e. S_{t-k} for k = 1..t
-        ratios = (s_t - prev) / self._weights[1 : t + 1]
+        ratios = self._ratios()
         k = int(np.argmax(ratios))
         statistic = float(ratios[k])
         alarm = statistic > self.threshold
@@ -133,6 +131,22 @@ class WeightedAggregator:
             self.alarm_t = t
         self.max_statistic = max(self.max_statistic, statistic)
         return AggregatorStep(t=t, z=z, statistic=statistic, threshold=self.threshold, alarm=alarm, lag=k + 1)
+
+    def _ratios(self) -> np.ndarray:
+        """(S_t − S_{t−k}) / w_k for k = 1..t at the current t (the terms of eq. 13)."""
+        t = self.t
+        prev = np.asarray(self._prefix[-2::-1])  # S_{t-1}, ..., S_0, i.e. S_{t-k} for k = 1..t
+        return (self._prefix[-1] - prev) / self._weights[1 : t + 1]
+
+    def current_lag(self) -> int:
+        """The k attaining M_t at the current t: how many recent periods the evidence pools.
+
+        After an alarm, the last k periods are the detector's own estimate of how long the
+        mechanism has been in violation (the MPL snapshot of an alarm chooses t̂ on them).
+        """
+        if self.t == 0:
+            raise ValueError("no period taken yet")
+        return int(np.argmax(self._ratios())) + 1
 
     def to_state(self) -> dict[str, Any]:
         return {
