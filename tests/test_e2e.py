@@ -122,7 +122,7 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         monitor = api.post("/v1/monitors", json={
             "name": "svt auto", "mechanism_id": mech.json()["id"], "epsilon": scenario.epsilon,
             "checks": [{"x": scenario.x, "x_prime": scenario.x_prime, "event": {"kind": "auto"}}],
-            "horizon": 100, "samples_per_period": 2000, "period_seconds": 1, "alarm_snapshot_samples": 20_000})
+            "horizon": 100, "samples_per_period": 2000, "period_seconds": 1, "alarm_snapshot_samples": 50_000})
         assert monitor.status_code == 201, monitor.text
         monitor_id = monitor.json()["id"]
         assert monitor.json()["state"] == "calibrating"

@@ -59,7 +59,7 @@ class Monitor(Base):
     # on every alarm, then with ``alarm_snapshot_samples`` fresh outputs per database for the bound.
     outputs_window: Mapped[int] = mapped_column(default=20, server_default="20")
     snapshot_every: Mapped[int | None]
-    alarm_snapshot_samples: Mapped[int] = mapped_column(default=20000, server_default="20000")
+    alarm_snapshot_samples: Mapped[int] = mapped_column(default=50000, server_default="50000")
 
     state: Mapped[str] = mapped_column(String(16))
     paused_from_state: Mapped[str | None] = mapped_column(String(16))

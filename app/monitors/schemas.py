@@ -108,9 +108,10 @@ class MonitorCreate(BaseModel):
         None, ge=1, le=100_000, description="Also take an MPL snapshot every this-many periods (none by default)."
     )
     alarm_snapshot_samples: int = Field(
-        20_000, ge=0, le=1_000_000,
-        description="Fresh outputs per database drawn for the lower bound of an alarm's snapshot "
-        "(0: use the kept outputs only). The alarm's webhooks are sent once its snapshot is done.",
+        50_000, ge=0, le=1_000_000,
+        description="Fresh outputs per database drawn for an alarm's snapshot (seed 003's N): half, with the "
+        "periods the detector pooled, choose t̂; the other half bound the loss there. 0: use the kept outputs "
+        "only. The alarm's webhooks are sent once its snapshot is done.",
     )
     start_at: AwareDatetime | None = Field(
         None, description="When the first period starts (default: now). Anchors the schedule."

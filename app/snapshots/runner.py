@@ -127,19 +127,17 @@ class SnapshotRunner:
             fresh = dict(zip(keys, drawn))
         out = []
         for pair in plan.pairs:
+            window_x = [a for _, a in pair["x_series"]]
+            window_xp = [a for _, a in pair["xp_series"]]
             if fresh:
-                # The window (if any) chooses t̂; the fresh draws, independent of it, bound the loss.
-                window_x = [a for _, a in pair["x_series"]]
-                window_xp = [a for _, a in pair["xp_series"]]
-                if window_x and window_xp:
-                    choose_x, choose_xp = np.concatenate(window_x), np.concatenate(window_xp)
-                    bound_x, bound_xp = fresh[pair["x_key"]], fresh[pair["xp_key"]]
-                else:  # no kept outputs: split the fresh draws
-                    half = plan.extra_samples // 2
-                    choose_x, bound_x = fresh[pair["x_key"]][:half], fresh[pair["x_key"]][half:]
-                    choose_xp, bound_xp = fresh[pair["xp_key"]][:half], fresh[pair["xp_key"]][half:]
+                # Half the fresh draws bound the loss; the other half, with the kept outputs,
+                # choose t̂ (the two parts are independent draws).
+                half = plan.extra_samples // 2
+                fx, fxp = fresh[pair["x_key"]], fresh[pair["xp_key"]]
+                choose_x, choose_xp = np.concatenate([*window_x, fx[:half]]), np.concatenate([*window_xp, fxp[:half]])
+                bound_x, bound_xp = fx[half:], fxp[half:]
             else:
-                if not pair["x_series"] or not pair["xp_series"]:
+                if not window_x or not window_xp:
                     raise ValueError("no outputs are kept for this monitor yet and no extra samples were asked for")
                 choose_x, bound_x = split_periods(pair["x_series"])
                 choose_xp, bound_xp = split_periods(pair["xp_series"])

@@ -75,7 +75,7 @@ def upgrade() -> None:
     with op.batch_alter_table('monitors', schema=None) as batch_op:
         batch_op.add_column(sa.Column('outputs_window', sa.Integer(), server_default='20', nullable=False))
         batch_op.add_column(sa.Column('snapshot_every', sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column('alarm_snapshot_samples', sa.Integer(), server_default='20000', nullable=False))
+        batch_op.add_column(sa.Column('alarm_snapshot_samples', sa.Integer(), server_default='50000', nullable=False))
 
     # ### end Alembic commands ###
 
