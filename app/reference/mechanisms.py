@@ -152,13 +152,11 @@ def _check_num_queries(num_queries: Any) -> None:
 
 
 @dataclass(frozen=True)
-class Laplace:
-    """The Laplace mechanism ``Σx_i + Lap(1/ε)``; ε-DP."""
+class _EpsilonMechanism:
+    """What every reference mechanism shares: a validated claimed ε, which is also its true ε
+    unless a subclass (a broken variant) says otherwise."""
 
     epsilon: float = DEFAULT_EPSILON
-
-    name: ClassVar[str] = "laplace"
-    output_kind: ClassVar[OutputKind] = "real"
 
     def __post_init__(self) -> None:
         _check_epsilon(self.epsilon)
@@ -171,35 +169,49 @@ class Laplace:
     def true_epsilon(self) -> float | None:
         return float(self.epsilon)
 
-    @property
-    def noise_scale(self) -> float:
-        return 1.0 / self.epsilon
+
+@dataclass(frozen=True)
+class _NoisySum(_EpsilonMechanism, ABC):
+    """``Σx_i + noise`` on a database of numbers in [0, 1] (sensitivity 1)."""
+
+    @abstractmethod
+    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
 
     def sample(self, database: Any, n: int, rng: np.random.Generator) -> np.ndarray:
         _check_sampling_args(n, rng)
         total = float(np.sum(_unit_cube_database(database)))
-        return total + rng.laplace(0.0, self.noise_scale, size=n)
+        return total + self._noise(n, rng)
 
 
 @dataclass(frozen=True)
-class LaplaceSmallerScale:
+class Laplace(_NoisySum):
+    """The Laplace mechanism ``Σx_i + Lap(1/ε)``; ε-DP."""
+
+    name: ClassVar[str] = "laplace"
+    output_kind: ClassVar[OutputKind] = "real"
+
+    @property
+    def noise_scale(self) -> float:
+        return 1.0 / self.epsilon
+
+    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.laplace(0.0, self.noise_scale, size=n)
+
+
+@dataclass(frozen=True)
+class LaplaceSmallerScale(_NoisySum):
     """Harmful change (a): ``Σx_i + Lap(s/ε)`` with ``0 < s < 1``; true ε = ε/s."""
 
-    epsilon: float = DEFAULT_EPSILON
     scale_factor: float = DEFAULT_SCALE_FACTOR
 
     name: ClassVar[str] = "laplace-smaller-scale"
     output_kind: ClassVar[OutputKind] = "real"
 
     def __post_init__(self) -> None:
-        _check_epsilon(self.epsilon)
+        super().__post_init__()
         s = self.scale_factor
         if isinstance(s, bool) or not isinstance(s, numbers.Real) or not (0 < s < 1):
             raise ValueError(f"scale_factor must lie in (0, 1) (a smaller noise scale); got {s!r}")
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return float(self.epsilon)
 
     @property
     def true_epsilon(self) -> float | None:
@@ -209,31 +221,20 @@ class LaplaceSmallerScale:
     def noise_scale(self) -> float:
         return self.scale_factor / self.epsilon
 
-    def sample(self, database: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        _check_sampling_args(n, rng)
-        total = float(np.sum(_unit_cube_database(database)))
-        return total + rng.laplace(0.0, self.noise_scale, size=n)
+    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.laplace(0.0, self.noise_scale, size=n)
 
 
 @dataclass(frozen=True)
-class LaplaceGaussian:
+class LaplaceGaussian(_NoisySum):
     """Harmful change (b): Gaussian noise with the variance of ``Lap(1/ε)``: σ = √2/ε.
 
     Not ε'-DP for any finite ε' (the likelihood ratio of two shifted Gaussians is unbounded);
     only (ε, δ)-DP, so ``true_epsilon`` is ``inf``.
     """
 
-    epsilon: float = DEFAULT_EPSILON
-
     name: ClassVar[str] = "laplace-gaussian"
     output_kind: ClassVar[OutputKind] = "real"
-
-    def __post_init__(self) -> None:
-        _check_epsilon(self.epsilon)
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return float(self.epsilon)
 
     @property
     def true_epsilon(self) -> float | None:
@@ -243,10 +244,8 @@ class LaplaceGaussian:
     def noise_sd(self) -> float:
         return math.sqrt(2.0) / self.epsilon
 
-    def sample(self, database: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        _check_sampling_args(n, rng)
-        total = float(np.sum(_unit_cube_database(database)))
-        return total + rng.normal(0.0, self.noise_sd, size=n)
+    def _noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(0.0, self.noise_sd, size=n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,29 +253,20 @@ class LaplaceGaussian:
 
 
 @dataclass(frozen=True)
-class ReportNoisyMax:
+class ReportNoisyMax(_EpsilonMechanism):
     """``argmax_i (q_i + Lap(2/ε))``, the 0-based index; ε-DP for sensitivity-1 queries.
 
     ``num_queries``, when given, fixes ``k`` and is checked against every query vector.
     """
 
-    epsilon: float = DEFAULT_EPSILON
     num_queries: int | None = None
 
     name: ClassVar[str] = "rnm"
     output_kind: ClassVar[OutputKind] = "discrete"
 
     def __post_init__(self) -> None:
-        _check_epsilon(self.epsilon)
+        super().__post_init__()
         _check_num_queries(self.num_queries)
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return float(self.epsilon)
-
-    @property
-    def true_epsilon(self) -> float | None:
-        return float(self.epsilon)
 
     @property
     def noise_scale(self) -> float:
@@ -387,22 +377,17 @@ def _sparse_vector(
 
 
 @dataclass(frozen=True)
-class _SparseVectorBase(ABC):
+class _SparseVectorBase(_EpsilonMechanism, ABC):
     """Shared parameters and sampling; each variant sets its noise scales, cutoff and redraw."""
 
-    epsilon: float = DEFAULT_EPSILON
     threshold: float = DEFAULT_THRESHOLD
 
     output_kind: ClassVar[OutputKind] = "vector"
     _redraw: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _check_epsilon(self.epsilon)
+        super().__post_init__()
         _check_threshold(self.threshold)
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return float(self.epsilon)
 
     @property
     def cutoff_value(self) -> int | None:
