@@ -14,8 +14,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
+from typing import TYPE_CHECKING
+
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from app.sampling.safe_http import SafeHttpConfig
 
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_DATABASE_URL = f"sqlite:///{(DEFAULT_DATA_DIR / 'dpwatch.sqlite3').as_posix()}"
@@ -134,6 +139,12 @@ class Settings(BaseSettings):
                     f"allow_networks {cidr} contains a cloud metadata address; refused outside development"
                 )
         return self
+
+    def safe_http_config(self) -> SafeHttpConfig:
+        """The one safe HTTP client's configuration (sampling, probes, discovery and webhooks)."""
+        from app.sampling.safe_http import SafeHttpConfig
+
+        return SafeHttpConfig(allow_networks=tuple(self.allow_networks), max_bytes=self.sampling_max_bytes)
 
     @property
     def is_sqlite(self) -> bool:

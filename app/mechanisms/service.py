@@ -201,7 +201,6 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
     """
     from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
     from app.sampling.protocol import SamplingError
-    from app.sampling.safe_http import SafeHttpConfig
 
     n = max(1, min(n, mechanism.max_batch))
     started = time.perf_counter()
@@ -220,8 +219,7 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
             deadline_seconds=mechanism.timeout_seconds + 1.0,
             max_response_bytes=settings.sampling_max_bytes,
         )
-        http_config = SafeHttpConfig(allow_networks=settings.allow_networks, max_bytes=settings.sampling_max_bytes)
-        async with SamplingClient(config=config, http_config=http_config) as client:
+        async with SamplingClient(config=config, http_config=settings.safe_http_config()) as client:
             outputs = await client.sample(
                 endpoint,
                 [] if database is None else database,

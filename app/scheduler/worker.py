@@ -26,7 +26,7 @@ from app.db import utcnow
 from app.monitors.calibration import Calibrator
 from app.monitors.runner import RUNNABLE_STATES, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
-from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig
+from app.sampling.safe_http import SafeAsyncClient
 from app.scheduler.leases import claim_monitors
 from app.settings import Settings
 from app.snapshots.runner import SnapshotRunner
@@ -35,11 +35,6 @@ log = structlog.get_logger("dpwatch.worker")
 
 #: Lease of a monitor being calibrated (event discovery, Monte-Carlo thresholds).
 CALIBRATION_LEASE_SECONDS = 900
-
-
-def http_config(settings: Settings) -> SafeHttpConfig:
-    """The one safe HTTP client's configuration (sampling and webhooks share it)."""
-    return SafeHttpConfig(allow_networks=tuple(settings.allow_networks), max_bytes=settings.sampling_max_bytes)
 
 
 class Worker:
@@ -58,7 +53,7 @@ class Worker:
     async def open(self) -> None:
         """Build the clients and the runners (without starting the ticker)."""
         s = self.settings
-        self.http = SafeAsyncClient(http_config(s))
+        self.http = SafeAsyncClient(s.safe_http_config())
         # Sampling, retries included, must end well inside the lease, or another replica may
         # claim the monitor and draw the same period again.
         sampling = SamplingClient(

@@ -16,7 +16,6 @@ from app.monitors.runner import endpoint_of
 from app.monitors.service import get_monitor
 from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.protocol import SamplingError
-from app.scheduler.worker import http_config
 from app.snapshots.discovery import DiscoveryOptions, discover, table1_candidates
 from app.snapshots.models import Snapshot
 from app.snapshots.schemas import DiscoverRequest, DiscoverResponse, SnapshotRead, SnapshotRequest, SnapshotSummary
@@ -105,7 +104,7 @@ async def discover_events(mechanism_id: uuid.UUID, body: DiscoverRequest, princi
     try:
         async with SamplingClient(config=SamplingClientConfig(deadline_seconds=300,
                                                               max_response_bytes=settings.sampling_max_bytes),
-                                  http_config=http_config(settings)) as client:
+                                  http_config=settings.safe_http_config()) as client:
             result = await discover(client, endpoint, mechanism.output_kind, pairs, options,
                                     label=f"discover-{mechanism_id.hex[:12]}")
     except SamplingError as exc:
