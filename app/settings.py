@@ -12,9 +12,7 @@ import os
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
