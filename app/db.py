@@ -128,7 +128,9 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 5})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    # The pool is at least as large as the threads that use it (asyncio.to_thread's workers), so
+    # that connections are not opened and closed on every period.
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
 def make_session_factory(bind: Engine | Connection, **kwargs: Any) -> sessionmaker[Session]:

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
 
     tick_seconds: float = Field(1.0, gt=0, description="Interval of the local scheduler ticker.")
     lease_seconds: int = Field(60, ge=1, description="How long a claimed monitor stays leased.")
+    max_in_flight: int = Field(
+        8, ge=1, le=1024,
+        description="Periods one worker runs at once. More in flight costs CPU in the HTTP pool and the "
+        "database; 4-8 gave the best throughput on 2 cores (docs/benchmarks.md). Raise it for slow endpoints.",
+    )
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     degraded_after_failures: int = Field(
         3, ge=1, description="K: a monitor turns `degraded` after K consecutive failed periods."

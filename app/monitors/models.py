@@ -99,7 +99,8 @@ class Check(Base):
     # True for the (x', x) copy that ``symmetric`` adds next to each (x, x').
     reversed: Mapped[bool] = mapped_column(default=False)
     # WeightedAggregator.to_state(); None while the monitor calibrates.
-    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # Deferred: it grows with t (every prefix sum), and only the runner needs it.
+    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType, deferred=True)
     # For an "auto" event: what discovery found (pair orientation, ε̂, t̂, LB, samples used).
     discovery: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     last_z: Mapped[float | None]

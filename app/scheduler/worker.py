@@ -38,11 +38,13 @@ CALIBRATION_LEASE_SECONDS = 900
 
 
 class Worker:
-    def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *, max_in_flight: int = 64,
+    def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *, max_in_flight: int | None = None,
                  clock: Callable[[], datetime] = utcnow) -> None:
         self.settings = settings
         self.session_factory = session_factory
-        self.max_in_flight = max_in_flight
+        self.max_in_flight = max_in_flight or settings.max_in_flight
+        self._claiming = asyncio.Lock()
+        self._stopping = False
         self.clock = clock  # injectable for tests; the scheduler itself always uses real time
         self._in_flight: set[asyncio.Task[None]] = set()
         self._scheduler: AsyncIOScheduler | None = None
@@ -87,6 +89,7 @@ class Worker:
         log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
 
     async def stop(self) -> None:
+        self._stopping = True  # no new claims, including those a finishing period would start
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
@@ -117,21 +120,28 @@ class Worker:
 
     async def tick_periods(self) -> int:
         """Claim due monitors up to the free capacity and start their periods."""
-        free = self.max_in_flight - len(self._in_flight)
-        if free <= 0:
-            return 0
-        ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free)
-        for monitor_id in ids:
-            task = asyncio.create_task(self._run_period(monitor_id))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
-        return len(ids)
+        async with self._claiming:  # the ticker and finished periods may both ask for work
+            free = self.max_in_flight - len(self._in_flight)
+            if free <= 0 or self._stopping:
+                return 0
+            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free)
+            for monitor_id in ids:
+                task = asyncio.create_task(self._run_period(monitor_id))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+            return len(ids)
 
     async def _run_period(self, monitor_id: uuid.UUID) -> None:
         try:
             await self.runner.run(monitor_id)
         except Exception:  # a bug must not kill the ticker; the lease expires and the period is retried
             log.exception("period_crashed", monitor_id=str(monitor_id))
+        finally:
+            # Claim again as soon as half the slots are free, rather than at the next tick; waiting
+            # for half keeps claims batched (one claim per period cost 8% of a worker).
+            if (self._scheduler is not None and not self._claiming.locked()
+                    and len(self._in_flight) - 1 <= self.max_in_flight // 2):
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.tick_periods()))
 
     async def drain(self) -> None:
         """Wait for the periods in flight (tests and benchmarks)."""
