@@ -96,7 +96,6 @@ def count_hits(mechanism: Any, database: Any, event: Any, replications: int, n: 
 
 def evaluate_alarms(name: str, alarm_t: NDArray[np.int64], threshold: float, cfg: SimulationConfig) -> DetectorResult:
     """Summaries of first-alarm periods (0 = never) for one detector."""
-    r = alarm_t.size
     fired = alarm_t > 0
     early = fired & (alarm_t < cfg.change_at)
     late = fired & (alarm_t >= cfg.change_at)

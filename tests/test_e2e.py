@@ -11,7 +11,6 @@ import threading
 import time
 
 import httpx
-import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from standardwebhooks import Webhook

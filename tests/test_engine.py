@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -19,7 +18,7 @@ from fastapi.responses import Response
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
 
-from app.alarms.models import Alarm, WebhookMessage
+from app.alarms.models import WebhookMessage
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.reference.mechanisms import Laplace, LaplaceSmallerScale, RNMReportValue
 from app.sampling.endpoint import make_endpoint_router

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
