@@ -24,7 +24,6 @@ from app.sampling import safe_http
 from app.sampling.safe_http import (
     AddressPolicy,
     SafeAsyncClient,
-    SafeClient,
     SafeHttpConfig,
     SafeHttpError,
     redact_url,
@@ -111,19 +110,14 @@ def _clear_hits():
 
 @pytest.fixture
 def connect_spy(monkeypatch):
-    """Replace the real TCP connect (async and sync) by a recorder that fails."""
+    """Replace the real TCP connect by a recorder that fails."""
     calls: list[tuple[str, int]] = []
 
     async def fake_async(self, host, port, timeout=None, local_address=None, socket_options=None):
         calls.append((host, port))
         raise httpcore.ConnectError("spy: no real connection in this test")
 
-    def fake_sync(self, host, port, timeout=None, local_address=None, socket_options=None):
-        calls.append((host, port))
-        raise httpcore.ConnectError("spy: no real connection in this test")
-
     monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", fake_async)
-    monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", fake_sync)
     return calls
 
 
@@ -150,24 +144,12 @@ def fake_dns(monkeypatch, answers: dict[str, list[list[str]]]) -> list[str]:
         return resolve(host, port)
 
     monkeypatch.setattr(safe_http, "_async_getaddrinfo", resolve_async)
-    monkeypatch.setattr(safe_http, "_sync_getaddrinfo", resolve)
     return lookups
 
 
-async def call(kind: str, config: SafeHttpConfig, method: str, url: str, **kwargs):
-    """Same request through the async or the sync client."""
-    if kind == "async":
-        async with SafeAsyncClient(config) as client:
-            return await client.request(method, url, **kwargs)
-
-    def run():
-        with SafeClient(config) as client:
-            return client.request(method, url, **kwargs)
-
-    return await asyncio.to_thread(run)
-
-
-both = pytest.mark.parametrize("kind", ["async", "sync"])
+async def call(config: SafeHttpConfig, method: str, url: str, **kwargs):
+    async with SafeAsyncClient(config) as client:
+        return await client.request(method, url, **kwargs)
 
 
 # --------------------------------------------------------------------------- validate_url
@@ -288,24 +270,22 @@ def test_allow_networks_must_be_valid_cidrs():
 # --------------------------------------------------------------------------- refusals (no traffic)
 
 
-@both
 @pytest.mark.parametrize(
     "host",
     ["10.0.0.1", "192.168.1.10", "169.254.169.254", "[fd00:ec2::254]", "0.0.0.0", "[::ffff:10.0.0.1]"],
 )
-async def test_literal_non_public_addresses_are_refused_before_connecting(kind, host, connect_spy):
+async def test_literal_non_public_addresses_are_refused_before_connecting(host, connect_spy):
     config = SafeHttpConfig(allow_networks=LOOPBACK)
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, config, "GET", f"http://{host}/latest/meta-data/")
+        await call(config, "GET", f"http://{host}/latest/meta-data/")
     assert info.value.reason == "refused_address"
     assert connect_spy == []
 
 
-@both
-async def test_hostname_resolving_to_private_address_is_refused(kind, monkeypatch, connect_spy):
+async def test_hostname_resolving_to_private_address_is_refused(monkeypatch, connect_spy):
     fake_dns(monkeypatch, {"mechanism.example": [["192.168.0.7"]]})
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, SafeHttpConfig(), "POST", "http://mechanism.example/sample", content=b"{}")
+        await call(SafeHttpConfig(), "POST", "http://mechanism.example/sample", content=b"{}")
     assert info.value.reason == "refused_address"
     assert "'mechanism.example' resolves to 192.168.0.7 (private address)" in info.value.detail
     assert connect_spy == []
@@ -314,20 +294,19 @@ async def test_hostname_resolving_to_private_address_is_refused(kind, monkeypatc
 async def test_any_refused_address_refuses_the_whole_host(monkeypatch, connect_spy):
     fake_dns(monkeypatch, {"mixed.example": [["127.0.0.1", "10.9.9.9"]]})
     with pytest.raises(SafeHttpError) as info:
-        await call("async", SafeHttpConfig(allow_networks=LOOPBACK), "GET", "http://mixed.example/")
+        await call(SafeHttpConfig(allow_networks=LOOPBACK), "GET", "http://mixed.example/")
     assert info.value.reason == "refused_address" and "10.9.9.9" in info.value.detail
     assert connect_spy == []
 
 
-@both
-async def test_loopback_refused_by_default_allowed_with_allow_networks(kind, base_url):
+async def test_loopback_refused_by_default_allowed_with_allow_networks(base_url):
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, SafeHttpConfig(), "GET", f"{base_url}/ok")
+        await call(SafeHttpConfig(), "GET", f"{base_url}/ok")
     assert info.value.reason == "refused_address"
     assert "loopback" in info.value.detail
     assert HITS == []
 
-    resp = await call(kind, SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/ok")
+    resp = await call(SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/ok")
     assert resp.status_code == 200
     assert HITS == ["/ok"]
 
@@ -350,12 +329,11 @@ async def test_registration_check_reports_refused_and_accepted(monkeypatch):
 # --------------------------------------------------------------------------- DNS pinning
 
 
-@both
-async def test_connects_to_the_checked_address_with_original_host_header(kind, base_url, monkeypatch):
+async def test_connects_to_the_checked_address_with_original_host_header(base_url, monkeypatch):
     port = int(base_url.rsplit(":", 1)[1])
     lookups = fake_dns(monkeypatch, {"mechanism.example": [["127.0.0.1"]]})
     resp = await call(
-        kind, SafeHttpConfig(allow_networks=LOOPBACK), "POST",
+        SafeHttpConfig(allow_networks=LOOPBACK), "POST",
         f"http://mechanism.example:{port}/ok", content=b"payload",
     )
     assert resp.status_code == 200
@@ -385,7 +363,7 @@ async def test_environment_proxies_are_ignored(base_url, monkeypatch):
     dead_proxy = f"http://127.0.0.1:{free_port()}"
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
         monkeypatch.setenv(var, dead_proxy)
-    resp = await call("async", SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/ok")
+    resp = await call(SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/ok")
     assert resp.status_code == 200 and HITS == ["/ok"]
 
 
@@ -407,9 +385,8 @@ def tls_files(tmp_path_factory):
     return str(cert), str(key)
 
 
-@both
 async def test_tls_verifies_the_url_hostname_while_connecting_to_the_checked_ip(
-    kind, tls_files, monkeypatch
+    tls_files, monkeypatch
 ):
     cert, key = tls_files
     fake_dns(monkeypatch, {"mechanism.test": [["127.0.0.1"]]})
@@ -418,13 +395,13 @@ async def test_tls_verifies_the_url_hostname_while_connecting_to_the_checked_ip(
     )
     with serve_app(APP, ssl_certfile=cert, ssl_keyfile=key) as url:
         port = int(url.rsplit(":", 1)[1])
-        resp = await call(kind, config, "GET", f"https://mechanism.test:{port}/ok")
+        resp = await call(config, "GET", f"https://mechanism.test:{port}/ok")
         assert resp.status_code == 200
         assert f'"host":"mechanism.test:{port}"' in resp.content.decode()
         # Same server and certificate, but the URL names the IP: the certificate
         # does not match it, so verification (done against the URL host) fails.
         with pytest.raises(SafeHttpError) as info:
-            await call(kind, config, "GET", f"https://127.0.0.1:{port}/ok")
+            await call(config, "GET", f"https://127.0.0.1:{port}/ok")
         assert info.value.reason == "connection_error"
         assert "CERTIFICATE_VERIFY_FAILED" in info.value.detail
 
@@ -432,50 +409,46 @@ async def test_tls_verifies_the_url_hostname_while_connecting_to_the_checked_ip(
 # --------------------------------------------------------------------------- answers
 
 
-@both
-async def test_redirects_are_not_followed(kind, base_url):
+async def test_redirects_are_not_followed(base_url):
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/redirect")
+        await call(SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/redirect")
     assert info.value.reason == "redirect"
     assert "redirects are not followed" in info.value.detail
     assert "s3cr3t" not in info.value.detail  # the Location's query string is not shown
     assert HITS == ["/redirect"]
 
 
-@both
-async def test_announced_oversized_body_is_refused(kind, base_url):
+async def test_announced_oversized_body_is_refused(base_url):
     config = SafeHttpConfig(allow_networks=LOOPBACK, max_bytes=1024 * 1024)
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, config, "GET", f"{base_url}/big")
+        await call(config, "GET", f"{base_url}/big")
     assert info.value.reason == "oversized"
     assert "announces 2097152 bytes" in info.value.detail
-    resp = await call(kind, config, "GET", f"{base_url}/big", max_bytes=3 * 1024 * 1024)
+    resp = await call(config, "GET", f"{base_url}/big", max_bytes=3 * 1024 * 1024)
     assert len(resp.content) == 2 * 1024 * 1024
 
 
-@both
-async def test_streamed_body_is_aborted_past_the_limit(kind, base_url):
+async def test_streamed_body_is_aborted_past_the_limit(base_url):
     config = SafeHttpConfig(allow_networks=LOOPBACK)
     started = time.monotonic()
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, config, "GET", f"{base_url}/stream", max_bytes=256 * 1024)
+        await call(config, "GET", f"{base_url}/stream", max_bytes=256 * 1024)
     assert info.value.reason == "oversized"
     assert "larger than the limit of 262144 bytes" in info.value.detail
     assert time.monotonic() - started < 5  # did not download the 50 MiB
 
 
 async def test_error_bodies_are_truncated_not_refused(base_url):
-    resp = await call("async", SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/error-big")
+    resp = await call(SafeHttpConfig(allow_networks=LOOPBACK), "GET", f"{base_url}/error-big")
     assert resp.status_code == 500
     assert resp.truncated and len(resp.content) == 8192
 
 
-@both
-async def test_total_timeout(kind, base_url):
+async def test_total_timeout(base_url):
     config = SafeHttpConfig(allow_networks=LOOPBACK)
     started = time.monotonic()
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, config, "GET", f"{base_url}/slow", timeout=0.3)
+        await call(config, "GET", f"{base_url}/slow", timeout=0.3)
     elapsed = time.monotonic() - started
     assert info.value.reason == "timeout"
     assert 0.25 < elapsed < 1.4  # the endpoint answers after 1.5 s
@@ -484,21 +457,19 @@ async def test_total_timeout(kind, base_url):
 async def test_read_timeout_from_config(base_url):
     config = SafeHttpConfig(allow_networks=LOOPBACK, read_timeout=0.2)
     with pytest.raises(SafeHttpError) as info:
-        await call("async", config, "GET", f"{base_url}/slow")
+        await call(config, "GET", f"{base_url}/slow")
     assert info.value.reason == "timeout" and "read timeout" in info.value.detail
 
 
-@both
-async def test_connection_refused(kind):
+async def test_connection_refused():
     config = SafeHttpConfig(allow_networks=LOOPBACK)
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, config, "GET", f"http://127.0.0.1:{free_port()}/")
+        await call(config, "GET", f"http://127.0.0.1:{free_port()}/")
     assert info.value.reason == "connection_error"
 
 
-@both
-async def test_invalid_url_is_refused_by_the_clients(kind, connect_spy):
+async def test_invalid_url_is_refused_by_the_clients(connect_spy):
     with pytest.raises(SafeHttpError) as info:
-        await call(kind, SafeHttpConfig(), "GET", "http://user:pw@example.com/")
+        await call(SafeHttpConfig(), "GET", "http://user:pw@example.com/")
     assert info.value.reason == "invalid_url"
     assert connect_spy == []

@@ -36,7 +36,7 @@ import socket
 import ssl
 import time
 import typing
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -48,7 +48,6 @@ __all__ = [
     "METADATA_ADDRESSES",
     "AddressPolicy",
     "SafeAsyncClient",
-    "SafeClient",
     "SafeHttpConfig",
     "SafeHttpError",
     "SafeResponse",
@@ -310,18 +309,9 @@ async def _async_getaddrinfo(host: str, port: int) -> list[tuple]:
     return list(await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
-def _sync_getaddrinfo(host: str, port: int) -> list[tuple]:
-    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-
-
 async def _async_resolve(host: str, port: int) -> list[tuple]:
     literal = _literal_info(host, port)
     return literal if literal is not None else await _async_getaddrinfo(host, port)
-
-
-def _sync_resolve(host: str, port: int) -> list[tuple]:
-    literal = _literal_info(host, port)
-    return literal if literal is not None else _sync_getaddrinfo(host, port)
 
 
 class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
@@ -371,56 +361,6 @@ class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
-
-class GuardedSyncBackend(httpcore.NetworkBackend):
-    """Blocking twin of :class:`GuardedAsyncBackend`."""
-
-    def __init__(self, policy: AddressPolicy, inner: httpcore.NetworkBackend | None = None):
-        self._policy = policy
-        self._inner = inner if inner is not None else httpcore.SyncBackend()
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            infos = _sync_resolve(host, port)
-        except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve host {host!r}: {exc}") from exc
-        addresses = _check_resolved(self._policy, host, infos)
-        last_error: Exception | None = None
-        for address in addresses:
-            remaining = None
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise httpcore.ConnectTimeout(f"connecting to {host!r} timed out")
-            try:
-                return self._inner.connect_tcp(
-                    address,
-                    port,
-                    timeout=remaining,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore.ConnectError as exc:
-                last_error = exc
-        assert last_error is not None
-        raise last_error
-
-    def connect_unix_socket(self, path, timeout=None, socket_options=None):  # type: ignore[no-untyped-def]
-        raise SafeHttpError("refused_address", "unix sockets are not allowed")
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-# --------------------------------------------------------------------------- transports
 
 _HTTPCORE_TO_HTTPX: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     # most specific first
@@ -484,25 +424,6 @@ class _AsyncCoreStream(httpx.AsyncByteStream):
             await aclose()
 
 
-class _SyncCoreStream(httpx.SyncByteStream):
-    def __init__(self, stream: typing.Iterable[bytes]) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            yield from self._stream
-        except Exception as exc:
-            mapped = _map_httpcore_error(exc)
-            if mapped is exc:
-                raise
-            raise mapped from exc
-
-    def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            close()
-
-
 class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
     def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int):
         self._pool = httpcore.AsyncConnectionPool(
@@ -534,42 +455,6 @@ class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._pool.aclose()
-
-
-class _GuardedSyncTransport(httpx.BaseTransport):
-    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int):
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=5.0,
-            http1=True,
-            http2=False,
-            network_backend=GuardedSyncBackend(policy),
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        core_request = _core_request(request)
-        try:
-            resp = self._pool.handle_request(core_request)
-        except Exception as exc:
-            mapped = _map_httpcore_error(exc)
-            if mapped is exc:
-                raise
-            raise mapped from exc
-        assert isinstance(resp.stream, typing.Iterable)
-        return httpx.Response(
-            status_code=resp.status,
-            headers=resp.headers,
-            stream=_SyncCoreStream(resp.stream),
-            extensions=resp.extensions,
-        )
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-# --------------------------------------------------------------------------- clients
 
 
 @dataclass(frozen=True)
@@ -795,96 +680,3 @@ class SafeAsyncClient:
 
     async def post(self, url: str, *, content: bytes, **kwargs: typing.Any) -> SafeResponse:
         return await self.request("POST", url, content=content, **kwargs)
-
-
-class SafeClient:
-    """Blocking twin of :class:`SafeAsyncClient` (same checks, same errors).
-
-    Difference: the total deadline is checked between body chunks, so a
-    server that trickles bytes can hold a call for up to ``total + read``
-    timeout; DNS resolution uses the system resolver's own timeouts.
-    """
-
-    def __init__(self, config: SafeHttpConfig | None = None) -> None:
-        self.config = config if config is not None else SafeHttpConfig()
-        self._client = httpx.Client(
-            transport=_GuardedSyncTransport(
-                self.config.policy, self.config.ssl_context(), self.config.max_connections
-            ),
-            follow_redirects=False,
-            trust_env=False,
-            timeout=_timeouts(self.config, self.config.total_timeout),
-            headers={"user-agent": self.config.user_agent},
-        )
-
-    def __enter__(self) -> SafeClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
-
-    def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes | None = None,
-        headers: typing.Mapping[str, str] | None = None,
-        max_bytes: int | None = None,
-        timeout: float | None = None,
-    ) -> SafeResponse:
-        u, h = _prepare(url, headers)
-        limit = self.config.max_bytes if max_bytes is None else max_bytes
-        total = self.config.total_timeout if timeout is None else timeout
-        if total <= 0:
-            raise SafeHttpError("timeout", f"no time left to call {redact_url(u)}")
-        started = time.monotonic()
-        deadline = started + total
-
-        def check_deadline() -> None:
-            if time.monotonic() > deadline:
-                raise SafeHttpError(
-                    "timeout", f"total deadline of {total:g}s exceeded calling {redact_url(u)}"
-                )
-
-        try:
-            with self._client.stream(
-                method, u, content=content, headers=h, timeout=_timeouts(self.config, total)
-            ) as resp:
-                check_deadline()
-                if 300 <= resp.status_code < 400:
-                    raise _redirect_error(resp.status_code, resp.headers)
-                is_error = resp.status_code >= 400
-                cap = min(limit, _ERROR_BODY_LIMIT) if is_error else limit
-                announced = _announced_length(resp.headers)
-                if not is_error and announced is not None and announced > cap:
-                    raise _oversized(cap, announced)
-                chunks: list[bytes] = []
-                size = 0
-                truncated = False
-                for chunk in resp.iter_bytes():
-                    check_deadline()
-                    size += len(chunk)
-                    if size > cap:
-                        if not is_error:
-                            raise _oversized(cap)
-                        chunks.append(chunk[: len(chunk) - (size - cap)])
-                        truncated = True
-                        break
-                    chunks.append(chunk)
-                return SafeResponse(
-                    status_code=resp.status_code,
-                    headers=resp.headers,
-                    content=b"".join(chunks),
-                    url=redact_url(u),
-                    elapsed=time.monotonic() - started,
-                    truncated=truncated,
-                )
-        except httpx.HTTPError as exc:
-            raise _map_httpx_error(exc, u) from None
-
-    def post(self, url: str, *, content: bytes, **kwargs: typing.Any) -> SafeResponse:
-        return self.request("POST", url, content=content, **kwargs)
