@@ -459,7 +459,7 @@ class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
 
 @dataclass(frozen=True)
 class SafeHttpConfig:
-    """Configuration of :class:`SafeAsyncClient` / :class:`SafeClient` (plain values,
+    """Configuration of :class:`SafeAsyncClient` (plain values,
     so that it can be filled from the application settings).
 
     ``allow_networks``: CIDRs exempt from the private-address refusal, e.g.
