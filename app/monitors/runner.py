@@ -216,7 +216,8 @@ class PeriodRunner:
         session.add(run)
         session.flush()
         alarms = []
-        for check in _checks(session, monitor.id):
+        checks = _checks(session, monitor.id)
+        for check in checks:
             a, b = counts[check.id]
             stat = period_statistic(a, b, plan.n, plan.epsilon, variance=monitor.variance, kappa=monitor.kappa)  # type: ignore[arg-type]
             z = float(stat.z)
@@ -254,11 +255,11 @@ class PeriodRunner:
                     request_snapshot(session, monitor, "alarm", alarm_id=alarm.id, **snapshot)
         elif t >= monitor.horizon:
             if monitor.renew:
-                start_horizon(monitor, _checks(session, monitor.id), monitor.horizon_index + 1)
+                start_horizon(monitor, checks, monitor.horizon_index + 1)
             else:
                 monitor.state = "completed"
                 enqueue_event(session, monitor.tenant_id, "monitor.completed", monitor_event_data(
-                    monitor, self.settings, max_statistic=max((c.max_statistic or 0.0) for c in _checks(session, monitor.id))))
+                    monitor, self.settings, max_statistic=max((c.max_statistic or 0.0) for c in checks)))
         else:
             monitor.state = "active"
         if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0:

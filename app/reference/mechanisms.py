@@ -404,11 +404,6 @@ class _SparseVectorBase(_EpsilonMechanism, ABC):
     def nu_scale(self) -> float | None:
         """Scale of the query noise ν_i, or ``None`` for no query noise."""
 
-    @property
-    @abstractmethod
-    def true_epsilon(self) -> float | None:
-        """The variant's true ε (Lyu, Su, Li 2017)."""
-
     def sample(self, database: Any, n: int, rng: np.random.Generator) -> np.ndarray:
         _check_sampling_args(n, rng)
         q = _query_vector(database)
@@ -451,10 +446,6 @@ class SVT1(_SparseVectorWithCutoff):
     def nu_scale(self) -> float | None:
         return 4.0 * self.cutoff / self.epsilon
 
-    @property
-    def true_epsilon(self) -> float | None:
-        return float(self.epsilon)
-
 
 @dataclass(frozen=True)
 class SVT2(_SparseVectorWithCutoff):
@@ -471,10 +462,6 @@ class SVT2(_SparseVectorWithCutoff):
     @property
     def nu_scale(self) -> float | None:
         return 4.0 * self.cutoff / self.epsilon
-
-    @property
-    def true_epsilon(self) -> float | None:
-        return float(self.epsilon)
 
 
 @dataclass(frozen=True)
