@@ -70,7 +70,8 @@ def threshold(
 
 @app.command()
 def simulate(
-    scenarios: Annotated[str, typer.Option(help="Scenario letters, e.g. 'abcdefgh' or 'a,d'.")] = "abcdefgh",
+    scenarios: Annotated[str, typer.Option(help="Scenario letters, e.g. 'abcdefgh' or 'a,d'; 'ijkl' are the "
+                                                "(ε, δ)/GDP claim scenarios (docs/claims.md).")] = "abcdefgh",
     replications: Annotated[int, typer.Option("--replications", "-R")] = 500,
     horizon: Annotated[int, typer.Option("--horizon", "-T")] = 200,
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples per side and period.")] = 200,

@@ -64,6 +64,26 @@ def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_P
         routes[f"/{slug}"] = _mechanism_function(slug, epsilon)
     for key, scenario in SCENARIOS.items():
         routes[f"/scenarios/{key}"] = (_scenario_function(scenario, change_period), scenario_output_kind(scenario))
+    routes.update(gaussian_routes(change_period))
+    return routes
+
+
+def gaussian_routes(change_period: int = DEFAULT_CHANGE_PERIOD) -> dict[str, tuple[Any, OutputKind]]:
+    """``/gaussian/<slug>`` for the claims' reference mechanisms (app/reference/gaussian.py, default
+    parameters) and ``/scenarios/<key>`` for the claim scenarios (i)–(l)."""
+    from app.reference.gaussian import CLAIM_SCENARIOS, GAUSSIAN_MECHANISMS, get_gaussian_mechanism
+
+    routes: dict[str, tuple[Any, OutputKind]] = {}
+    for slug in GAUSSIAN_MECHANISMS:
+        mech = get_gaussian_mechanism(slug)
+        routes[f"/gaussian/{slug}"] = (mech.sample, mech.output_kind)
+    for key, scenario in CLAIM_SCENARIOS.items():
+        before, after = scenario.before_mechanism(), scenario.after_mechanism()
+
+        def sample(database: Any, n: int, rng: np.random.Generator, period: int = 0, _b=before, _a=after) -> np.ndarray:
+            return (_b if period < change_period else _a).sample(database, n, rng)
+
+        routes[f"/scenarios/{key}"] = (sample, scenario.output_kind)
     return routes
 
 

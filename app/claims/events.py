@@ -1,0 +1,85 @@
+"""Claim-aware candidate events (issue 9, item 4).
+
+For (ε, δ) and μ-GDP claims the informative events are tails, where a pure-ε likelihood ratio
+has no power. Given the *choosing* samples of a pair, :func:`claim_candidate` orders outputs by
+an estimated likelihood ratio (discrete) or a projection on the mean difference (real, one
+coordinate for vectors) — :func:`app.stats.empirical.nested_events` — and picks the nested event
+``{s ≥ t}`` with the largest standardised excess over the claim's boundary. It is scored on the
+*bounding* samples (independent draws), with the claim's period statistic at that event and its
+Clopper–Pearson test (:func:`app.stats.claims.refutes`). The chosen event is returned in the
+events model's JSON form, ready to be a check's ``event``. A monitor that adopts it samples
+afresh, so its detector never tests the samples that chose the event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.snapshots.compute import PairSamples
+from app.stats.claim_period import anchor_line, line_statistic
+from app.stats.claims import parse_claim, refutes
+from app.stats.empirical import NestedEvents, nested_events, outputs_kind
+from app.stats.mpl import kind_for_output
+
+
+def _event_json(events: NestedEvents, k: int, coordinate: int | None, dim: int | None) -> dict[str, Any]:
+    t = float(events.thresholds[k])
+    if events.kind == "discrete":
+        chosen = np.asarray(events.outcomes)[np.asarray(events.outcome_scores) >= t]
+        return {"kind": "set", "values": [v if not isinstance(v, np.generic) else v.item()
+                                          for v in (chosen.tolist())]}
+    w = float(np.asarray(events.direction)[0])
+    cut = t / w
+    bound = {"low": cut} if w > 0 else {"high": cut}
+    if coordinate is None:
+        return {"kind": "interval", **bound}
+    low: list[float | None] = [None] * int(dim or 0)
+    high: list[float | None] = [None] * int(dim or 0)
+    (low if w > 0 else high)[coordinate] = cut
+    return {"kind": "box", "low": low, "high": high}
+
+
+def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
+    """The pair's best event for ``claim``, scored on the bounding samples."""
+    claim = parse_claim(claim)
+    cx, cxp, bx, bxp = (np.asarray(v) for v in (pair.choose_x, pair.choose_xp, pair.bound_x, pair.bound_xp))
+    kind = outputs_kind(cx, kind_for_output(output_kind))
+    nb = min(len(bx), len(bxp))
+    nc = min(len(cx), len(cxp))
+    coordinate = dim = None
+    if kind == "continuous" and cx.ndim == 2:
+        dim = cx.shape[1]
+        if dim == 1:
+            cx, cxp, bx, bxp = cx[:, 0], cxp[:, 0], bx[:, 0], bxp[:, 0]
+            dim = None
+        else:  # events must be boxes: use the coordinate whose means differ most
+            coordinate = int(np.argmax(np.abs(cx.mean(axis=0) - cxp.mean(axis=0))))
+            cx, cxp, bx, bxp = cx[:, coordinate], cxp[:, coordinate], bx[:, coordinate], bxp[:, coordinate]
+    events = nested_events(cx[:nc], cxp[:nc], bx[:nb], bxp[:nb], kind)
+    pc, qc = events.choose_a / nc, events.choose_b / nc
+    se = np.sqrt((pc * (1 - pc) + qc * (1 - qc)) / nc) + 1.0 / nc
+    k = int(np.argmax(np.maximum(pc - claim.upper(qc), qc - claim.upper(pc)) / se))
+    a, b = events.bound_a[k], events.bound_b[k]
+    line = anchor_line(claim, events.choose_a[k], events.choose_b[k], nc)
+    z = float(line_statistic(a, b, nb, line).z)
+    return {
+        **{k_: v for k_, v in pair.label.items() if k_ in ("x", "x_prime")},
+        "event": _event_json(events, k, coordinate, dim),
+        "claim": claim.to_dict(),
+        "p_hat": float(a / nb), "q_hat": float(b / nb),
+        "z": z,
+        "refutes": bool(refutes(claim, a, b, nb, alpha)) or bool(refutes(claim, b, a, nb, alpha)),
+        "samples": {"choose": int(nc), "bound": int(nb)},
+    }
+
+
+def rank_claim_candidates(pairs: list[PairSamples], output_kind: str, claim: Any,
+                          alpha: float = 0.05) -> list[dict[str, Any]]:
+    """:func:`claim_candidate` for every pair, best (largest z on the bounding samples) first."""
+    out = [claim_candidate(p, output_kind, claim, alpha) for p in pairs]
+    out.sort(key=lambda c: c["z"], reverse=True)
+    for i, c in enumerate(out, start=1):
+        c["rank"] = i
+    return out
