@@ -311,18 +311,19 @@ def demo(
     horizon: Annotated[int, typer.Option("--horizon", "-T")] = 100,
     samples: Annotated[int, typer.Option("--samples", "-n")] = 200,
     change_period: int = 10,
-    scenarios: str = "abcdefgh",
+    scenarios: Annotated[str, typer.Option(help="Scenario letters: (a)-(h) claim ε, (i)-(l) claim (ε, δ) or μ-GDP.")] = "abcdefghijkl",
     exit_when_done: Annotated[bool, typer.Option(help="Stop once every harmful change has raised an alarm.")] = False,
 ) -> None:
     """Run the service on SQLite with the reference mechanisms and monitors for the paper's scenarios."""
     from app.demo import DemoOptions, run_demo
 
     keys = [k for k in scenarios if k.strip(", ")]
+    from app.reference.gaussian import CLAIM_SCENARIOS
     from app.reference.scenarios import SCENARIOS
 
-    unknown = [k for k in keys if k not in SCENARIOS]
+    unknown = [k for k in keys if k not in SCENARIOS and k not in CLAIM_SCENARIOS]
     if unknown:
-        _fail(f"unknown scenario(s) {unknown}; choose from {''.join(sorted(SCENARIOS))}")
+        _fail(f"unknown scenario(s) {unknown}; choose from {''.join(sorted(SCENARIOS) + sorted(CLAIM_SCENARIOS))}")
     raise typer.Exit(run_demo(DemoOptions(port=port, horizon=horizon, samples_per_period=samples,
                                           change_period=change_period, scenarios="".join(keys),
                                           exit_when_done=exit_when_done)))

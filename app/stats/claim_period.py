@@ -161,23 +161,28 @@ def claim_z_path(a: ArrayLike, b: ArrayLike, n: int, claim: Claim, kappa: float 
     """z_1..z_T of whole runs at once (batch form of what the runner does period by period).
 
     ``a`` and ``b`` have shape (R, T) (or (T,)); period t tests the line anchored on the pooled
-    counts of periods ``t − anchor_periods .. t − 1`` (its own counts at t = 1).
+    counts of periods ``t − anchor_periods .. t − 1`` (its own counts at t = 1). The anchors
+    depend on counts only, so every period's line is computed in one vectorised call.
     """
     a_arr = np.atleast_2d(np.asarray(a, dtype=np.float64))
     b_arr = np.atleast_2d(np.asarray(b, dtype=np.float64))
     squeeze = np.ndim(a) == 1
     r, t_max = a_arr.shape
-    z = np.empty((r, t_max))
-    for t in range(t_max):
-        if isinstance(claim, PureDP):
-            line = None
-            anchor = None
-        elif t == 0:
-            anchor = None
-            line = None
-        else:
-            lo = max(0, t - anchor_periods)
-            anchor = (a_arr[:, lo:t].sum(axis=1), b_arr[:, lo:t].sum(axis=1), np.full(r, float(n * (t - lo))))
-            line = None
-        z[:, t] = claim_period_statistic(a_arr[:, t], b_arr[:, t], n, claim, anchor=anchor, line=line, kappa=kappa).z
+    if isinstance(claim, PureDP):
+        z = claim_period_statistic(a_arr, b_arr, n, claim, kappa=kappa).z
+        return z[0] if squeeze else z
+
+    def window_sums(x: NDArray[np.float64]) -> NDArray[np.float64]:
+        c = np.concatenate([np.zeros((r, 1)), np.cumsum(x, axis=1)], axis=1)  # c[:, t] = Σ_{s<t} x_s
+        t = np.arange(t_max)
+        lo = np.maximum(t - anchor_periods, 0)
+        return c[:, t] - c[:, lo]
+
+    periods = np.minimum(np.arange(t_max), anchor_periods).astype(np.float64)
+    anchor_a, anchor_b = window_sums(a_arr), window_sums(b_arr)
+    anchor_n = np.broadcast_to(periods * n, (r, t_max)).copy()
+    first = periods == 0
+    anchor_a[:, first], anchor_b[:, first], anchor_n[:, first] = a_arr[:, first], b_arr[:, first], float(n)
+    line = anchor_line(claim, anchor_a, anchor_b, anchor_n)
+    z = line_statistic(a_arr, b_arr, n, line, kappa=kappa).z
     return z[0] if squeeze else z

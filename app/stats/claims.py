@@ -410,7 +410,7 @@ def parse_claim(data: Any) -> Claim:
 
 # ============================================================================ restricted MLEs
 
-_BISECTION_STEPS = 56
+_BISECTION_STEPS = 48
 
 
 def _loglik(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], p: NDArray[np.float64],
@@ -493,15 +493,21 @@ def _gdp_branch_mle(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[n
     ``log Φ`` and ``log(1 − Φ)`` are concave, so the log-likelihood is concave in t.
     """
 
-    def mills(x: NDArray[np.float64]) -> NDArray[np.float64]:  # φ(x)/Φ(x), stable
-        return np.exp(-0.5 * x * x - 0.5 * math.log(2 * math.pi) - special.log_ndtr(x))
+    def mills(x: NDArray[np.float64]) -> NDArray[np.float64]:  # φ(x)/Φ(x) = √(2/π)/erfcx(−x/√2), stable
+        return math.sqrt(2.0 / math.pi) / special.erfcx(-x / math.sqrt(2.0))
 
     def deriv(t: NDArray[np.float64]) -> NDArray[np.float64]:
         u = t + mu
         return a * mills(u) - (n - a) * mills(-u) + b * mills(t) - (n - b) * mills(-t)
 
-    lo = np.full(np.broadcast(a, b, n).shape, -40.0)
-    hi = np.full(lo.shape, 40.0)
+    # The maximiser lies between those of the two concave terms: t_q = Φ⁻¹(q̂), t_p = Φ⁻¹(p̂) − μ.
+    with np.errstate(divide="ignore"):
+        t_q = special.ndtri(b / n)
+        t_p = special.ndtri(a / n) - mu
+    lo = np.clip(np.minimum(t_q, t_p), -40.0, 40.0)
+    hi = np.clip(np.maximum(t_q, t_p), -40.0, 40.0)
+    lo, hi = np.broadcast_arrays(lo - 1e-9, hi + 1e-9)
+    lo, hi = lo.copy(), hi.copy()
     for _ in range(_BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         up = deriv(mid) > 0

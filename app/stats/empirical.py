@@ -316,14 +316,17 @@ def nested_events(choose_x: ArrayLike, choose_xp: ArrayLike, bound_x: ArrayLike,
         if thresholds.size > points:
             thresholds = thresholds[np.linspace(0, thresholds.size - 1, points).round().astype(int)]
     else:
-        xs = as_continuous_samples(cx, "choosing samples of x")
-        ys = as_continuous_samples(cxp, "choosing samples of x'")
+        def as_rows(samples: np.ndarray) -> np.ndarray:
+            arr = np.asarray(samples, dtype=np.float64)
+            return arr.reshape(len(arr), -1)
+
+        xs, ys = as_rows(cx), as_rows(cxp)
         direction = xs.mean(axis=0) - ys.mean(axis=0)
         if not np.any(direction):
             direction = np.ones(xs.shape[1])
 
         def score(samples: np.ndarray) -> np.ndarray:
-            return as_continuous_samples(samples, "samples") @ direction
+            return as_rows(samples) @ direction
 
         pooled = np.concatenate([score(cx), score(cxp)])
         thresholds = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, points + 2)[1:-1]))[::-1]
