@@ -4,7 +4,7 @@
     .venv/bin/python bench/claims_detection.py -R 100 --ns 200           # a quick look
 
 Scenarios (i)–(l) of app/reference/gaussian.py: a correct mechanism until period t0, then its
-buggy variant. Both detectors see the same anchored claim statistic z_t (method.md §9.3): the
+buggy variant. Both detectors see the same anchored claim statistic z_t (method.md §10.3): the
 weighted aggregator (eq. 13, shipped threshold) and the naive auditor (one-period test with
 Bonferroni over T, eq. 11). Delays count periods from t0 (0: the first changed period).
 """

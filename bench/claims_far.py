@@ -6,7 +6,7 @@
 For every claim and every boundary point (p, q) — where the claim is tight, including the (ε, δ)
 vertex where both constraints bind and the corner (δ, 0) — R runs of T periods draw
 a ~ Binomial(n, p) and b ~ Binomial(n, q) each period, compute the anchored claim statistic
-(method.md §9.3) and run the weighted aggregator with the shipped threshold. A run is a false
+(method.md §10.3) and run the weighted aggregator with the shipped threshold. A run is a false
 alarm when M_t crosses the threshold. Prints one row per cell with the rate and its 95%
 Clopper–Pearson interval, and exits 1 if a rate exceeds α + 0.01.
 """

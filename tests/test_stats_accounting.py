@@ -1,4 +1,4 @@
-"""Conversions from dp-accounting (method.md §9.5)."""
+"""Conversions from dp-accounting (method.md §10.5)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Claims as regions of (p, q), their restricted MLEs, lines and lower bounds (method.md §9)."""
+"""Claims as regions of (p, q), their restricted MLEs, lines and lower bounds (method.md §10)."""
 
 import math
 

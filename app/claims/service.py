@@ -2,7 +2,7 @@
 
 - :func:`effective_claim`: the check's own ``claim``, else the monitor's default ``claim``, else
   ``{"epsilon": monitor.epsilon}`` (monitors created before claims existed).
-- :func:`claim_period_step`: the period statistic of method.md §9.3 for one check. Pure-ε claims
+- :func:`claim_period_step`: the period statistic of method.md §10.3 for one check. Pure-ε claims
   keep seed 002's statistic (and its ``wald`` option). Other claims test the supporting line
   anchored on the previous periods' counts, which the check keeps in ``claim_state``:
   ``{"recent": [[a, b, n], …], "line": {…}}`` (the last :data:`ANCHOR_PERIODS` periods).
@@ -44,7 +44,7 @@ class ClaimStep:
 
 def claim_period_step(claim: Claim | dict[str, Any], a: int, b: int, n: int, state: dict[str, Any] | None, *,
                       variance: str = "score", kappa: float = 1e-6) -> ClaimStep:
-    """One period of one check under ``claim`` (method.md §9.3), and the check's next claim state."""
+    """One period of one check under ``claim`` (method.md §10.3), and the check's next claim state."""
     claim = parse_claim(claim)
     if isinstance(claim, PureDP):
         stat = period_statistic(a, b, n, claim.epsilon, variance=variance, kappa=kappa)  # type: ignore[arg-type]

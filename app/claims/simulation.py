@@ -1,8 +1,8 @@
-"""The claim scenarios (i)–(l) offline (``dpwatch simulate --scenarios ijkl``; method.md §9.6).
+"""The claim scenarios (i)–(l) offline (``dpwatch simulate --scenarios ijkl``; method.md §10.6).
 
 Each run draws n outputs per side and period from the scenario's deployment, which switches from
 a correct Gaussian-type mechanism to a buggy one at period ``change_at``; counts in the check's
-event give the anchored claim statistic z_t (method.md §9.3). Two detectors see the same z:
+event give the anchored claim statistic z_t (method.md §10.3). Two detectors see the same z:
 
 ``aggregator-score``  the weighted aggregator (eq. 13) with the shipped threshold;
 ``naive``             the per-period test with Bonferroni over T (eq. 11).

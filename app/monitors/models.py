@@ -164,6 +164,6 @@ class PeriodCheck(Base):
     statistic: Mapped[float]
     threshold: Mapped[float]
     # The claim tested and the supporting line cp·p + cq·q ≤ c0 of its region that D̂ refers to
-    # (method.md §9.3); None on periods recorded before claims.
+    # (method.md §10.3); None on periods recorded before claims.
     claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     line: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

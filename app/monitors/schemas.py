@@ -232,7 +232,7 @@ class CheckStatus(BaseModel):
     claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP`.")
     line: dict[str, Any] | None = Field(
         None, description="The supporting line of the claim's region tested in the latest period: `orientation` "
-        "(`upper`: p − s·q ≤ d; `lower`: q − s·p ≤ d), `slope` s and `intercept` d (method.md §9.3).",
+        "(`upper`: p − s·q ≤ d; `lower`: q − s·p ≤ d), `slope` s and `intercept` d (method.md §10.3).",
     )
     last_z: float | None = Field(description="z of the latest period.")
     last_statistic: float | None = Field(description="M_t of the latest period.")
@@ -304,7 +304,7 @@ class PeriodCheckRead(BaseModel):
     p_hat: float = Field(description="p̂ = a/n.")
     q_hat: float = Field(description="q̂ = b/n.")
     d_hat: float = Field(description="D̂ = p̂ − e^ε q̂ (eq. 7) for a pure-ε claim; in general the tested line's "
-                         "p̂ − s·q̂ − d (or q̂ − s·p̂ − d), method.md §9.3.")
+                         "p̂ − s·q̂ − d (or q̂ − s·p̂ − d), method.md §10.3.")
     sigma_hat: float = Field(description="σ̂ (eq. 8/16, or the score variance).")
     z: float = Field(description="z = √n D̂/σ̂ (eq. 12).")
     statistic: float = Field(description="M_t (eq. 13).")

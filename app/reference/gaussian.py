@@ -1,4 +1,4 @@
-"""Gaussian reference mechanisms with their exact claims, and their typical bugs (method.md §9.6).
+"""Gaussian reference mechanisms with their exact claims, and their typical bugs (method.md §10.6).
 
 Every mechanism adds noise to a query ``f`` of the database and carries the claim a deployment
 of it would make (``claim``: ``{"epsilon": e, "delta": d}``, ``{"gdp_mu": m}`` or

@@ -137,7 +137,7 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
 
 
 def _claim_terms(pair: PairSamples, kind: str, alpha: float, n_bound: int) -> dict[str, Any]:
-    """The pair's claim in its own terms (method.md §9.4), when its label names a claim."""
+    """The pair's claim in its own terms (method.md §10.4), when its label names a claim."""
     claim = pair.label.get("claim")
     if not claim:
         return {}

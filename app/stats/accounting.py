@@ -1,4 +1,4 @@
-"""Privacy-accounting conversions, taken from Google's ``dp-accounting`` library (method.md §9).
+"""Privacy-accounting conversions, taken from Google's ``dp-accounting`` library (method.md §10).
 
 Nothing here re-derives a conversion by hand: every number comes from ``dp_accounting``.
 

@@ -1,4 +1,4 @@
-"""The period statistic of one check under any claim (method.md §9.3).
+"""The period statistic of one check under any claim (method.md §10.3).
 
 Seed 002's statistic tests one linear constraint, ``p − e^ε q ≤ 0`` (eq. 7), with
 ``z = √n·D̂/σ̂`` (eq. 12). A claim's region (:mod:`app.stats.claims`) is an intersection of
@@ -130,7 +130,7 @@ def pooled_anchor(recent: Sequence[Sequence[int]]) -> tuple[int, int, int] | Non
 def claim_period_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Claim, *,
                            anchor: tuple[ArrayLike, ArrayLike, ArrayLike] | None = None,
                            line: Line | None = None, kappa: float = DEFAULT_KAPPA) -> ClaimPeriodStatistic:
-    """z of one or many periods under ``claim`` (method.md §9.3).
+    """z of one or many periods under ``claim`` (method.md §10.3).
 
     The line tested is ``line`` if given, else the supporting line at the boundary MLE of the
     ``anchor`` counts ``(a₀, b₀, n₀)`` (the previous periods), else of the period's own counts.

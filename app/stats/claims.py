@@ -1,4 +1,4 @@
-"""Privacy claims as regions of one event's pair (p, q) (method.md §9).
+"""Privacy claims as regions of one event's pair (p, q) (method.md §10).
 
 A check ``(x, x', E)`` yields ``p = P(M(x) ∈ E)`` and ``q = P(M(x') ∈ E)``. Treat ``E`` as the
 rejection region of a test of ``M(x')`` against ``M(x)``: its type-I error is ``q`` and its

@@ -246,7 +246,7 @@ def total_risk(deltas: ArrayLike) -> float:
     return float(-np.expm1(np.sum(np.log1p(-d))))
 
 
-# ============================================================================ claim terms (method.md §9.4)
+# ============================================================================ claim terms (method.md §10.4)
 
 
 @dataclass(frozen=True, eq=False)
@@ -342,7 +342,7 @@ def nested_events(choose_x: ArrayLike, choose_xp: ArrayLike, bound_x: ArrayLike,
 
 
 def claim_terms(events: NestedEvents, claim: Any, alpha: float = 0.05, curve_points: int = 100) -> dict[str, Any]:
-    """A claim's own terms from nested events (method.md §9.4): each bound is computed on the
+    """A claim's own terms from nested events (method.md §10.4): each bound is computed on the
     bounding samples at the one event the choosing samples pick for it, at level 1 − α.
 
     - ``delta_hat`` (δ̂ at the claimed ε: ``max(p̂ − e^ε q̂, (1 − q̂) − e^ε (1 − p̂))`` on the
