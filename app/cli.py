@@ -310,7 +310,7 @@ def audit(
 
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} outputs"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
-            task = bar.add_task("auditing", total=None)
+            task = bar.add_task("pilot", total=settings.budget * len({json.dumps(d, sort_keys=True) for p in candidates for d in p}))
 
             def on_progress(p) -> None:  # type: ignore[no-untyped-def]
                 lb = "n/a" if p.lower_bound is None else f"{p.lower_bound:.3g}"

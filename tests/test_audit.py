@@ -26,15 +26,15 @@ def _server():
     return serve_app(api)
 
 
-def _run(url, *extra):
+def _run(url, *extra, progress=False):
     return CliRunner().invoke(app, ["audit", url, "--secret", SECRET, "--allow-networks", "127.0.0.0/8",
-                                    "--no-progress", *extra])
+                                    "--progress" if progress else "--no-progress", *extra])
 
 
 def test_audit_refutes_broken_claims_and_not_correct_ones():
     with _server() as base:
         hist = _run(f"{base}/noisy-hist-wrong-scale", "--pairs", json.dumps([[[1] * 5, [2] + [1] * 4]]),
-                    "--epsilon", "0.1", "--budget", "32000", "--json")
+                    "--epsilon", "0.1", "--budget", "32000", "--json", progress=True)
         svt = _run(f"{base}/svt5-list", "--pairs", '{"pattern": "table1", "queries": 10}', "--epsilon", "0.5",
                    "--budget", "32000", "--shape", '{"container": "list", "values": "integer"}')
         lap = _run(f"{base}/laplace", "--pairs", '[{"x": [0], "x_prime": [1]}]', "--epsilon", "0.1",
@@ -46,6 +46,7 @@ def test_audit_refutes_broken_claims_and_not_correct_ones():
     assert result["refuted"] and result["lower_bound"] > 0.1 and result["samples_used"] > 0
     assert result["seconds"] > 0 and result["best"]["held_out"]["refutes"]
     assert "detected output shape: vector of 5 × real" in hist.stderr
+    assert "round 1/" in hist.stderr and "outputs" in hist.stderr  # the progress bar
     assert svt.exit_code == 1, svt.output
     assert "REFUTED" in svt.stdout and "samples used" in svt.stdout
     assert lap.exit_code == 0, lap.output

@@ -53,6 +53,13 @@ def test_ground_truth():
     for slug in ("svt5-vector", "rnm-exponential-value", "laplace-lattice-noise", "laplace-coarse-uniform"):
         assert math.isinf(C[slug].true_epsilon)
     assert exact_epsilon_finite({0: np.array([0.5, 0.5]), 1: np.array([1.0, 0.0])}, [(0, 1)]) == math.inf
+    # SVT 6 with k = 10: bounded by kε/2, not exact; verdicts between the pairs' loss and the bound are open
+    svt6 = C["svt6-vector"]
+    assert not svt6.exact and svt6.true_epsilon == pytest.approx(0.5)
+    assert C["svt4-list"].pair_epsilon() == pytest.approx(0.1725, abs=2e-3)  # DP-Sniper found 0.1687
+    assert C["svt4-list"].expected_verdict(0.1) == "refute"
+    assert C["svt4-list"].expected_verdict(0.175) == "hold"
+    assert C["rnm-laplace"].expected_verdict(0.097) == "either"  # the pairs show 0.0946 < 0.097 < ε
     # the empirical frequencies of the resampled geometric agree with its exact pmf's loss
     m = C["truncated-geometric-resampled"]
     rng = np.random.default_rng(1)

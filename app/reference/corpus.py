@@ -1,8 +1,12 @@
 """The testers' benchmark corpus, rebuilt from its published descriptions (docs/reference_mechanisms.md).
 
 The mechanisms that StatDP (Ding et al., CCS 2018), DP-Sniper (Bichsel et al., S&P 2021) and
-CheckDP (Wang et al., CCS 2020) are evaluated on, each with its exact true ε (``math.inf`` when
-it is not ε-DP for any ε) and served in several output shapes:
+CheckDP (Wang et al., CCS 2020) are evaluated on, each with its true ε (``math.inf`` when it is
+not ε-DP for any ε; for SVT 3 and SVT 6, which Lyu et al. call ∞-DP because their loss grows
+without bound with the number of queries, the bound kε/2 that holds for k = 10 queries, marked
+``exact=False``), the exact loss over the audited pairs (:meth:`CorpusMechanism.pair_epsilon`,
+by quadrature) and the lower bounds DP-Sniper and StatDP publish, served in several output
+shapes:
 
 - Sparse Vector variants 1–6 of Lyu, Su & Li (VLDB 2017, Algorithms 1–6), ``c = 1`` answer,
   ``k = 10`` queries, threshold ``T = 0.5`` for Alg. 1 and ``1`` otherwise (DP-Sniper's
@@ -61,13 +65,15 @@ class CorpusMechanism:
     description: str
     shape: OutputShape
     epsilon: float
-    true_epsilon: float
+    true_epsilon: float  # the sup over all neighbours where known exactly, else an upper bound (see exact)
     sample: Sampler = field(repr=False, compare=False)
     pairs: tuple[tuple[Any, Any], ...] = field(repr=False)
     source: str = ""
     published_as: str | None = None
     dpsniper_lb: float | None = None
     statdp_lb: float | None = None
+    exact: bool = True  # False: true_epsilon is an upper bound only (SVT 3 and 6 with k = 10 queries)
+    pair_loss: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     @property
     def claimed_epsilon(self) -> float:
@@ -77,15 +83,39 @@ class CorpusMechanism:
     def output_kind(self) -> str:
         return self.shape.output_kind
 
+    def pair_epsilon(self) -> float:
+        """The exact largest loss over the corpus pairs (what an audit of these pairs can at most
+        establish): numerical quadrature (app.reference.exact_corpus) or closed form."""
+        return self.true_epsilon if self.pair_loss is None else _cached_loss(self.slug, self.epsilon, self.pair_loss)
+
+    def expected_verdict(self, claim: float) -> str:
+        """``"refute"`` when the pairs exhibit a loss above ``claim``; ``"hold"`` when the mechanism
+        satisfies the claim (claim ≥ its true ε or its upper bound); ``"either"`` in between."""
+        if claim >= self.true_epsilon * (1 - 1e-9):
+            return "hold"
+        if claim < self.pair_epsilon() * (1 - 1e-6):
+            return "refute"
+        return "either"
+
     def breaks(self, claim: float) -> bool:
-        """Whether the mechanism breaks a claim of ``claim``-DP."""
-        return self.true_epsilon > claim * (1 + 1e-9)
+        """Whether the mechanism is known to break a claim of ``claim``-DP."""
+        return self.expected_verdict(claim) == "refute"
 
     def to_row(self) -> dict[str, Any]:
         return {"slug": self.slug, "family": self.family, "shape": self.shape.describe(),
                 "epsilon": self.epsilon, "true_epsilon": "unbounded" if math.isinf(self.true_epsilon)
-                else self.true_epsilon, "source": self.source, "published_as": self.published_as,
+                else self.true_epsilon, "exact": self.exact, "source": self.source, "published_as": self.published_as,
                 "dpsniper_lb": self.dpsniper_lb, "statdp_lb": self.statdp_lb}
+
+
+_LOSS_CACHE: dict[tuple[str, float], float] = {}
+
+
+def _cached_loss(slug: str, epsilon: float, compute: Callable[[], float]) -> float:
+    key = (slug.split("-")[0] if slug.startswith("svt") else slug, epsilon)
+    if key not in _LOSS_CACHE:
+        _LOSS_CACHE[key] = float(compute())
+    return _LOSS_CACHE[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,22 +277,30 @@ def corpus(epsilon: float = CORPUS_EPSILON) -> dict[str, CorpusMechanism]:
     out: list[CorpusMechanism] = []
     lyu = "Lyu, Su & Li, Understanding the Sparse Vector Technique, VLDB 2017"
     svt_pairs = _table1(SVT_QUERIES)
+    from app.reference import exact_corpus as ex
+
+    k_bound = SVT_QUERIES * eps / 2  # post-processing of the k noisy answers, each ε/2 (ν = Lap(2/ε))
     svt_cfg = {
-        # slug: (class, threshold, true ε, published name, DP-Sniper LB, StatDP LB)
-        "svt1": (SVT1, 0.5, eps, "SparseVectorTechnique1", 0.0858, 0.0298),
-        "svt2": (SVT2, 1.0, eps, "SparseVectorTechnique2", 0.0859, 0.0407),
-        "svt4": (SVT4, 1.0, (1 + 6 * 1) / 4 * eps, "SparseVectorTechnique4", 0.1687, 0.1719),
-        "svt5": (SVT5, 1.0, math.inf, "SparseVectorTechnique5", 1.7612, 14.3143),
-        "svt6": (SVT6, 1.0, math.inf, "SparseVectorTechnique6", 0.2720, 0.3200),
+        # slug: (class, threshold, true ε, published name, DP-Sniper LB, StatDP LB, exact?, pair loss)
+        "svt1": (SVT1, 0.5, eps, "SparseVectorTechnique1", 0.0858, 0.0298, True,
+                 lambda: ex.pair_loss_svt_cutoff1(svt_pairs, eps, 2 / eps, 4 / eps, 0.5)),
+        "svt2": (SVT2, 1.0, eps, "SparseVectorTechnique2", 0.0859, 0.0407, True,
+                 lambda: ex.pair_loss_svt_cutoff1(svt_pairs, eps, 2 / eps, 4 / eps, 1.0)),
+        "svt4": (SVT4, 1.0, (1 + 6 * 1) / 4 * eps, "SparseVectorTechnique4", 0.1687, 0.1719, True,
+                 lambda: ex.pair_loss_svt_cutoff1(svt_pairs, eps, 4 / eps, 4 / (3 * eps), 1.0)),
+        "svt5": (SVT5, 1.0, math.inf, "SparseVectorTechnique5", 1.7612, 14.3143, True, None),
+        "svt6": (SVT6, 1.0, k_bound, "SparseVectorTechnique6", 0.2720, 0.3200, False,
+                 lambda: ex.pair_loss_svt_nocutoff(svt_pairs, 2 / eps, 2 / eps, 1.0)),
     }
-    for slug, (cls, threshold, true_eps, name, dps, sdp) in svt_cfg.items():
+    for slug, (cls, threshold, true_eps, name, dps, sdp, exact, loss) in svt_cfg.items():
         kwargs = {"epsilon": eps, "threshold": threshold}
         if cls in (SVT1, SVT2, SVT4):
             kwargs["cutoff"] = 1
         mech = cls(**kwargs)
         alg = slug[-1]
         base = dict(family="svt", epsilon=eps, true_epsilon=true_eps, pairs=svt_pairs,
-                    source=f"{lyu}, Algorithm {alg}", published_as=name, dpsniper_lb=dps, statdp_lb=sdp)
+                    source=f"{lyu}, Algorithm {alg}", published_as=name, dpsniper_lb=dps, statdp_lb=sdp,
+                    exact=exact, pair_loss=loss)
         has_cutoff = cls in (SVT1, SVT2, SVT4)
         out.append(CorpusMechanism(
             slug=f"{slug}-vector", description=f"SVT {alg}: ⊤/⊥ per query" + (", null once aborted" if has_cutoff else ""),
@@ -272,8 +310,9 @@ def corpus(epsilon: float = CORPUS_EPSILON) -> dict[str, CorpusMechanism]:
             slug=f"{slug}-list", description=f"SVT {alg}: the answers up to the cutoff, as a list",
             shape=OutputShape(container="list", values="integer", max_length=SVT_QUERIES),
             sample=(lambda m: lambda db, n, rng: _tb_list(m.sample(_q(db, SVT_QUERIES), n, rng)))(mech), **base))
-    svt3 = dict(family="svt", epsilon=eps, true_epsilon=math.inf, pairs=svt_pairs, source=f"{lyu}, Algorithm 3",
-                published_as="SparseVectorTechnique3", dpsniper_lb=0.1716, statdp_lb=0.1793)
+    svt3 = dict(family="svt", epsilon=eps, true_epsilon=k_bound, pairs=svt_pairs, source=f"{lyu}, Algorithm 3",
+                published_as="SparseVectorTechnique3", dpsniper_lb=0.1716, statdp_lb=0.1793, exact=False,
+                pair_loss=lambda: ex.pair_loss_svt3(svt_pairs, 2 / eps, 2 / eps, 1.0))
     out.append(CorpusMechanism(
         slug="svt3-values", description="SVT 3: the noisy value for ⊤, null for ⊥ and once aborted",
         shape=OutputShape(container="vector", length=SVT_QUERIES, nullable=True),
@@ -286,12 +325,14 @@ def corpus(epsilon: float = CORPUS_EPSILON) -> dict[str, CorpusMechanism]:
     dr = "Dwork & Roth, The Algorithmic Foundations of DP, §3.3; buggy variants: Ding et al. CCS 2018 §6"
     rnm_pairs = _table1(RNM_QUERIES)
     rnm_cfg = {
-        "rnm-laplace": ("laplace", "index", eps, "ReportNoisyMax1", 0.0923, 0.0921),
-        "rnm-exponential": ("exponential", "index", eps, "ReportNoisyMax2", 0.0975, 0.0997),
-        "rnm-laplace-value": ("laplace", "value", RNM_QUERIES * eps / 2, "ReportNoisyMax3", 0.2478, 0.1961),
-        "rnm-exponential-value": ("exponential", "value", math.inf, "ReportNoisyMax4", 0.3463, 0.1988),
+        "rnm-laplace": ("laplace", "index", eps, "ReportNoisyMax1", 0.0923, 0.0921,
+                        lambda: ex.pair_loss_rnm_index(rnm_pairs, 2 / eps, "laplace")),
+        "rnm-exponential": ("exponential", "index", eps, "ReportNoisyMax2", 0.0975, 0.0997,
+                            lambda: ex.pair_loss_rnm_index(rnm_pairs, 2 / eps, "exponential")),
+        "rnm-laplace-value": ("laplace", "value", RNM_QUERIES * eps / 2, "ReportNoisyMax3", 0.2478, 0.1961, None),
+        "rnm-exponential-value": ("exponential", "value", math.inf, "ReportNoisyMax4", 0.3463, 0.1988, None),
     }
-    for slug, (noise, what, true_eps, name, dps, sdp) in rnm_cfg.items():
+    for slug, (noise, what, true_eps, name, dps, sdp, loss) in rnm_cfg.items():
         def sampler(db, n, rng, noise=noise, what=what):
             q = _q(db, RNM_QUERIES)
             noisy = q[None, :] + _rnm_noise(noise, 2.0 / eps, rng, (n, q.size))
@@ -300,14 +341,15 @@ def corpus(epsilon: float = CORPUS_EPSILON) -> dict[str, CorpusMechanism]:
         out.append(CorpusMechanism(
             slug=slug, family="rnm", description=f"Report Noisy Max, {noise} noise of scale 2/ε, returns the {what}",
             shape=shape, epsilon=eps, true_epsilon=true_eps, sample=sampler, pairs=rnm_pairs, source=dr,
-            published_as=name, dpsniper_lb=dps, statdp_lb=sdp))
+            published_as=name, dpsniper_lb=dps, statdp_lb=sdp, pair_loss=loss))
     # the index as a label, and as float-valued integers (16.0): the same mechanism, other shapes
     out.append(CorpusMechanism(
         slug="rnm-laplace-label", family="rnm", description="Report Noisy Max (Laplace), the index as a label 'q<i>'",
         shape=OutputShape(values="label"), epsilon=eps, true_epsilon=eps,
         sample=lambda db, n, rng: np.array([f"q{i}" for i in np.argmax(
             _q(db, RNM_QUERIES)[None, :] + rng.laplace(0.0, 2.0 / eps, size=(n, RNM_QUERIES)), axis=1)], dtype=object),
-        pairs=rnm_pairs, source=dr, published_as="ReportNoisyMax1", dpsniper_lb=0.0923, statdp_lb=0.0921))
+        pairs=rnm_pairs, source=dr, published_as="ReportNoisyMax1", dpsniper_lb=0.0923, statdp_lb=0.0921,
+        pair_loss=lambda: ex.pair_loss_rnm_index(rnm_pairs, 2 / eps, "laplace")))
 
     hist_pairs = (([1] * HIST_BINS, [2] + [1] * (HIST_BINS - 1)), ([1] * HIST_BINS, [0] + [1] * (HIST_BINS - 1)))
     for slug, scale, true_eps, name, dps, sdp in (("noisy-hist", 1.0 / eps, eps, "NoisyHist1", 0.0978, 0.0994),

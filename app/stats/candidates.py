@@ -155,7 +155,10 @@ def _continuous(st: _Stat, s: ProposalSettings, region: tuple[float, float] | No
         pooled = pooled[(pooled >= region[0]) & (pooled <= region[1])]
     if pooled.size < 4:
         return []
-    grid = np.unique(np.quantile(pooled, np.linspace(0, 1, s.grid)))
+    # evenly spaced quantiles, and more in both tails, where the loss of many mechanisms lives
+    tails = np.array([1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 1.5e-2])
+    levels = np.unique(np.concatenate([np.linspace(0, 1, s.grid), tails, 1 - tails]))
+    grid = np.unique(np.quantile(pooled, levels))
     xs, ys = np.sort(x), np.sort(y)
     # F(≤ g) and F(< g) per side
     le_x, lt_x = np.searchsorted(xs, grid, "right"), np.searchsorted(xs, grid, "left")

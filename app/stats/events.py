@@ -541,8 +541,8 @@ class Projection(BaseModel):
     - ``length``; ``count_null``; ``count_value`` (``value``): entries equal to ``value``;
     - ``first_index``, ``first_value``: the position and value of the first non-null entry;
     - ``linear``: a learned score ``w·(φ(o) − mean)/scale + b`` with the feature map φ of
-      :func:`feature_map` (``width`` entries, their null and padding flags, length, null count,
-      max, min, sum) — a DP-Sniper-style classifier stored as plain numbers.
+      :func:`feature_map` (``width`` entries, their null, padding and after-the-first flags, length,
+      null count, max, min, sum) — a DP-Sniper-style classifier stored as plain numbers.
     """
 
     model_config = _MODEL_CONFIG
@@ -633,14 +633,15 @@ def _entries_of(outputs: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def feature_size(width: int) -> int:
-    return 3 * width + 5
+    return 4 * width + 5
 
 
 def feature_map(outputs: Any, width: int) -> np.ndarray:
     """φ(o) for the learned events (DP-Sniper's classifiers read a flattened output with flags for
     special values, Bichsel et al. §V): the first ``width`` entries (null and absent → 0), a null
     flag and an absent flag per entry, then length, null count, max, min and sum of the non-null
-    entries (0 when none). Shape (n, 3·width + 5)."""
+    entries (0 when none), and a flag per entry for "after the first non-null entry" (SVT's
+    aborted answers once the cutoff is reached). Shape (n, 4·width + 5)."""
     values, valid = _entries_of(outputs)
     n, w = values.shape
     if w < width:
@@ -654,7 +655,9 @@ def feature_map(outputs: Any, width: int) -> np.ndarray:
     mx = np.where(anyp, np.where(present, values, -np.inf).max(axis=1), 0.0)
     mn = np.where(anyp, np.where(present, values, np.inf).min(axis=1), 0.0)
     summary = np.stack([valid.sum(axis=1), null.sum(axis=1), mx, mn, clean.sum(axis=1)], axis=1).astype(np.float64)
-    return np.concatenate([clean, null.astype(np.float64), (~valid).astype(np.float64), summary], axis=1)
+    after = (np.cumsum(present, axis=1) - present) > 0
+    return np.concatenate([clean, null.astype(np.float64), (~valid).astype(np.float64), summary,
+                           after.astype(np.float64)], axis=1)
 
 
 ScalarEvent = Annotated[Union[Interval, IntervalUnion, DiscreteSet, LatticeSet], Field(discriminator="kind")]
