@@ -233,6 +233,8 @@ def audit(
     pairs: Annotated[Optional[str], typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
     epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε to test (without it: estimate only, whole budget).")] = None,
     delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
+    mu: Annotated[Optional[float], typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
     output_kind: Annotated[Optional[str], typer.Option(help="real | discrete | vector (with --dim); discrete accepts 16.0.")] = None,
     dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
     shape: Annotated[Optional[str], typer.Option(help='Output shape as JSON, e.g. \'{"container": "list", "values": "integer"}\' (docs/protocol.md §3.1). Default: detected from a probe.')] = None,
@@ -247,8 +249,8 @@ def audit(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
 ) -> None:
-    """Audit an endpoint for a claimed ε: sample in rounds until the claim is refuted at level α or
-    the budget is spent (docs/audit.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
+    """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
+    the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
     samples used and the seconds.
 
     Exits 1 when the claim is refuted, 0 when it is not, 2 on usage errors.
@@ -288,6 +290,16 @@ def audit(
             box = (lo, hi)
         settings = AuditSettings(alpha=alpha, budget=budget, first_round=first_round, region=box)
         claim = None if epsilon is None else EpsilonDelta(epsilon, delta)
+        if sum(v is not None for v in (epsilon, mu, rho)) > 1:
+            _fail("give one claim: --epsilon E [--delta D], --mu M or --rho R")
+        if delta and epsilon is None:
+            _fail("--delta goes with --epsilon")
+        if mu is not None or rho is not None or delta:
+            # (ε, δ), μ-GDP and ρ-zCDP claims (docs/claims.md): both constraints of (ε, δ)
+            from app.claims.heldout import HeldOutClaim
+
+            claim = HeldOutClaim.of({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
+                                    else {"epsilon": epsilon, "delta": delta})
         networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
         http_config = SafeHttpConfig(allow_networks=tuple(networks))
         the_secret = secret or generate_secret()
@@ -328,7 +340,7 @@ def audit(
     except ValueError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else format_report(result))  # type: ignore[attr-defined]
-    if epsilon is not None and result.refuted:  # type: ignore[attr-defined]
+    if claim is not None and result.refuted:  # type: ignore[attr-defined]
         raise typer.Exit(code=1)
 
 

@@ -136,16 +136,19 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
                   f"  on x = {json.dumps(best['x'])}, x' = {json.dumps(best['x_prime'])}",
                   f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g})"]
     lb = r["lower_bound"]
-    lines.append(f"LB = {_fmt(lb)}: a {conf:g}% lower confidence bound on ε (held-out Clopper–Pearson, "
+    # μ-GDP and ρ-zCDP claims (app/claims/heldout.py) bound their own parameter
+    param = "μ" if r["claim"].endswith("-GDP") else "ρ" if r["claim"].endswith("-zCDP") else "ε"
+    lines.append(f"LB = {_fmt(lb)}: a {conf:g}% lower confidence bound on {param} (held-out Clopper–Pearson, "
                  "valid over all rounds and events)")
     lines.append(f"ε̂ = {_fmt(r['epsilon_hat'])} (MPL point estimate"
                  + (f", {r['mpl']['kind']} on {r['mpl']['on']})" if r.get("mpl") else ")"))
     if r.get("note"):
         lines.append(f"note: {r['note']}")
-    if r["claimed_epsilon"] is not None:
+    if r["claimed_epsilon"] is not None or param != "ε":
         if r["refuted"]:
-            lines.append(f"claim {r['claim']}: REFUTED at level α = {r['alpha']:g} (LB > ε)")
+            lines.append(f"claim {r['claim']}: REFUTED at level α = {r['alpha']:g} (the held-out counts lie outside "
+                         "the claim's region)")
         else:
             lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
-                         f"(LB = {_fmt(lb)} ≤ ε); this does not show that the mechanism satisfies it")
+                         f"(LB = {_fmt(lb)}); this does not show that the mechanism satisfies it")
     return "\n".join(lines)

@@ -203,6 +203,7 @@ class GaussianZCDP(_Gaussian):
     """ρ-zCDP with σ = Δ/√(2ρ) (Bun & Steinke 2016, Prop. 1.6)."""
 
     rho: float = DEFAULT_RHO
+    sigma_factor: float = 1.0
     name: ClassVar[str] = "gaussian-zcdp"
 
     @property
@@ -211,7 +212,11 @@ class GaussianZCDP(_Gaussian):
 
     @property
     def sigma(self) -> float:
-        return self.sensitivity / math.sqrt(2.0 * self.rho)
+        return self.sigma_factor * self.sensitivity / math.sqrt(2.0 * self.rho)
+
+    @property
+    def holds(self) -> bool:
+        return self.sigma_factor >= 1.0
 
 
 @dataclass(frozen=True)
@@ -401,6 +406,7 @@ GAUSSIAN_MECHANISMS: dict[str, Callable[..., Any]] = {
     "gaussian-classic": GaussianClassic,
     "gaussian-gdp": GaussianGDP,
     "gaussian-zcdp": GaussianZCDP,
+    "gaussian-zcdp-half-sigma": lambda **kw: GaussianZCDP(sigma_factor=0.5, **kw),
     "discrete-gaussian": DiscreteGaussian,
     "gaussian-missing-constant": GaussianMissingConstant,
     "gaussian-gdp-half-sigma": lambda **kw: GaussianGDP(sigma_factor=0.5, **kw),
