@@ -186,3 +186,46 @@ def test_a_halved_sigma_alarms_with_the_claim_in_the_webhook(client, db, gaussia
         assert data["claim"] == {"gdp_mu": 1.0} and data["labels"]["claim"] == "1-GDP"
         assert "1-GDP" in data["annotations"]["summary"]
     assert np.isfinite(alarms[0]["z"])
+
+
+def test_auto_event_under_a_gdp_claim_alarms_with_the_claims_terms(tmp_path):
+    """Discovery picks a claim-aware tail event while calibrating (σ correct), σ is halved at
+    period 4, the monitor alarms, and the alarm's snapshot states the breach in μ."""
+    import time
+
+    import httpx
+
+    from app.reference.gaussian import CLAIM_SCENARIOS
+    from tests.test_e2e import build_service, wait_for_state
+
+    service, mechanism_secret, key = build_service(tmp_path, change_period=4, discovery_samples=4_000,
+                                                   discovery_fresh_samples=4_000)
+    sc = CLAIM_SCENARIOS["j"]
+    with serve_app(service, lifespan="on") as base:
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        mech = api.post("/v1/mechanisms", json={"name": "gdp", "sampling_url": f"{base}/reference/scenarios/j",
+                                                "output_kind": "real", "secret": mechanism_secret})
+        assert mech.status_code == 201, mech.text
+        monitor = api.post("/v1/monitors", json={
+            "name": "gdp auto", "mechanism_id": mech.json()["id"], "claim": sc.claim,
+            "checks": [{"x": sc.x, "x_prime": sc.x_prime, "event": {"kind": "auto"}}],
+            "horizon": 50, "samples_per_period": 1000, "period_seconds": 1, "alarm_snapshot_samples": 10_000})
+        assert monitor.status_code == 201, monitor.text
+        monitor_id = monitor.json()["id"]
+        status = wait_for_state(api, monitor_id, {"calibrating"}, 60)
+        assert status["state"] == "active", status
+        check = status["checks"][0]
+        assert check["event"]["kind"] == "interval" and check["discovery"]["claim"] == {"gdp_mu": 1.0}
+        status = wait_for_state(api, monitor_id, {"active"}, 60)
+        assert status["state"] == "alarm" and status["t"] >= 4, status
+        deadline = time.monotonic() + 60
+        alarms = []
+        while time.monotonic() < deadline:
+            alarms = api.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
+            if alarms and alarms[0]["evidence"]:
+                break
+            time.sleep(0.5)
+    evidence = alarms[0]["evidence"]
+    assert alarms[0]["claim"] == {"gdp_mu": 1.0}
+    assert evidence["claim"] == {"gdp_mu": 1.0} and evidence["claim_terms"]["refutes"] is True
+    assert evidence["claim_terms"]["mu_lower_bound"] > 1.0 and "contradict 1-GDP" in evidence["claim_terms"]["statement"]

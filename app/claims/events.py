@@ -4,7 +4,8 @@ For (ε, δ) and μ-GDP claims the informative events are tails, where a pure-ε
 has no power. Given the *choosing* samples of a pair, :func:`claim_candidate` orders outputs by
 an estimated likelihood ratio (discrete) or a projection on the mean difference (real, one
 coordinate for vectors) — :func:`app.stats.empirical.nested_events` — and picks the nested event
-``{s ≥ t}`` with the largest standardised excess over the claim's boundary. It is scored on the
+``{s ≥ t}`` whose choosing-data Clopper–Pearson corner implies the largest value of the claim's
+parameter (μ, ε at the claimed δ, or ρ; :class:`app.claims.heldout.HeldOutClaim`). It is scored on the
 *bounding* samples (independent draws), with the claim's period statistic at that event and its
 Clopper–Pearson test (:func:`app.stats.claims.refutes`). The chosen event is returned in the
 events model's JSON form, ready to be a check's ``event``. A monitor that adopts it samples
@@ -19,7 +20,8 @@ import numpy as np
 
 from app.snapshots.compute import PairSamples
 from app.stats.claim_period import anchor_line, line_statistic
-from app.stats.claims import parse_claim, refutes
+from app.claims.heldout import HeldOutClaim
+from app.stats.claims import clopper_pearson, parse_claim, refutes
 from app.stats.empirical import NestedEvents, nested_events, outputs_kind
 from app.stats.mpl import kind_for_output
 
@@ -58,9 +60,16 @@ def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: floa
             coordinate = int(np.argmax(np.abs(cx.mean(axis=0) - cxp.mean(axis=0))))
             cx, cxp, bx, bxp = cx[:, coordinate], cxp[:, coordinate], bx[:, coordinate], bxp[:, coordinate]
     events = nested_events(cx[:nc], cxp[:nc], bx[:nb], bxp[:nb], kind)
-    pc, qc = events.choose_a / nc, events.choose_b / nc
-    se = np.sqrt((pc * (1 - pc) + qc * (1 - qc)) / nc) + 1.0 / nc
-    k = int(np.argmax(np.maximum(pc - claim.upper(qc), qc - claim.upper(pc)) / se))
+    # Rank events by the claim's parameter implied at their choosing-data confidence corner
+    # (μ_lb, ε_lb at the claimed δ, ρ_lb): largest where the claim is most at risk, and, when
+    # every event is tight (a correct mechanism), where the estimate is most precise — the
+    # middle of the trade-off curve rather than a noisy tail.
+    p_lo = clopper_pearson(events.choose_a, nc, alpha / 2, "lower")
+    q_hi = clopper_pearson(events.choose_b, nc, alpha / 2, "upper")
+    held = HeldOutClaim(claim)
+    scores = np.array([held.bound(float(pl), float(qh)) for pl, qh in zip(p_lo, q_hi)])
+    scores = np.where(np.isfinite(scores), scores, -np.inf)
+    k = int(np.argmax(scores))
     a, b = events.bound_a[k], events.bound_b[k]
     line = anchor_line(claim, events.choose_a[k], events.choose_b[k], nc)
     z = float(line_statistic(a, b, nb, line).z)
@@ -83,3 +92,19 @@ def rank_claim_candidates(pairs: list[PairSamples], output_kind: str, claim: Any
     for i, c in enumerate(out, start=1):
         c["rank"] = i
     return out
+
+
+async def discover_for_claim(client: Any, endpoint: Any, output_kind: str, pairs: list[tuple[Any, Any]],
+                             options: Any, claim: Any, *, label: str = "discovery",
+                             progress: Any = None) -> dict[str, Any]:
+    """Discovery for a monitor's ``auto`` event under a claim other than pure ε: draw the
+    choosing and bounding samples as :func:`app.snapshots.discovery.discover` does, then rank the
+    pairs' claim-aware events (:func:`rank_claim_candidates`). Same result shape."""
+    import asyncio
+
+    from app.snapshots.discovery import draw_pairs
+
+    samples = await draw_pairs(client, endpoint, pairs, options, label=label, progress=progress)
+    candidates = await asyncio.to_thread(rank_claim_candidates, samples, output_kind, claim, options.alpha)
+    return {"candidates": candidates, "alpha": options.alpha, "samples": options.samples,
+            "fresh_samples": options.fresh_samples, "kind": kind_for_output(output_kind)}
