@@ -123,6 +123,11 @@ def test_claim_period_step_keeps_its_anchor():
         claim_period_step(claim, 5, 5, 100, None, variance="wald")
 
 
+def _gdp_switch(database, n, rng, period=0):
+    """1-GDP with the right σ before period 4, half of it from then on."""
+    return GaussianGDP(mu=1.0, sigma_factor=1.0 if period < 4 else 0.5).sample(database, n, rng)
+
+
 @pytest.fixture
 def gaussian_server():
     secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -130,18 +135,19 @@ def gaussian_server():
     app.include_router(make_endpoint_router({
         "/gdp": (GaussianGDP(mu=1.0).sample, "real"),
         "/gdp-half": (GaussianGDP(mu=1.0, sigma_factor=0.5).sample, "real"),
+        "/gdp-switch": (_gdp_switch, "real"),
     }, secret=secret, seed=3))
     with serve_app(app) as base:
         yield base, secret
 
 
-def _gdp_monitor(client, base, secret, path):
+def _gdp_monitor(client, base, secret, path, event=None):
     mech = client.post("/v1/mechanisms", json={"name": f"g-{uuid.uuid4().hex[:6]}", "sampling_url": f"{base}{path}",
                                                "output_kind": "real", "timeout_seconds": 2, "secret": secret})
     assert mech.status_code == 201, mech.text
     body = {"name": "gdp", "mechanism_id": mech.json()["id"], "claim": {"gdp_mu": 1.0}, "horizon": 50,
             "samples_per_period": 500, "period_seconds": 60, "outputs_window": 0, "alarm_snapshot_samples": 0,
-            "checks": [{"x": [-1.0], "x_prime": [1.0], "event": {"kind": "interval", "high": 0.0}}]}
+            "checks": [{"x": [-1.0], "x_prime": [1.0], "event": event or {"kind": "interval", "high": 0.0}}]}
     mon = client.post("/v1/monitors", json=body)
     assert mon.status_code == 201, mon.text
     return mon.json()
@@ -188,6 +194,7 @@ def test_a_halved_sigma_alarms_with_the_claim_in_the_webhook(client, db, gaussia
     assert np.isfinite(alarms[0]["z"])
 
 
+@pytest.mark.slow
 def test_auto_event_under_a_gdp_claim_alarms_with_the_claims_terms(tmp_path):
     """Discovery picks a claim-aware tail event while calibrating (σ correct), σ is halved at
     period 4, the monitor alarms, and the alarm's snapshot states the breach in μ."""
@@ -229,3 +236,20 @@ def test_auto_event_under_a_gdp_claim_alarms_with_the_claims_terms(tmp_path):
     assert alarms[0]["claim"] == {"gdp_mu": 1.0}
     assert evidence["claim"] == {"gdp_mu": 1.0} and evidence["claim_terms"]["refutes"] is True
     assert evidence["claim_terms"]["mu_lower_bound"] > 1.0 and "contradict 1-GDP" in evidence["claim_terms"]["statement"]
+
+
+def test_auto_event_under_a_gdp_claim_is_discovered_and_alarms(client, db, gaussian_server, make_worker, arun):  # noqa: F811
+    base, secret = gaussian_server
+    mon = _gdp_monitor(client, base, secret, "/gdp-switch", event={"kind": "auto"})
+    assert mon["state"] == "calibrating"
+    worker, clock = make_worker(discovery_samples=4_000, discovery_fresh_samples=4_000)
+    assert arun(worker.tick_calibration()) == 1
+    status = client.get(f"/v1/monitors/{mon['id']}/status").json()
+    assert status["state"] == "active"
+    check = status["checks"][0]
+    assert check["event"]["kind"] == "interval" and check["discovery"]["claim"] == {"gdp_mu": 1.0}
+    assert check["discovery"]["samples"] == {"choose": 4_000, "bound": 4_000}
+    arun(run_ticks(worker, clock, 10))
+    status = client.get(f"/v1/monitors/{mon['id']}/status").json()
+    periods = client.get(f"/v1/monitors/{mon['id']}/periods").json()["items"]
+    assert status["state"] == "alarm" and status["t"] >= 4, (check["event"], [(p["t"], p["checks"][0]["a"], p["checks"][0]["b"], p["checks"][0]["z"]) for p in periods])

@@ -4,8 +4,10 @@ For (ε, δ) and μ-GDP claims the informative events are tails, where a pure-ε
 has no power. Given the *choosing* samples of a pair, :func:`claim_candidate` orders outputs by
 an estimated likelihood ratio (discrete) or a projection on the mean difference (real, one
 coordinate for vectors) — :func:`app.stats.empirical.nested_events` — and picks the nested event
-``{s ≥ t}`` whose choosing-data Clopper–Pearson corner implies the largest value of the claim's
-parameter (μ, ε at the claimed δ, or ρ; :class:`app.claims.heldout.HeldOutClaim`). It is scored on the
+``{s ≥ t}`` whose choosing-data Clopper–Pearson corner (simultaneous over the candidates) implies
+the largest value of the claim's parameter (μ, ε at the claimed δ, or ρ;
+:class:`app.claims.heldout.HeldOutClaim`) when one exceeds the claim, and otherwise the most
+precise event (the narrowest gap between its plug-in value and its bound). It is scored on the
 *bounding* samples (independent draws), with the claim's period statistic at that event and its
 Clopper–Pearson test (:func:`app.stats.claims.refutes`). The chosen event is returned in the
 events model's JSON form, ready to be a check's ``event``. A monitor that adopts it samples
@@ -60,16 +62,29 @@ def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: floa
             coordinate = int(np.argmax(np.abs(cx.mean(axis=0) - cxp.mean(axis=0))))
             cx, cxp, bx, bxp = cx[:, coordinate], cxp[:, coordinate], bx[:, coordinate], bxp[:, coordinate]
     events = nested_events(cx[:nc], cxp[:nc], bx[:nb], bxp[:nb], kind)
-    # Rank events by the claim's parameter implied at their choosing-data confidence corner
-    # (μ_lb, ε_lb at the claimed δ, ρ_lb): largest where the claim is most at risk, and, when
-    # every event is tight (a correct mechanism), where the estimate is most precise — the
+    # Rank events on the choosing data with bounds simultaneous over the K candidate events
+    # (Bonferroni): if some event's bound on the claim's parameter (μ_lb, ε_lb at the claimed δ,
+    # ρ_lb) exceeds the claim, take the largest; otherwise — a mechanism that may well satisfy
+    # its claim — take, among the informative events (plug-in value at least half the largest),
+    # the most precise one, the narrowest gap between the plug-in value and its bound: the
     # middle of the trade-off curve rather than a noisy tail.
-    p_lo = clopper_pearson(events.choose_a, nc, alpha / 2, "lower")
-    q_hi = clopper_pearson(events.choose_b, nc, alpha / 2, "upper")
+    level = alpha / (2 * len(events.thresholds))
+    p_lo = clopper_pearson(events.choose_a, nc, level, "lower")
+    q_hi = clopper_pearson(events.choose_b, nc, level, "upper")
     held = HeldOutClaim(claim)
-    scores = np.array([held.bound(float(pl), float(qh)) for pl, qh in zip(p_lo, q_hi)])
-    scores = np.where(np.isfinite(scores), scores, -np.inf)
-    k = int(np.argmax(scores))
+    lbs = np.array([held.bound(float(pl), float(qh)) for pl, qh in zip(p_lo, q_hi)])
+    plug = np.array([held.bound(float(a_) / nc, max(float(b_), 0.5) / nc)
+                     for a_, b_ in zip(events.choose_a, events.choose_b)])
+    lbs = np.where(np.isfinite(lbs), lbs, -np.inf)
+    if np.max(lbs) > held.value:
+        k = int(np.argmax(lbs))
+    else:
+        seen = ((events.choose_a > 0) & (events.choose_b > 0) & (events.choose_a < nc) & (events.choose_b < nc)
+                & np.isfinite(plug) & np.isfinite(lbs))
+        # informative events only: a plug-in value at least half the largest one
+        top = np.max(np.where(seen, plug, -np.inf))
+        width = np.where(seen & (plug >= 0.5 * top), plug - lbs, np.inf)
+        k = int(np.argmin(width)) if np.isfinite(np.min(width)) else int(np.argmax(lbs))
     a, b = events.bound_a[k], events.bound_b[k]
     line = anchor_line(claim, events.choose_a[k], events.choose_b[k], nc)
     z = float(line_statistic(a, b, nb, line).z)

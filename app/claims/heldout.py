@@ -72,6 +72,12 @@ class HeldOutClaim:
         return float(getattr(self.claim, "delta", 0.0))
 
     @property
+    def value(self) -> float:
+        """The claimed value of the parameter that :meth:`bound` bounds (μ, ε or ρ)."""
+        c = self.claim
+        return float(c.mu if isinstance(c, GaussianDP) else c.rho if isinstance(c, ZCDP) else c.epsilon)  # type: ignore[union-attr]
+
+    @property
     def parameter(self) -> str:
         return {"gdp": "μ", "zcdp": "ρ"}.get(self.claim.kind, "ε")
 
