@@ -223,6 +223,10 @@ def serve_reference(
     _err(f"serving {', '.join(REFERENCE_MECHANISMS)} and scenarios/a..h on http://{host}:{port}/reference/")
     _err(f"and the corpus at ε = {corpus_epsilon:g} on http://{host}:{port}/reference/corpus/: "
          + ", ".join(corpus(corpus_epsilon)))
+    from app.reference.gaussian import GAUSSIAN_MECHANISMS
+
+    _err(f"and Gaussian mechanisms with their claims on http://{host}:{port}/reference/gaussian/: "
+         + ", ".join(GAUSSIAN_MECHANISMS) + "; claim scenarios on /reference/scenarios/i..l (docs/claims.md)")
     uvicorn.run(reference_app(secret, epsilon=epsilon, change_period=change_period, corpus_epsilon=corpus_epsilon),
                 host=host, port=port, log_level="warning")
 
