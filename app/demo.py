@@ -25,6 +25,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from app.main import create_app
+from app.reference.gaussian import CLAIM_SCENARIOS
 from app.reference.scenarios import SCENARIOS
 from app.reference.server import reference_router, scenario_dim, scenario_output_kind
 from app.sampling.protocol import generate_secret
@@ -42,7 +43,7 @@ class DemoOptions:
     period_seconds: int = 1
     change_period: int = 10
     data_dir: Path = Path("data")
-    scenarios: str = "abcdefgh"
+    scenarios: str = "abcdefghijkl"
     exit_when_done: bool = False
     timeout_seconds: float = 600.0
 
@@ -131,6 +132,22 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
         names: dict[str, str] = {}
         harmful: set[str] = set()
         for key_ in opts.scenarios:
+            if key_ in CLAIM_SCENARIOS:  # (i)-(l): Gaussian mechanisms under (ε, δ) and GDP claims
+                csc = CLAIM_SCENARIOS[key_]
+                mech = (await http.post("/v1/mechanisms", json={
+                    "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
+                    "output_kind": csc.output_kind, "secret": mechanism_secret,
+                    "dim": len(csc.x[0]) if csc.output_kind == "vector" else None,
+                })).raise_for_status().json()
+                mon = (await http.post("/v1/monitors", json={
+                    "name": f"({key_}) {csc.title}", "mechanism_id": mech["id"], "claim": csc.claim,
+                    "checks": [{"x": csc.x, "x_prime": csc.x_prime, "event": csc.event.model_dump(mode="json")}],
+                    "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
+                    "period_seconds": opts.period_seconds,
+                })).raise_for_status().json()
+                names[mon["id"]] = f"({key_}) {csc.title}"
+                harmful.add(mon["id"])
+                continue
             sc = SCENARIOS[key_]
             mech = (await http.post("/v1/mechanisms", json={
                 "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
@@ -159,9 +176,12 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
                 data = ev.get("data", {})
                 summary = data.get("annotations", {}).get("summary") or data.get("monitor") or ""
                 _say(f"  webhook {ev['type']} (signature verified): {summary}")
-                if data.get("evidence"):
-                    _say(f"    MPL snapshot: {data['evidence']['statement']} "
-                         f"(epsilon_hat={data['evidence']['epsilon_hat']:.3f}, claimed {data['evidence']['claimed_epsilon']:g})")
+                evidence = data.get("evidence")
+                if evidence and evidence.get("claim_terms") and set(evidence.get("claim") or {}) != {"epsilon"}:
+                    _say(f"    snapshot: {evidence['claim_terms']['statement']}")
+                elif evidence:
+                    _say(f"    MPL snapshot: {evidence['statement']} "
+                         f"(epsilon_hat={evidence['epsilon_hat']:.3f}, claimed {evidence['claimed_epsilon']:g})")
             seen_events = len(receiver.events)
             alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
             finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}

@@ -147,11 +147,18 @@ def run_scenario(scenario: Scenario, cfg: SimulationConfig, progress: Progress |
 
 
 def run(keys: Sequence[str], cfg: SimulationConfig, progress: Progress | None = None) -> list[ScenarioResult]:
-    unknown = [k for k in keys if k not in SCENARIOS]
+    from app.claims.simulation import CLAIM_SCENARIOS, run_claim_scenario
+
+    unknown = [k for k in keys if k not in SCENARIOS and k not in CLAIM_SCENARIOS]
     if unknown:
-        raise ValueError(f"unknown scenario(s) {unknown}; choose from {sorted(SCENARIOS)}")
+        raise ValueError(f"unknown scenario(s) {unknown}; choose from {sorted(SCENARIOS) + sorted(CLAIM_SCENARIOS)}")
     out = []
     for key in keys:
+        if key in CLAIM_SCENARIOS:  # (i)-(l): (ε, δ), GDP and zCDP claims (app/claims/simulation.py)
+            if progress:
+                progress(f"scenario ({key}) {CLAIM_SCENARIOS[key].title}")
+            out.append(run_claim_scenario(CLAIM_SCENARIOS[key], cfg, progress))
+            continue
         if progress:
             progress(f"scenario ({key}) {SCENARIOS[key].title}")
         out.append(run_scenario(SCENARIOS[key], cfg, progress))

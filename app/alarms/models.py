@@ -57,6 +57,8 @@ class Alarm(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     # The alarm's MPL snapshot in short: LB, ε̂, t̂ and a sentence ("at best LB-DP at 95%").
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # The claim the alarm refutes ({"epsilon": e}, {"gdp_mu": m}, …); None on older alarms.
+    claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class Webhook(Base):

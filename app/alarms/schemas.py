@@ -44,6 +44,7 @@ class AlarmRead(BaseModel):
                     "resolved_at": None,
                     "status": "firing",
                     "fingerprint": "9f3c2b1a0e4d5c6b",
+                    "claim": {"epsilon": 1.0, "delta": 1e-05},
                 }
             ]
         },
@@ -67,6 +68,10 @@ class AlarmRead(BaseModel):
     resolved_at: datetime | None = Field(description="Set when the monitor is reset after a fix.")
     status: Literal["firing", "resolved"]
     fingerprint: str = Field(description="Stable for a (monitor, check, horizon): Alertmanager-style grouping key.")
+    claim: dict[str, float] | None = Field(
+        None, description="The claim the alarm contradicts: `{\"epsilon\": e}`, `{\"epsilon\": e, \"delta\": d}`, "
+        "`{\"gdp_mu\": m}` or `{\"zcdp_rho\": r}` (null on alarms recorded before claims).",
+    )
     evidence: dict[str, Any] | None = Field(
         None,
         description="The alarm's MPL snapshot in short (seed 003): `lower_bound` LB, `epsilon_hat`, `t_hat`, "

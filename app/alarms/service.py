@@ -105,11 +105,27 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
+def _claim_of(monitor: Monitor, check: Check) -> dict[str, Any]:
+    from app.claims.service import effective_claim
+
+    return effective_claim(check.claim, monitor.claim, monitor.epsilon)
+
+
+def _describe(claim: dict[str, Any]) -> str:
+    from app.stats.claims import parse_claim
+
+    return parse_claim(claim).describe()
+
+
 def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Settings) -> dict[str, Any]:
     """The data of ``alarm.firing`` / ``alarm.resolved``, shaped like an Alertmanager alert."""
     status = alarm_status(alarm)
+    claim = alarm.claim or _claim_of(monitor, check)
+    claimed = _describe(claim)
+    what = (f"exceeds its claimed epsilon={claim['epsilon']:g}" if set(claim) == {"epsilon"}
+            else f"contradicts its claim {claimed}")
     summary = (
-        f"Monitor {monitor.name!r}: check {check.position} exceeds its claimed epsilon={monitor.epsilon:g} "
+        f"Monitor {monitor.name!r}: check {check.position} {what} "
         f"(M_t={alarm.statistic:.3f} > threshold {alarm.threshold:.3f} "
         f"at period {alarm.t} of horizon {alarm.horizon_index})"
     )
@@ -123,6 +139,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Set
             "check_id": str(check.id),
             "check_position": str(check.position),
             "horizon_index": str(alarm.horizon_index),
+            "claim": claimed,
         },
         "annotations": {
             "summary": summary,
@@ -130,7 +147,8 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Set
                 f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
                 f"the check's event (z={alarm.z:.3f}). The weighted statistic crossed the level-"
                 f"{monitor.horizon_alpha:g} threshold, so the mechanism is unlikely to satisfy "
-                f"epsilon={monitor.epsilon:g}-DP on this pair."
+                f"{'epsilon=' + format(claim['epsilon'], 'g') + '-DP' if set(claim) == {'epsilon'} else claimed} "
+                "on this pair."
             ),
         },
         "startsAt": _iso(alarm.created_at),
@@ -139,6 +157,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Set
         "generatorURL": f"{settings.public_url}/v1/alarms/{alarm.id}",
         "alarm": to_alarm_read(alarm).model_dump(mode="json"),
         "evidence": alarm.evidence,
+        "claim": claim,
     }
 
 
@@ -175,6 +194,7 @@ def fire_alarm(
         z=period_check.z,
         created_at=now,
         fingerprint=alarm_fingerprint(monitor.id, check.id, period_run.horizon_index),
+        claim=period_check.claim or _claim_of(monitor, check),
     )
     session.add(alarm)
     session.flush()

@@ -20,10 +20,11 @@ from datetime import datetime
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.claims.events import discover_for_claim
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Monitor
-from app.monitors.service import activate, check_alpha, get_checks, is_auto
+from app.monitors.service import activate, check_alpha, check_claim, get_checks, is_auto
 from app.sampling.client import SamplingClient
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
@@ -51,7 +52,7 @@ class Calibrator:
             known = (ThresholdEstimate(monitor.horizon, monitor.gamma, design[2], monitor.threshold,
                                        monitor.threshold_std_error or 0.0, 0, 0, monitor.threshold_source or "table")
                      if monitor.threshold is not None else None)
-            auto = [(c.id, c.x, c.x_prime) for c in checks if is_auto(c)]
+            auto = [(c.id, c.x, c.x_prime, check_claim(monitor, c)) for c in checks if is_auto(c)]
             from app.monitors.runner import endpoint_of
 
             mechanism = session.get(Mechanism, monitor.mechanism_id)
@@ -70,11 +71,15 @@ class Calibrator:
                 raise RuntimeError("event discovery needs a sampling client")
             options = DiscoveryOptions(samples=self.settings.discovery_samples,
                                        fresh_samples=self.settings.discovery_fresh_samples, epsilon=epsilon)
-            for check_id, x, xp in auto:
+            for check_id, x, xp, claim in auto:
                 log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
                 try:
-                    result = await discover(self.client, endpoint, output_kind, [(x, xp)], options,
-                                            label=f"discover-{check_id.hex[:12]}")
+                    if set(claim) != {"epsilon"}:  # (ε, δ), GDP, zCDP: claim-aware tail events (app/claims/events.py)
+                        result = await discover_for_claim(self.client, endpoint, output_kind, [(x, xp)], options, claim,
+                                                          label=f"discover-{check_id.hex[:12]}")
+                    else:
+                        result = await discover(self.client, endpoint, output_kind, [(x, xp)], options,
+                                                label=f"discover-{check_id.hex[:12]}")
                 except Exception as exc:  # sampling failures, degenerate samples
                     log.warning("discovery_failed", monitor_id=str(monitor_id), error=str(exc)[:300])
                     await asyncio.to_thread(self._release, monitor_id)

@@ -42,7 +42,11 @@ class Monitor(Base):
     mechanism_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("mechanisms.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
 
-    epsilon: Mapped[float]
+    # The claimed ε of a pure-ε or (ε, δ) claim; None for μ-GDP and ρ-zCDP claims.
+    epsilon: Mapped[float | None]
+    # The monitor's default claim (app/claims): {"epsilon": e}, {"epsilon": e, "delta": d},
+    # {"gdp_mu": m} or {"zcdp_rho": r}. None on monitors made before claims: {"epsilon": epsilon}.
+    claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     alpha: Mapped[float] = mapped_column(default=0.05)
     gamma: Mapped[float] = mapped_column(default=0.25)
     horizon: Mapped[int]
@@ -103,6 +107,10 @@ class Check(Base):
     detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType, deferred=True)
     # For an "auto" event: what discovery found (pair orientation, ε̂, t̂, LB, samples used).
     discovery: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # The check's claim (None: the monitor's), and for claims other than pure ε the counts of the
+    # last periods that choose the next period's line, with that line (app/claims/service.py).
+    claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    claim_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     last_z: Mapped[float | None]
     last_statistic: Mapped[float | None]
     max_statistic: Mapped[float | None]
@@ -155,3 +163,7 @@ class PeriodCheck(Base):
     z: Mapped[float]
     statistic: Mapped[float]
     threshold: Mapped[float]
+    # The claim tested and the supporting line cp·p + cq·q ≤ c0 of its region that D̂ refers to
+    # (method.md §10.3); None on periods recorded before claims.
+    claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    line: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

@@ -27,7 +27,13 @@ router = APIRouter(prefix="/monitors", tags=["monitors"])
 
 def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
     data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
-    return MonitorRead.model_validate({**data, "checks": [CheckRead.model_validate(c) for c in checks]})
+    data["claim"] = service.monitor_claim(monitor)
+    check_reads = [
+        CheckRead.model_validate({**{n: getattr(c, n) for n in CheckRead.model_fields if not n.startswith("claim")},
+                                  **service.check_claim_fields(monitor, c)})
+        for c in checks
+    ]
+    return MonitorRead.model_validate({**data, "checks": check_reads})
 
 
 @router.post(

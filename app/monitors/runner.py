@@ -39,12 +39,12 @@ from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
-from app.monitors.service import start_horizon
+from app.monitors.service import check_claim, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
 from app.stats.aggregator import WeightedAggregator
 from app.stats.events import Event, event_contains, parse_event
-from app.stats.period import period_statistic
+from app.claims.service import claim_period_step
 
 log = structlog.get_logger("dpwatch.runner")
 
@@ -72,7 +72,7 @@ class PeriodPlan:
     horizon_index: int
     t: int
     n: int
-    epsilon: float
+    epsilon: float | None
     endpoint: MechanismEndpoint
     databases: dict[str, Any]
     checks: tuple[CheckPlan, ...]
@@ -219,17 +219,20 @@ class PeriodRunner:
         checks = _checks(session, monitor.id)
         for check in checks:
             a, b = counts[check.id]
-            stat = period_statistic(a, b, plan.n, plan.epsilon, variance=monitor.variance, kappa=monitor.kappa)  # type: ignore[arg-type]
-            z = float(stat.z)
+            claim = check_claim(monitor, check)
+            stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=monitor.variance,
+                                     kappa=monitor.kappa)
+            check.claim_state = stat.state
+            z = stat.z
             detector = WeightedAggregator.from_state(check.detector_state or {})
             step = detector.update(z)
             check.detector_state = detector.to_state()
             check.last_z, check.last_statistic = z, step.statistic
             check.max_statistic = detector.max_statistic
             period_check = PeriodCheck(
-                period_run_id=run.id, check_id=check.id, a=a, b=b, n=plan.n, p_hat=float(stat.p_hat),
-                q_hat=float(stat.q_hat), d_hat=float(stat.d_hat), sigma_hat=float(stat.sigma_hat), z=z,
-                statistic=step.statistic, threshold=step.threshold,
+                period_run_id=run.id, check_id=check.id, a=a, b=b, n=plan.n, p_hat=stat.p_hat,
+                q_hat=stat.q_hat, d_hat=stat.d_hat, sigma_hat=stat.sigma_hat, z=z,
+                statistic=step.statistic, threshold=step.threshold, claim=claim, line=stat.line,
             )
             session.add(period_check)
             if step.alarm:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from app.claims.schemas import CLAIM_DESCRIPTION, ClaimSpec
 from app.monitors.schedule import parse_cron
 from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion
 
@@ -51,12 +52,30 @@ _CREATE_EXAMPLE = {
 }
 
 
+_CREATE_CLAIM_EXAMPLE = {
+    "name": "gaussian sum, 0.5-GDP",
+    "mechanism_id": "7d3b9c1e-2f4a-4b6c-8d0e-1f2a3b4c5d6e",
+    "claim": {"gdp_mu": 0.5},
+    "checks": [
+        {"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": -2.0}},
+        {"x": [0], "x_prime": [1], "event": {"kind": "interval", "low": 3.0},
+         "claim": {"epsilon": 1.0, "delta": 1e-5}},
+    ],
+    "horizon": 100,
+    "samples_per_period": 5000,
+    "period_seconds": 60,
+}
+
+
 class CheckCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     x: JsonValue = Field(description="The database x (any JSON the mechanism accepts).")
     x_prime: JsonValue = Field(description="A neighbouring database x'.")
     event: CheckEvent
+    claim: ClaimSpec | None = Field(
+        None, description=CLAIM_DESCRIPTION + " Default: the monitor's `claim` (or `epsilon`)."
+    )
 
     @model_validator(mode="after")
     def _distinct(self) -> CheckCreate:
@@ -68,14 +87,23 @@ class CheckCreate(BaseModel):
 
 
 class MonitorCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE, _CREATE_CLAIM_EXAMPLE]})
 
     name: str = Field(min_length=1, max_length=200)
     mechanism_id: uuid.UUID = Field(description="The mechanism to sample (one of this tenant's).")
     checks: list[CheckCreate] = Field(
         min_length=1, max_length=MAX_CHECKS, description="The (x, x', E) triples to test."
     )
-    epsilon: float = Field(gt=0, le=50, description="The claimed ε: the monitor alarms when the outputs contradict it.")
+    epsilon: float | None = Field(
+        None, gt=0, le=50,
+        description="The claimed ε (0 < ε ≤ 50), the same as `\"claim\": {\"epsilon\": ε}`: the monitor alarms when "
+        "the outputs contradict it. Give `epsilon` or `claim`, not both; either may be left out when every "
+        "check has its own `claim`.",
+    )
+    claim: ClaimSpec | None = Field(
+        None, description=CLAIM_DESCRIPTION + " The default of the checks that have no `claim` of their own. "
+        "Exclusive with `epsilon`.",
+    )
     alpha: float = Field(
         0.05, gt=0, lt=1, description="False-alarm probability over the whole monitor (all checks, all horizons)."
     )
@@ -130,6 +158,14 @@ class MonitorCreate(BaseModel):
     def _one_schedule(self) -> MonitorCreate:
         if (self.period_seconds is None) == (self.cron is None):
             raise ValueError("give exactly one of period_seconds and cron")
+        if self.epsilon is not None and self.claim is not None:
+            raise ValueError("give epsilon or claim, not both (epsilon e is the claim {\"epsilon\": e})")
+        if self.epsilon is None and self.claim is None and any(c.claim is None for c in self.checks):
+            raise ValueError("every check needs a claim: give the monitor an epsilon or a claim, or each check a claim")
+        if self.variance == "wald":
+            claims = [c.claim for c in self.checks if c.claim is not None] + ([self.claim] if self.claim else [])
+            if any(set(c.to_dict()) != {"epsilon"} for c in claims):
+                raise ValueError("variance 'wald' applies to pure-epsilon claims only; other claims use 'score'")
         if self.symmetric and 2 * len(self.checks) > MAX_CHECKS:
             raise ValueError(f"with symmetric, at most {MAX_CHECKS // 2} checks (each is doubled)")
         return self
@@ -147,6 +183,8 @@ class CheckRead(BaseModel):
     discovery: dict[str, Any] | None = Field(
         None, description="For a check created with an `auto` event: what discovery found and chose."
     )
+    claim: dict[str, float] = Field(description="The claim this check is tested against (its own or the monitor's).")
+    claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP` or `0.5-GDP`.")
 
 
 class MonitorRead(BaseModel):
@@ -156,7 +194,8 @@ class MonitorRead(BaseModel):
     name: str
     mechanism_id: uuid.UUID
     state: MonitorState
-    epsilon: float
+    epsilon: float | None = Field(description="The claimed ε of a pure-ε or (ε, δ) default claim, else null.")
+    claim: dict[str, float] | None = Field(description="The monitor's default claim (null when only checks have claims).")
     alpha: float
     gamma: float
     horizon: int
@@ -189,6 +228,12 @@ class CheckStatus(BaseModel):
     reversed: bool
     event: dict[str, Any]
     discovery: dict[str, Any] | None = Field(None, description="For an `auto` event: what discovery found.")
+    claim: dict[str, float] = Field(description="The claim this check is tested against.")
+    claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP`.")
+    line: dict[str, Any] | None = Field(
+        None, description="The supporting line of the claim's region tested in the latest period: `orientation` "
+        "(`upper`: p − s·q ≤ d; `lower`: q − s·p ≤ d), `slope` s and `intercept` d (method.md §10.3).",
+    )
     last_z: float | None = Field(description="z of the latest period.")
     last_statistic: float | None = Field(description="M_t of the latest period.")
     max_statistic: float | None = Field(description="Largest M_t so far in this horizon.")
@@ -258,12 +303,15 @@ class PeriodCheckRead(BaseModel):
     n: int
     p_hat: float = Field(description="p̂ = a/n.")
     q_hat: float = Field(description="q̂ = b/n.")
-    d_hat: float = Field(description="D̂ = p̂ − e^ε q̂ (eq. 7).")
+    d_hat: float = Field(description="D̂ = p̂ − e^ε q̂ (eq. 7) for a pure-ε claim; in general the tested line's "
+                         "p̂ − s·q̂ − d (or q̂ − s·p̂ − d), method.md §10.3.")
     sigma_hat: float = Field(description="σ̂ (eq. 8/16, or the score variance).")
     z: float = Field(description="z = √n D̂/σ̂ (eq. 12).")
     statistic: float = Field(description="M_t (eq. 13).")
     threshold: float
     alarm: bool = Field(description="M_t > threshold.")
+    claim: dict[str, float] | None = Field(None, description="The claim tested (null on periods recorded before claims).")
+    line: dict[str, Any] | None = Field(None, description="The supporting line tested: `orientation`, `slope`, `intercept`.")
 
 
 class PeriodRead(BaseModel):

@@ -18,6 +18,7 @@ from app.alarms.models import Alarm
 from app.alarms.service import resolve_open_alarms
 from app.api.errors import ConflictError, InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
+from app.claims.service import effective_claim
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.mechanisms.service import get_mechanism
@@ -88,6 +89,7 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
     monitor.paused_from_state = None
     for check in checks:
         check.detector_state = None
+        check.claim_state = None
         check.last_z = None
         check.last_statistic = None
         check.max_statistic = None
@@ -106,6 +108,28 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
         monitor.state = "calibrating"
         return
     activate(monitor, checks, estimate)
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def monitor_claim(monitor: Monitor) -> dict[str, Any] | None:
+    """The monitor's default claim; ``{"epsilon": ε}`` for monitors made before claims."""
+    if monitor.claim:
+        return dict(monitor.claim)
+    return None if monitor.epsilon is None else {"epsilon": float(monitor.epsilon)}
+
+
+def check_claim(monitor: Monitor, check: Check) -> dict[str, Any]:
+    """The claim ``check`` is tested against: its own, else the monitor's."""
+    return effective_claim(check.claim, monitor.claim, monitor.epsilon)
+
+
+def check_claim_fields(monitor: Monitor, check: Check) -> dict[str, Any]:
+    from app.stats.claims import parse_claim
+
+    claim = check_claim(monitor, check)
+    return {"claim": claim, "claim_description": parse_claim(claim).describe()}
 
 
 # --------------------------------------------------------------------------- events vs outputs
@@ -190,6 +214,18 @@ def checks_by_monitor(session: Session, monitor_ids: Sequence[uuid.UUID]) -> dic
     return out
 
 
+def _monitor_claim_of(data: MonitorCreate) -> dict[str, Any] | None:
+    if data.claim is not None:
+        return data.claim.to_dict()
+    return None if data.epsilon is None else {"epsilon": data.epsilon}
+
+
+def _claim_epsilon(data: MonitorCreate) -> float | None:
+    """The monitors.epsilon column: the ε of the default claim when it has one."""
+    claim = _monitor_claim_of(data)
+    return None if claim is None else claim.get("epsilon")
+
+
 def create_monitor(
     session: Session, tenant_id: uuid.UUID, data: MonitorCreate, *, now: datetime | None = None
 ) -> Monitor:
@@ -208,7 +244,8 @@ def create_monitor(
         tenant_id=tenant_id,
         mechanism_id=mechanism.id,
         name=data.name,
-        epsilon=data.epsilon,
+        epsilon=_claim_epsilon(data),
+        claim=_monitor_claim_of(data),
         alpha=data.alpha,
         gamma=data.gamma,
         horizon=data.horizon,
@@ -231,15 +268,18 @@ def create_monitor(
     if data.cron is not None:
         monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(anchor)
     checks: list[Check] = []
+    default_claim = _monitor_claim_of(data)
     for item in data.checks:
         event = item.event.model_dump(mode="json")
+        claim = item.claim.to_dict() if item.claim is not None else default_claim
         pairs = [(item.x, item.x_prime, False)]
         if data.symmetric:
             pairs.append((item.x_prime, item.x, True))
         for x, x_prime, reversed_ in pairs:
             checks.append(
                 Check(
-                    monitor_id=monitor.id, position=len(checks), x=x, x_prime=x_prime, event=event, reversed=reversed_
+                    monitor_id=monitor.id, position=len(checks), x=x, x_prime=x_prime, event=event, reversed=reversed_,
+                    claim=claim,
                 )
             )
     start_horizon(monitor, checks, 1)
@@ -338,6 +378,8 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
                 reversed=c.reversed,
                 event=c.event,
                 discovery=c.discovery,
+                **check_claim_fields(monitor, c),
+                line=(c.claim_state or {}).get("line") if c.claim_state else _pure_line(monitor, c),
                 last_z=c.last_z,
                 last_statistic=c.last_statistic,
                 max_statistic=c.max_statistic,
@@ -346,6 +388,16 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
             for c in checks
         ],
     )
+
+
+def _pure_line(monitor: Monitor, check: Check) -> dict[str, Any] | None:
+    """The fixed line p − e^ε q ≤ 0 of a pure-ε check, once it has run a period."""
+    claim = check_claim(monitor, check)
+    if check.last_z is None or set(claim) != {"epsilon"}:
+        return None
+    import math
+
+    return {"orientation": "upper", "slope": math.exp(claim["epsilon"]), "intercept": 0.0}
 
 
 def list_periods(

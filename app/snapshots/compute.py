@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from app.stats.empirical import privacy_profile
+from app.stats.empirical import claim_terms, nested_events, outputs_kind, privacy_profile
 from app.stats.mpl import MPLParams, dpl, kind_for_output, mpl_lower_bound
 
 #: ε grid of the stored privacy profile.
@@ -81,7 +81,7 @@ def density_orientation(dpl_result: Any) -> bool:
     return bool(dpl_result.f_x[loss_index] >= dpl_result.f_xp[loss_index])
 
 
-def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float, epsilon: float,
+def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float, epsilon: float | None,
                      tau: float | None = None) -> dict[str, Any]:
     """The snapshot's result (JSON-ready). Raises ValueError when the data cannot support it."""
     if not pairs:
@@ -102,7 +102,7 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
             "epsilon_hat": chosen.epsilon_hat,
             "t_hat": chosen.to_dict(include_curve=False)["t_hat"],
             "lower_bound": bound.lower_bound,
-            "exceeds_claim": bound.exceeds(epsilon),
+            "exceeds_claim": None if epsilon is None else bound.exceeds(epsilon),
             "x_denser_at_t_hat": density_orientation(chosen),
             "suggested_event": suggested_event(output_kind, chosen),
             "samples": {"choose": [len(pair.choose_x), len(pair.choose_xp)], "bound": n_bound},
@@ -110,6 +110,7 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
             "loss_curve": _thin_curve(chosen.to_dict(include_curve=True)),
             "bound": bound.to_dict(),
             "privacy_profile": {"epsilons": list(PROFILE_EPSILONS), "delta": profile.delta.tolist()},
+            **_claim_terms(pair, kind, alpha, n_bound),
         })
     best = int(np.argmax([r["epsilon_hat"] for r in rows]))
     head = rows[best]
@@ -117,7 +118,11 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
     lb = head["lower_bound"]
     statement = (f"the mechanism is at best {lb:.3g}-DP at {confidence:g}% confidence" if lb > 0 else
                  f"no privacy loss is established at {confidence:g}% confidence (LB = {lb:.3g})")
+    extra = {}
+    if "claim_terms" in head:
+        extra = {"claim": head["claim"], "claim_terms": {k: v for k, v in head["claim_terms"].items() if k != "tradeoff"}}
     return {
+        **extra,
         "kind": kind,
         "alpha": alpha,
         "claimed_epsilon": epsilon,
@@ -125,13 +130,31 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         "epsilon_hat": head["epsilon_hat"],
         "t_hat": head["t_hat"],
         "lower_bound": lb,
-        "exceeds_claim": bool(lb > epsilon),
+        "exceeds_claim": None if epsilon is None else bool(lb > epsilon),
         "statement": statement,
         "pairs": rows,
     }
 
 
+def _claim_terms(pair: PairSamples, kind: str, alpha: float, n_bound: int) -> dict[str, Any]:
+    """The pair's claim in its own terms (method.md §10.4), when its label names a claim."""
+    claim = pair.label.get("claim")
+    if not claim:
+        return {}
+    n_choose = min(len(pair.choose_x), len(pair.choose_xp))
+    events = nested_events(pair.choose_x[:n_choose], pair.choose_xp[:n_choose], pair.bound_x[:n_bound],
+                           pair.bound_xp[:n_bound], outputs_kind(pair.choose_x, kind))
+    return {"claim_terms": claim_terms(events, claim, alpha)}
+
+
 def evidence_of(result: dict[str, Any], snapshot_id: str) -> dict[str, Any]:
-    """The short form an alarm carries."""
+    """The short form an alarm carries (with the claim's own terms when the checks have claims)."""
     keys = ("lower_bound", "epsilon_hat", "t_hat", "claimed_epsilon", "exceeds_claim", "statement", "alpha")
-    return {"snapshot_id": snapshot_id, "confidence": 1 - result["alpha"], **{k: result[k] for k in keys}}
+    out = {"snapshot_id": snapshot_id, "confidence": 1 - result["alpha"], **{k: result[k] for k in keys}}
+    if "claim_terms" in result:
+        terms = result["claim_terms"]
+        out["claim"] = result["claim"]
+        out["claim_terms"] = {k: terms[k] for k in ("statement", "refutes", "mu_hat", "mu_lower_bound",
+                                                     "delta_hat", "delta_lower_bound", "epsilon_lower_bound")
+                              if k in terms}
+    return out

@@ -30,6 +30,7 @@ from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, evidence_of, split_periods
 from app.snapshots.models import Snapshot
 from app.snapshots.service import database_digest, load_window
+from app.claims.service import effective_claim
 from app.stats.aggregator import WeightedAggregator
 
 log = structlog.get_logger("dpwatch.snapshots")
@@ -42,7 +43,7 @@ SNAPSHOT_LEASE_SECONDS = 300
 class SnapshotPlan:
     snapshot_id: uuid.UUID
     monitor_id: uuid.UUID
-    epsilon: float
+    epsilon: float | None
     alpha: float
     extra_samples: int
     output_kind: str
@@ -91,7 +92,8 @@ class SnapshotRunner:
                 xk, xpk = database_key(check.x), database_key(check.x_prime)
                 databases[xk], databases[xpk] = check.x, check.x_prime
                 pairs.append({"label": {"check_id": str(check.id), "position": check.position,
-                                        "x": check.x, "x_prime": check.x_prime},
+                                        "x": check.x, "x_prime": check.x_prime,
+                                        "claim": effective_claim(check.claim, monitor.claim, monitor.epsilon)},
                               "x_key": xk, "xp_key": xpk,
                               "x_series": window.get(database_digest(xk), []),
                               "xp_series": window.get(database_digest(xpk), [])})

@@ -45,7 +45,11 @@ class SnapshotRead(SnapshotSummary):
 
     result: dict[str, Any] | None = Field(
         description="`pairs[i]`: `epsilon_hat`, `t_hat`, `lower_bound`, `suggested_event`, `loss_curve` "
-        "(`grid` or `outcomes` with `loss`, `f_x`, `f_xp`), `privacy_profile` (`epsilons`, `delta`), `params`."
+        "(`grid` or `outcomes` with `loss`, `f_x`, `f_xp`), `privacy_profile` (`epsilons`, `delta`), `params`, and "
+        "`claim_terms`: the check's claim in its own terms (docs/claims.md): `delta_hat` and `delta_lower_bound` at "
+        "the claimed ε, `epsilon_lower_bound` at the claimed δ, `mu_hat` and `mu_lower_bound`, the empirical "
+        "`tradeoff` curve (`alpha`, `beta`) against the claim's `f`, `refutes` and a `statement`. The top level "
+        "repeats the chosen pair's `claim` and `claim_terms` (without the curve)."
     )
 
 

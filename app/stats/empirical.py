@@ -244,3 +244,181 @@ def total_risk(deltas: ArrayLike) -> float:
     if np.any(d == 1.0):
         return 1.0
     return float(-np.expm1(np.sum(np.log1p(-d))))
+
+
+# ============================================================================ claim terms (method.md §10.4)
+
+
+@dataclass(frozen=True, eq=False)
+class NestedEvents:
+    """Nested events ``E_k = {s(y) ≥ t_k}`` ordered from small to large, with their counts.
+
+    ``s`` is chosen on the *choosing* samples only: for discrete outputs the estimated likelihood
+    ratio of the outcome (relative frequencies with ½ added to every count; Neyman–Pearson
+    order), for real outputs the projection ``y·w`` on the difference of the two samples' means
+    (the most powerful direction for a Gaussian shift). Counts are given on both parts.
+    """
+
+    kind: str
+    thresholds: NDArray[np.float64]
+    choose_a: NDArray[np.float64]
+    choose_b: NDArray[np.float64]
+    choose_n: int
+    bound_a: NDArray[np.float64]
+    bound_b: NDArray[np.float64]
+    bound_n: int
+    direction: NDArray[np.float64] | None = None
+    outcomes: NDArray[Any] | None = None
+    outcome_scores: NDArray[np.float64] | None = None
+
+
+def outputs_kind(samples: ArrayLike, kind: str) -> str:
+    """``kind``, except that real-valued (non-integer) outputs declared discrete — real vectors
+    reported as "vector" — are treated as continuous."""
+    arr = np.asarray(samples)
+    if kind == "discrete" and np.issubdtype(arr.dtype, np.floating) and not np.all(arr == np.round(arr)):
+        return "continuous"
+    return kind
+
+
+def nested_events(choose_x: ArrayLike, choose_xp: ArrayLike, bound_x: ArrayLike, bound_xp: ArrayLike, kind: str,
+                  points: int = 200) -> NestedEvents:
+    """The events of :class:`NestedEvents` at up to ``points`` thresholds (quantiles of the
+    pooled choosing scores). The bounding samples must have equal sizes on both sides."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be 'discrete' or 'continuous'; got {kind!r}")
+    bx, bxp = np.asarray(bound_x), np.asarray(bound_xp)
+    if len(bx) != len(bxp) or len(bx) == 0:
+        raise ValueError("the bounding samples must be non-empty and of equal sizes")
+    cx, cxp = np.asarray(choose_x), np.asarray(choose_xp)
+    if len(cx) != len(cxp) or len(cx) == 0:
+        raise ValueError("the choosing samples must be non-empty and of equal sizes")
+    direction = outcomes = outcome_scores = None
+    if kind == "discrete":
+        outcomes, fx, fy = discrete_frequencies(cx, cxp)
+        cnt_x = fx * len(cx)
+        cnt_y = fy * len(cxp)
+        outcome_scores = np.log((cnt_x + 0.5) / (cnt_y + 0.5))
+
+        def score(samples: np.ndarray) -> np.ndarray:
+            if samples.ndim == 1:
+                idx = np.searchsorted(outcomes, samples)
+                idx = np.clip(idx, 0, len(outcomes) - 1)
+                seen = outcomes[idx] == samples
+            else:
+                keyed = {tuple(row): i for i, row in enumerate(np.asarray(outcomes).tolist())}
+                found = [keyed.get(tuple(r)) for r in samples.tolist()]
+                seen = np.array([f is not None for f in found])
+                idx = np.array([f if f is not None else 0 for f in found])
+            return np.where(seen, outcome_scores[idx], 0.0)
+
+        thresholds = np.unique(outcome_scores)[::-1]
+        if thresholds.size > points:
+            thresholds = thresholds[np.linspace(0, thresholds.size - 1, points).round().astype(int)]
+    else:
+        def as_rows(samples: np.ndarray) -> np.ndarray:
+            arr = np.asarray(samples, dtype=np.float64)
+            return arr.reshape(len(arr), -1)
+
+        xs, ys = as_rows(cx), as_rows(cxp)
+        direction = xs.mean(axis=0) - ys.mean(axis=0)
+        if not np.any(direction):
+            direction = np.ones(xs.shape[1])
+
+        def score(samples: np.ndarray) -> np.ndarray:
+            return as_rows(samples) @ direction
+
+        pooled = np.concatenate([score(cx), score(cxp)])
+        thresholds = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, points + 2)[1:-1]))[::-1]
+    sx, sxp, tx, txp = score(cx), score(cxp), score(bx), score(bxp)
+
+    def counts(s: np.ndarray) -> NDArray[np.float64]:
+        ordered = np.sort(s)
+        return (len(s) - np.searchsorted(ordered, thresholds, side="left")).astype(np.float64)
+
+    return NestedEvents(kind=kind, thresholds=thresholds, choose_a=counts(sx), choose_b=counts(sxp),
+                        choose_n=len(cx), bound_a=counts(tx), bound_b=counts(txp), bound_n=len(bx),
+                        direction=direction, outcomes=outcomes, outcome_scores=outcome_scores)
+
+
+def claim_terms(events: NestedEvents, claim: Any, alpha: float = 0.05, curve_points: int = 100) -> dict[str, Any]:
+    """A claim's own terms from nested events (method.md §10.4): each bound is computed on the
+    bounding samples at the one event the choosing samples pick for it, at level 1 − α.
+
+    - ``delta_hat`` (δ̂ at the claimed ε: ``max(p̂ − e^ε q̂, (1 − q̂) − e^ε (1 − p̂))`` on the
+      bounding samples at the event the choosing samples rank highest) and ``delta_lower_bound``
+      (:func:`app.stats.claims.delta_lower_bound`), for claims with an ε; ``epsilon_lower_bound``
+      at the claimed δ;
+    - ``mu_hat`` (``Φ⁻¹(p̂) − Φ⁻¹(q̂)`` at the event chosen the same way) and ``mu_lower_bound``;
+    - ``tradeoff``: the empirical trade-off points (α = q̂, β = 1 − p̂) with the claim's f(α);
+    - ``refutes``: whether the Clopper–Pearson box of the event with the largest standardised
+      excess over the claim's boundary lies outside its region.
+    """
+    from scipy import special
+
+    from app.stats.claims import (
+        ApproxDP,
+        PureDP,
+        delta_lower_bound,
+        epsilon_lower_bound,
+        mu_lower_bound,
+        parse_claim,
+        refutes,
+    )
+
+    claim = parse_claim(claim)
+    ca, cb, cn = events.choose_a, events.choose_b, float(events.choose_n)
+    ba, bb, bn = events.bound_a, events.bound_b, float(events.bound_n)
+    pc, qc, pb, qb = ca / cn, cb / cn, ba / bn, bb / bn
+
+    def pick(values: NDArray[np.float64]) -> int:
+        return int(np.argmax(np.where(np.isfinite(values), values, -np.inf)))
+
+    def event_at(k: int) -> dict[str, Any]:
+        return {"index": k, "threshold": float(events.thresholds[k]), "p_hat": float(pb[k]), "q_hat": float(qb[k])}
+
+    out: dict[str, Any] = {"claim": claim.to_dict(), "description": claim.describe(), "alpha": alpha,
+                           "samples": {"choose": int(cn), "bound": int(bn)},
+                           "events": "likelihood ratio" if events.kind == "discrete" else "projection"}
+    order = np.argsort(qb, kind="stable")
+    keep = order[np.linspace(0, order.size - 1, min(curve_points, order.size)).round().astype(int)]
+    out["tradeoff"] = {"alpha": qb[keep].tolist(), "beta": (1 - pb[keep]).tolist(),
+                       "f": claim.tradeoff(qb[keep]).tolist()}
+    clip = lambda v, n: np.clip(v, 0.5 / n, 1 - 0.5 / n)  # noqa: E731
+    mu_c = special.ndtri(clip(pc, cn)) - special.ndtri(clip(qc, cn))
+    mu_b = special.ndtri(clip(pb, bn)) - special.ndtri(clip(qb, bn))
+    k_mu = pick(mu_c)
+    out["mu_hat"] = float(max(mu_b[k_mu], 0.0))
+    out["mu_lower_bound"] = float(mu_lower_bound(ba[k_mu], bb[k_mu], bn, alpha))
+    out["mu_event"] = event_at(k_mu)
+    if isinstance(claim, (PureDP, ApproxDP)):
+        eps = claim.epsilon
+        delta = claim.delta if isinstance(claim, ApproxDP) else 0.0
+        c = math.exp(eps)
+        d_c = np.maximum(pc - c * qc, (1 - qc) - c * (1 - pc))
+        d_b = np.maximum(pb - c * qb, (1 - qb) - c * (1 - pb))
+        k_d = pick(d_c)
+        out["delta_hat"] = float(max(d_b[k_d], 0.0))
+        out["delta_lower_bound"] = float(delta_lower_bound(ba[k_d], bb[k_d], bn, eps, alpha))
+        out["delta_event"] = event_at(k_d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            e_c = np.maximum(np.log((pc - delta) / np.maximum(qc, 0.5 / cn)),
+                             np.log((1 - delta - qc) / np.maximum(1 - pc, 0.5 / cn)))
+        k_e = pick(e_c)
+        out["epsilon_lower_bound"] = float(epsilon_lower_bound(ba[k_e], bb[k_e], bn, delta, alpha))
+    excess = claim.upper(qc)
+    se = np.sqrt((pc * (1 - pc) + qc * (1 - qc)) / cn) + 1.0 / cn
+    k_r = pick((pc - excess) / se)
+    out["refutes"] = bool(refutes(claim, ba[k_r], bb[k_r], bn, alpha))
+    out["refuting_event"] = event_at(k_r)
+    conf = f"{100 * (1 - alpha):g}%"
+    if out["refutes"]:
+        parts = [f"the outputs contradict {claim.describe()} at {conf} confidence"]
+    else:
+        parts = [f"no violation of {claim.describe()} is established at {conf} confidence by this snapshot"]
+    if "delta_lower_bound" in out and out["delta_lower_bound"] > 0:
+        parts.append(f"δ({claim.epsilon:g}) ≥ {out['delta_lower_bound']:.3g}")
+    if out["mu_lower_bound"] > 0:
+        parts.append(f"μ ≥ {out['mu_lower_bound']:.3g}")
+    out["statement"] = "; ".join(parts)
+    return out

@@ -1,0 +1,188 @@
+"""The period statistic of one check under any claim (method.md §10.3).
+
+Seed 002's statistic tests one linear constraint, ``p − e^ε q ≤ 0`` (eq. 7), with
+``z = √n·D̂/σ̂`` (eq. 12). A claim's region (:mod:`app.stats.claims`) is an intersection of
+such half-planes — two to four lines for (ε, δ), infinitely many tangents for μ-GDP — so each
+period tests **one supporting line** ``cp·p + cq·q ≤ c0`` of the region:
+
+    D̂ = cp·p̂ + cq·q̂ − c0
+    σ̃² = max(cp²·p̃(1 − p̃) + cq²·q̃(1 − q̃), κ)                 (score-type variance)
+    z  = √n·D̂ / σ̃                                            (z = 0 when D̂ = 0)
+
+where (p̃, q̃) is the restricted maximum-likelihood estimate on the line (Farrington & Manning
+1990, generalised to an intercept: :func:`app.stats.claims.line_mle`). With the line
+``p − e^ε q ≤ 0`` this is exactly :func:`app.stats.period.period_statistic` (``score``).
+
+Which line? Every supporting line is a valid null: inside the region, ``D ≤ 0``. Choosing it
+from the same counts that are tested would test the *distance to the region*, whose null
+distribution at a vertex of a polygon (e.g. the (ε, δ) corner where ``p = e^ε q + δ`` and
+``1 − q = e^ε(1 − p) + δ`` meet) is a maximum of two normals, not N(0, 1) — the aggregator's
+threshold would then be wrong. So the line of period t is chosen **before** period t's counts
+are seen, from the counts of the previous periods (the *anchor*): the supporting line at the
+restricted MLE of the anchor counts on the region's boundary (:func:`anchor_line`). Given the
+past, z_t then tests a fixed true null, and is N(0, 1) at the boundary and stochastically
+smaller inside it, whatever the line; the aggregator's threshold holds (it is monotone in each
+z_t). Only the first period of a horizon, with no past, uses its own counts; on a smooth
+boundary this is asymptotically the same test.
+
+Both directions are covered by one check: the region has a branch where the event is likelier
+under x (``p ≤ h(q)``) and one where it is likelier under x' (``q ≤ h(p)``); the anchor picks
+the branch the counts point to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from app.stats.claims import Claim, Line, PureDP, boundary_mle, line_mle
+from app.stats.period import DEFAULT_KAPPA
+
+__all__ = [
+    "ANCHOR_PERIODS",
+    "ClaimPeriodStatistic",
+    "anchor_line",
+    "claim_period_statistic",
+    "line_statistic",
+]
+
+#: Periods whose pooled counts choose the next period's line. Few, so that after a change the
+#: line follows the changed mechanism within a few periods; enough to steady it.
+ANCHOR_PERIODS = 4
+
+
+@dataclass(frozen=True)
+class ClaimPeriodStatistic:
+    """The per-period numbers of one check under a claim (arrays, 0-d for scalar input)."""
+
+    p_hat: NDArray[np.float64]
+    q_hat: NDArray[np.float64]
+    d_hat: NDArray[np.float64]
+    sigma_hat: NDArray[np.float64]
+    z: NDArray[np.float64]
+    line: Line
+    p_tilde: NDArray[np.float64]
+    q_tilde: NDArray[np.float64]
+
+
+def _validate(a: ArrayLike, b: ArrayLike, n: ArrayLike, kappa: float) -> tuple[NDArray[np.float64], ...]:
+    if not kappa > 0:
+        raise ValueError(f"kappa must be > 0, got {kappa!r}")
+    a_arr = np.asarray(a, dtype=np.float64)
+    b_arr = np.asarray(b, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    if np.any(n_arr < 1):
+        raise ValueError("n must be >= 1")
+    if np.any((a_arr < 0) | (a_arr > n_arr) | (b_arr < 0) | (b_arr > n_arr)):
+        raise ValueError("counts a and b must lie in [0, n]")
+    return a_arr, b_arr, n_arr
+
+
+def line_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: Line,
+                   kappa: float = DEFAULT_KAPPA) -> ClaimPeriodStatistic:
+    """Score-type test of the linear null ``cp·p + cq·q ≤ c0`` on counts (a, b) out of n each.
+
+    Generalises seed 002 eqs. (7), (12) with the Farrington–Manning restricted-MLE variance
+    (method.md §1) to a line with an intercept. Vectorised over a, b, n and the line.
+    """
+    a_arr, b_arr, n_arr = _validate(a, b, n, kappa)
+    p_hat = a_arr / n_arr
+    q_hat = b_arr / n_arr
+    d_hat = line.payoff(p_hat, q_hat)
+    p_t, q_t = line_mle(a_arr, b_arr, n_arr, line)
+    var = line.cp**2 * p_t * (1.0 - p_t) + line.cq**2 * q_t * (1.0 - q_t)
+    sigma = np.sqrt(np.maximum(var, kappa))
+    z = np.where(d_hat == 0.0, 0.0, np.sqrt(n_arr) * d_hat / sigma)
+    return ClaimPeriodStatistic(p_hat=p_hat, q_hat=q_hat, d_hat=np.asarray(d_hat), sigma_hat=sigma, z=z,
+                                line=line, p_tilde=p_t, q_tilde=q_t)
+
+
+#: Pseudo-counts added to the anchor before fitting (Jeffreys' ½ per count): with no events
+#: seen, the MLE would run to a corner of the region, whose tangents are arbitrarily steep.
+ANCHOR_PSEUDO_COUNT = 0.5
+
+
+def anchor_line(claim: Claim, a: ArrayLike, b: ArrayLike, n: ArrayLike) -> Line:
+    """The supporting line at the restricted MLE of (pooled) anchor counts on the claim's boundary.
+
+    The counts get :data:`ANCHOR_PSEUDO_COUNT` each (and n twice that), which keeps the line away
+    from the region's corners when an event was rarely seen. Any supporting line is a valid null,
+    so this only affects power.
+    """
+    a = np.asarray(a, dtype=np.float64) + ANCHOR_PSEUDO_COUNT
+    b = np.asarray(b, dtype=np.float64) + ANCHOR_PSEUDO_COUNT
+    n = np.asarray(n, dtype=np.float64) + 2 * ANCHOR_PSEUDO_COUNT
+    return boundary_mle(claim, a, b, n).line
+
+
+def pooled_anchor(recent: Sequence[Sequence[int]]) -> tuple[int, int, int] | None:
+    """Sum the last :data:`ANCHOR_PERIODS` ``(a, b, n)`` triples (None when there are none)."""
+    rows = [tuple(int(v) for v in r) for r in list(recent)[-ANCHOR_PERIODS:]]
+    if not rows:
+        return None
+    a, b, n = (sum(col) for col in zip(*rows))
+    return a, b, n
+
+
+def claim_period_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Claim, *,
+                           anchor: tuple[ArrayLike, ArrayLike, ArrayLike] | None = None,
+                           line: Line | None = None, kappa: float = DEFAULT_KAPPA) -> ClaimPeriodStatistic:
+    """z of one or many periods under ``claim`` (method.md §10.3).
+
+    The line tested is ``line`` if given, else the supporting line at the boundary MLE of the
+    ``anchor`` counts ``(a₀, b₀, n₀)`` (the previous periods), else of the period's own counts.
+
+    A pure-ε claim keeps seed 002's statistic: the fixed line ``p − e^ε q ≤ 0`` (eq. 7), so that
+    monitors that claim ε behave exactly as before; the other side is watched by a ``symmetric``
+    check, as before.
+    """
+    if line is None:
+        if isinstance(claim, PureDP):
+            line = Line.upper(np.exp(claim.epsilon), 0.0)
+        elif anchor is not None:
+            line = anchor_line(claim, *anchor)
+        else:
+            line = anchor_line(claim, a, b, n)
+    return line_statistic(a, b, n, line, kappa=kappa)
+
+
+def line_from_state(state: Any) -> Line | None:
+    """The line stored in a check's claim state (``{"line": {...}}``), if any."""
+    if isinstance(state, dict) and isinstance(state.get("line"), dict):
+        return Line.from_dict(state["line"])
+    return None
+
+
+def claim_z_path(a: ArrayLike, b: ArrayLike, n: int, claim: Claim, kappa: float = DEFAULT_KAPPA,
+                 anchor_periods: int = ANCHOR_PERIODS) -> NDArray[np.float64]:
+    """z_1..z_T of whole runs at once (batch form of what the runner does period by period).
+
+    ``a`` and ``b`` have shape (R, T) (or (T,)); period t tests the line anchored on the pooled
+    counts of periods ``t − anchor_periods .. t − 1`` (its own counts at t = 1). The anchors
+    depend on counts only, so every period's line is computed in one vectorised call.
+    """
+    a_arr = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b_arr = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    squeeze = np.ndim(a) == 1
+    r, t_max = a_arr.shape
+    if isinstance(claim, PureDP):
+        z = claim_period_statistic(a_arr, b_arr, n, claim, kappa=kappa).z
+        return z[0] if squeeze else z
+
+    def window_sums(x: NDArray[np.float64]) -> NDArray[np.float64]:
+        c = np.concatenate([np.zeros((r, 1)), np.cumsum(x, axis=1)], axis=1)  # c[:, t] = Σ_{s<t} x_s
+        t = np.arange(t_max)
+        lo = np.maximum(t - anchor_periods, 0)
+        return c[:, t] - c[:, lo]
+
+    periods = np.minimum(np.arange(t_max), anchor_periods).astype(np.float64)
+    anchor_a, anchor_b = window_sums(a_arr), window_sums(b_arr)
+    anchor_n = np.broadcast_to(periods * n, (r, t_max)).copy()
+    first = periods == 0
+    anchor_a[:, first], anchor_b[:, first], anchor_n[:, first] = a_arr[:, first], b_arr[:, first], float(n)
+    line = anchor_line(claim, anchor_a, anchor_b, anchor_n)
+    z = line_statistic(a_arr, b_arr, n, line, kappa=kappa).z
+    return z[0] if squeeze else z
