@@ -1,0 +1,63 @@
+"""The monitor's privacy claim, as the dashboard shows and draws it: the one place to change when
+claims beyond pure ε arrive (issue 9).
+
+- :func:`monitor_claim` reads the claim of a monitor (today ``{"epsilon": ε}``);
+- :func:`format_claim` is the only formatter of a claim on every page (the ``claim`` filter);
+- :func:`claim_boundary` gives the largest p̂ the claim allows for a q̂, drawn against p̂;
+- :func:`claim_epsilon` is the ε drawn on a snapshot's loss curve and δ̂(ε) profile.
+
+A claim is a dict with one of the shapes ``{"epsilon": e}``, ``{"epsilon": e, "delta": d}``,
+``{"gdp_mu": m}`` or ``{"zcdp_rho": r}``. Only the first two have a boundary p ≤ e^ε q + δ
+for one event; for the others :func:`claim_boundary` returns None and the chart says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Claim = Mapping[str, float]
+
+
+def monitor_claim(monitor: Any) -> dict[str, float]:
+    """The claim a monitor checks. A monitor (or a check) with a ``claim`` attribute gives it;
+    otherwise the claim is pure ε-DP with the monitor's ``epsilon``."""
+    claim = getattr(monitor, "claim", None)
+    if isinstance(claim, Mapping) and claim:
+        return {str(k): float(v) for k, v in claim.items() if v is not None}
+    return {"epsilon": float(monitor.epsilon)}
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}" if value >= 1e-3 else f"{value:.1e}"
+
+
+def format_claim(claim: Claim) -> str:
+    """``ε = 1``, ``(ε = 1, δ = 1e-06)``, ``μ = 0.5 (GDP)``, ``ρ = 0.1 (zCDP)``."""
+    if "gdp_mu" in claim:
+        return f"μ = {_num(claim['gdp_mu'])} (GDP)"
+    if "zcdp_rho" in claim:
+        return f"ρ = {_num(claim['zcdp_rho'])} (zCDP)"
+    if "epsilon" in claim:
+        if claim.get("delta"):
+            return f"(ε = {_num(claim['epsilon'])}, δ = {_num(claim['delta'])})"
+        return f"ε = {_num(claim['epsilon'])}"
+    return "unknown claim"
+
+
+def claim_epsilon(claim: Claim) -> float | None:
+    """The ε of an (ε, δ) claim, drawn as a line on loss curves; None for GDP and zCDP claims."""
+    value = claim.get("epsilon")
+    return None if value is None else float(value)
+
+
+def claim_boundary(claim: Claim, q_hat: Sequence[float | None]) -> list[float | None] | None:
+    """For each q̂, the largest p = P(M(x) ∈ E) the claim allows: min(1, e^ε q̂ + δ).
+    None when the claim has no single-event boundary of this form (GDP, zCDP)."""
+    epsilon = claim_epsilon(claim)
+    if epsilon is None or "gdp_mu" in claim or "zcdp_rho" in claim:
+        return None
+    factor = math.exp(epsilon)
+    delta = float(claim.get("delta") or 0.0)
+    return [None if q is None else min(1.0, factor * q + delta) for q in q_hat]
