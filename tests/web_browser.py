@@ -88,7 +88,7 @@ class DemoService:
 
 @contextlib.contextmanager
 def demo_service(tmp_path: Path, *, scenarios: str = "eg", change_period: int = 3,
-                 samples_per_period: int = 200, alarm_snapshot_samples: int | None = None) -> Iterator[DemoService]:
+                 samples_per_period: int = 200) -> Iterator[DemoService]:
     """``dpwatch demo``'s app (service, worker, reference mechanisms, webhook receiver) on a free
     loopback port, with its monitors registered through the API, as the demo does."""
     import httpx
@@ -108,15 +108,6 @@ def demo_service(tmp_path: Path, *, scenarios: str = "eg", change_period: int = 
         async def register() -> tuple[dict[str, str], set[str]]:
             async with httpx.AsyncClient(base_url=base, timeout=10,
                                          headers={"Authorization": f"Bearer {key}"}) as http:
-                if alarm_snapshot_samples is not None:
-                    original = http.post
-
-                    async def post(url: str, **kwargs: Any) -> Any:
-                        if url == "/v1/monitors":
-                            kwargs["json"] = {**kwargs["json"], "alarm_snapshot_samples": alarm_snapshot_samples}
-                        return await original(url, **kwargs)
-
-                    http.post = post  # type: ignore[method-assign]
                 return await register_demo(http, opts, receiver, secret, base=base)
 
         names, harmful = asyncio.run(register())

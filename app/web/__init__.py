@@ -40,7 +40,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         assert isinstance(exc, SignInRequired)
         if exc.data_request:
             return problem_response(request, 401, "Sign in to the dashboard first.", slug="unauthorized")
-        target = "/ui/login" if exc.next_url == "/ui/monitors" else f"/ui/login?next={quote(exc.next_url)}"
+        target = "/ui/login" if exc.next_url == "/ui/monitors" else f"/ui/login?next={quote(exc.next_url, safe='')}"
         return RedirectResponse(target, status_code=303)
 
     async def forbidden(request: Request, exc: Exception) -> Response:

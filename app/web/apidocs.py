@@ -3,7 +3,9 @@
 FastAPI's default pages load Swagger UI and ReDoc from a CDN, so they are blank on a machine
 without internet. The assets here come from the ``fastapi-offline`` package (installed from
 PyPI with dpwatch) and are served under ``/docs-assets``; Google fonts are off in ReDoc and the
-online spec validator is off in Swagger UI, so neither page asks any other host for anything.
+online spec validator is off in Swagger UI. Both pages are served with a Content-Security-Policy
+that allows this origin only, so the browser does not even try another host (ReDoc's sidebar
+asks for a Redocly logo from a CDN: the policy blocks it and ReDoc leaves the logo out).
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS_URL = "/docs-assets"
+#: FastAPI's pages start the UIs with an inline script; ReDoc styles inline and searches in a blob worker.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; "
+            "object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def _offline(response: HTMLResponse) -> HTMLResponse:
+    response.headers["Content-Security-Policy"] = DOCS_CSP
+    return response
 
 
 def assets_directory() -> Path:
@@ -33,7 +44,7 @@ def install_offline_docs(app: FastAPI, *, docs_url: str = "/docs", redoc_url: st
     @app.get(docs_url, include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
+        return _offline(get_swagger_ui_html(
             openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - Swagger UI",
             oauth2_redirect_url=f"{root}{oauth2_redirect}",
@@ -41,7 +52,7 @@ def install_offline_docs(app: FastAPI, *, docs_url: str = "/docs", redoc_url: st
             swagger_css_url=f"{root}{ASSETS_URL}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             swagger_ui_parameters={**(app.swagger_ui_parameters or {}), "validatorUrl": None},
-        )
+        ))
 
     @app.get(oauth2_redirect, include_in_schema=False)
     def swagger_ui_redirect() -> HTMLResponse:
@@ -50,10 +61,10 @@ def install_offline_docs(app: FastAPI, *, docs_url: str = "/docs", redoc_url: st
     @app.get(redoc_url, include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_redoc_html(
+        return _offline(get_redoc_html(
             openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - ReDoc",
             redoc_js_url=f"{root}{ASSETS_URL}/redoc.standalone.js",
             redoc_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             with_google_fonts=False,
-        )
+        ))

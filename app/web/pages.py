@@ -110,6 +110,10 @@ def _ago(value: datetime | None) -> str:
 
 
 def _pretty(value: Any) -> str:
+    """JSON on one line when it is short, indented otherwise."""
+    flat = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    if len(flat) <= 100:
+        return flat
     return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False, default=str)
 
 
@@ -132,6 +136,7 @@ def make_templates() -> Jinja2Templates:
     env.filters["pretty"] = _pretty
     env.filters["compact"] = _compact
     env.filters["claim"] = format_claim
+    env.tests["datetime"] = lambda value: isinstance(value, datetime)
     env.globals["state_badge"] = _state_badge
     env.globals["monitor_claim"] = monitor_claim
     env.globals["sparkline"] = sparkline

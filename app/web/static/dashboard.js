@@ -77,9 +77,15 @@
                 ctx.fillStyle = C.alarm;
                 ctx.beginPath(); ctx.moveTo(ax, ay - s); ctx.lineTo(ax + s, ay); ctx.lineTo(ax, ay + s); ctx.lineTo(ax - s, ay);
                 ctx.closePath(); ctx.fill();
-                ctx.font = "bold " + (11 * px) + "px sans-serif";
-                ctx.textAlign = ax > b.left + b.width * 0.8 ? "right" : "left";
-                ctx.fillText(" alarm, t = " + d.alarm.t + " ", ax + (ctx.textAlign === "left" ? s : -s), Math.max(b.top + 24 * px, ay - s));
+                ctx.font = "bold " + (12 * px) + "px sans-serif";
+                ctx.textAlign = "left";
+                var label = "alarm at t = " + d.alarm.t, tw = ctx.measureText(label).width;
+                var left = ax > b.left + b.width * 0.75, lx = left ? ax - s - 4 * px - tw : ax + s + 4 * px;
+                var ly = Math.min(b.top + b.height - 4 * px, Math.max(b.top + 16 * px, ay + 4 * px));
+                ctx.fillStyle = "rgba(255,255,255,0.85)";
+                ctx.fillRect(lx - 3 * px, ly - 13 * px, tw + 6 * px, 17 * px);
+                ctx.fillStyle = C.alarm;
+                ctx.fillText(label, lx, ly);
               }
             }
           }
@@ -212,7 +218,7 @@
             var el = figure(s, "Privacy loss |ln f_x − ln f_x′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
             var series = [
               { label: "loss now", stroke: C.stat, width: 2, spanGaps: true, value: function (u, v) { return fmt(v, 4); },
-                points: { show: !!c.labels } },
+                points: { show: !!c.labels, size: 9, fill: C.stat }, paths: c.labels ? function () { return null; } : undefined },
               { label: "ε̂", stroke: C.eps, width: 1, dash: [2, 3], value: function (u, v) { return fmt(v, 4); } },
               { label: "LB", stroke: C.lb, width: 1.5, dash: [8, 3], value: function (u, v) { return fmt(v, 4); } }
             ];
@@ -223,7 +229,8 @@
             }
             if (c.previous_loss) {
               series.push({ label: "loss before", stroke: C.prev, width: 1.5, dash: [4, 4], spanGaps: true,
-                value: function (u, v) { return fmt(v, 4); }, points: { show: !!c.labels } });
+                value: function (u, v) { return fmt(v, 4); }, points: { show: !!c.labels, size: 7 },
+                paths: c.labels ? function () { return null; } : undefined });
               data.push(c.previous_loss);
             }
             var extra = {};
