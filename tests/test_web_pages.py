@@ -333,3 +333,19 @@ def test_metrics_per_monitor_and_check(client, monitor_with_alarm, app):  # noqa
         line = re.search(rf"^dpwatch_monitor_{name}\{{[^}}]*\}} (\S+)$", text, re.M)
         assert line and abs(float(line.group(1)) - value) < 1e-3, name
     assert 'name="count neighbours"' in text and 'state="alarm"' in text
+
+
+def test_metrics_text_parses_and_escapes_names(client, db) -> None:  # noqa: ANN001
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.metrics.monitors import render_monitor_metrics
+
+    mechanism = create_mechanism(client, name='quote " and \\ back')
+    create_monitor(client, mechanism["id"], name='say "hi"\nthere')
+    with db() as session:
+        text = render_monitor_metrics(session).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    info = families["dpwatch_monitor_info"].samples[0].labels
+    assert info["name"] == 'say "hi"\nthere' and info["mechanism"] == 'quote " and \\ back'
+    assert families["dpwatch_monitor_alarm"].samples[0].value == 0.0
+    assert "dpwatch_monitor_statistic" in families and not families["dpwatch_monitor_statistic"].samples

@@ -10,14 +10,12 @@ replicas scraping at once cost one query. Every per-check family has the same la
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,9 +23,6 @@ from app.alarms.models import Alarm
 from app.auth.models import Tenant
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
-
-LABELS = ["tenant", "monitor", "check"]
-
 
 def monitor_rows(session: Session) -> list[Any]:
     """Every check of every monitor, with what the gauges need (one query)."""
@@ -45,48 +40,67 @@ def monitor_rows(session: Session) -> list[Any]:
     ))
 
 
-class _RowsCollector(Collector):
-    def __init__(self, rows: list[Any]) -> None:
-        self.rows = rows
+#: (name, help, value of a row or None to leave the series out) of the per-check families.
+FAMILIES: list[tuple[str, str, Callable[[Any], float | None]]] = [
+    ("dpwatch_monitor_statistic", "M_t of the check's latest period (eq. 13).", lambda r: r.last_statistic),
+    ("dpwatch_monitor_threshold", "The threshold q(T, gamma, alpha_j/m) M_t is compared with.", lambda r: r.threshold),
+    ("dpwatch_monitor_alarm", "1 while the check has an open (unresolved) alarm, else 0.",
+     lambda r: 1.0 if r.open_alarm is not None else 0.0),
+    ("dpwatch_monitor_period", "t: periods completed in the current horizon.", lambda r: r.period_t),
+    ("dpwatch_monitor_z", "z_t of the check's latest period (eq. 12).", lambda r: r.last_z),
+    ("dpwatch_monitor_max_statistic", "The largest M_t so far in the current horizon.", lambda r: r.max_statistic),
+    ("dpwatch_monitor_horizon_periods", "T: periods in a horizon.", lambda r: r.horizon),
+]
+INFO = ("dpwatch_monitor_info", "Names and state of a monitor (value 1).")
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        def family(name: str, doc: str, labels: list[str] = LABELS) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=labels)
 
-        statistic = family("dpwatch_monitor_statistic", "M_t of the check's latest period (eq. 13).")
-        threshold = family("dpwatch_monitor_threshold", "The threshold q(T, gamma, alpha_j/m) M_t is compared with.")
-        alarm = family("dpwatch_monitor_alarm", "1 while the check has an open (unresolved) alarm, else 0.")
-        period = family("dpwatch_monitor_period", "t: periods completed in the current horizon.")
-        z = family("dpwatch_monitor_z", "z_t of the check's latest period (eq. 12).")
-        maximum = family("dpwatch_monitor_max_statistic", "The largest M_t so far in the current horizon.")
-        horizon = family("dpwatch_monitor_horizon_periods", "T: periods in a horizon.")
-        info = family("dpwatch_monitor_info", "Names and state of a monitor (value 1).",
-                      ["tenant", "monitor", "tenant_name", "name", "mechanism", "state", "horizon_index"])
-        seen: set[Any] = set()
-        for row in self.rows:
-            labels = [str(row.tenant_id), str(row.id), str(row.position)]
-            if row.last_statistic is not None:
-                statistic.add_metric(labels, row.last_statistic)
-            if row.last_z is not None:
-                z.add_metric(labels, row.last_z)
-            if row.max_statistic is not None:
-                maximum.add_metric(labels, row.max_statistic)
-            if row.threshold is not None:
-                threshold.add_metric(labels, row.threshold)
-            alarm.add_metric(labels, 1.0 if row.open_alarm is not None else 0.0)
-            period.add_metric(labels, row.period_t)
-            horizon.add_metric(labels, row.horizon)
-            if row.id not in seen:
-                seen.add(row.id)
-                info.add_metric([str(row.tenant_id), str(row.id), row.tenant_name, row.name, row.mechanism,
-                                 row.state, str(row.horizon_index)], 1.0)
-        yield from (statistic, threshold, alarm, period, z, maximum, horizon, info)
+def _escape(value: object) -> str:
+    """A label value in the text format: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+def render_rows(rows: list[Any]) -> bytes:
+    """The Prometheus text format (version 0.0.4) of the per-check families and the info family.
+
+    Written directly rather than through prometheus_client's collector API: with 10,000 monitors
+    the generic path spent seconds building sample objects; here each row's labels are formatted
+    once and shared by every family."""
+    ids: dict[Any, str] = {}
+    for r in rows:  # each id as text once (str(UUID) is slow enough to matter here)
+        if r.id not in ids:
+            ids[r.id] = str(r.id)
+            ids.setdefault(r.tenant_id, str(r.tenant_id))
+    labels = [f'tenant="{ids[r.tenant_id]}",monitor="{ids[r.id]}",check="{r.position}"' for r in rows]
+    out: list[str] = []
+    for name, doc, value_of in FAMILIES:
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        values = [value_of(row) for row in rows]
+        out.extend(f"{name}{{{label}}} {float(v)!r}\n" if math.isfinite(v) else f"{name}{{{label}}} {_number(v)}\n"
+                   for label, v in zip(labels, values) if v is not None)
+    name, doc = INFO
+    out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+    seen: set[Any] = set()
+    for row in rows:
+        if row.id in seen:
+            continue
+        seen.add(row.id)
+        out.append(f'{name}{{tenant="{ids[row.tenant_id]}",monitor="{ids[row.id]}",tenant_name="{_escape(row.tenant_name)}",'
+                   f'name="{_escape(row.name)}",mechanism="{_escape(row.mechanism)}",state="{row.state}",'
+                   f'horizon_index="{row.horizon_index}"}} 1.0\n')
+    return "".join(out).encode("utf-8")
 
 
 def render_monitor_metrics(session: Session) -> bytes:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_RowsCollector(monitor_rows(session)))
-    return generate_latest(registry)
+    return render_rows(monitor_rows(session))
 
 
 class MonitorMetrics:

@@ -31,7 +31,7 @@ from app.web.downsample import minmax_indices
 #: Periods drawn in a monitor's sparkline on the list page.
 SPARK_PERIODS = 40
 #: Default and largest number of buckets of a chart (each gives up to two points per series).
-DEFAULT_BUCKETS = 400
+DEFAULT_BUCKETS = 250
 MAX_BUCKETS = 2000
 #: Failed periods listed with their reasons in a chart's data (the count is always exact).
 MAX_FAILED_MARKS = 500
@@ -147,10 +147,14 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
     failed = [r for r in rows if r.status == "failed"]
     alarm = session.scalar(select(Alarm).where(Alarm.check_id == check.id, Alarm.horizon_index == horizon_index)
                            .order_by(Alarm.created_at).limit(1))
-    x = np.array([r.scheduled_for.timestamp() for r in ok])
-    t = np.array([r.period_t for r in ok], dtype=np.int64)
-    columns = {name: np.array([getattr(r, name) for r in ok], dtype=np.float64)
-               for name in ("statistic", "threshold", "z", "p_hat", "q_hat")}
+    if ok:
+        slots, ts, _, _, *values = zip(*ok)
+    else:
+        slots, ts, values = (), (), [()] * 5
+    x = np.fromiter((s.timestamp() for s in slots), dtype=np.float64, count=len(slots))
+    t = np.asarray(ts, dtype=np.int64)
+    columns = {name: np.asarray(v, dtype=np.float64)
+               for name, v in zip(("statistic", "threshold", "z", "p_hat", "q_hat"), values)}
     alarm_index = None
     if alarm is not None:
         hits = np.nonzero(t == alarm.t)[0]
@@ -163,7 +167,7 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
     boundary = claim_boundary(claim, q_kept)
 
     def kept(name: str) -> list[float]:
-        return [round(float(v), 6) for v in columns[name][idx]]
+        return np.round(columns[name][idx], 6).tolist()
 
     paused_since = None
     if monitor.state == "paused" and horizon_index == monitor.horizon_index and rows:
@@ -175,8 +179,8 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
         "claim": format_claim(claim),
         "periods": len(ok),
         "points": len(idx),
-        "x": [round(float(v), 3) for v in x[idx]],
-        "t": [int(v) for v in t[idx]],
+        "x": np.round(x[idx], 3).tolist(),
+        "t": t[idx].tolist(),
         "statistic": kept("statistic"),
         "threshold": kept("threshold"),
         "z": kept("z"),
