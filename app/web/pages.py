@@ -117,8 +117,19 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False, default=str)
 
 
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
 def _compact(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    """One line, numbers to 4 significant digits, cut at 120 characters (summaries)."""
+    text = json.dumps(_rounded(value), ensure_ascii=False, default=str, separators=(", ", ": "))
     return text if len(text) <= 120 else text[:117] + "…"
 
 
