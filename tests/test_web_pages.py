@@ -295,7 +295,8 @@ def test_no_page_references_an_external_host(app, web, client, monitor_with_alar
     with db() as session:
         alarm = session.query(Alarm).filter(Alarm.monitor_id == uuid.UUID(monitor_with_alarm["id"])).one()
         snap = Snapshot(tenant_id=alarm.tenant_id, monitor_id=alarm.monitor_id, trigger="on_demand", status="done",
-                        params={}, result={"epsilon_hat": 1.2, "lower_bound": 0.4, "alpha": 0.05, "exceeds_claim": False,
+                        params={}, result={"epsilon_hat": 1.2, "lower_bound": 0.4, "alpha": 0.05,
+                                           "exceeds_claim": False,
                                            "statement": "no privacy loss is established", "t_hat": 0.5,
                                            "chosen_pair": 0, "pairs": []})
         session.add(snap)

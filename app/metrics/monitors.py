@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -29,7 +29,8 @@ def monitor_rows(session: Session) -> list[Any]:
     open_alarms = select(Alarm.check_id).where(Alarm.resolved_at.is_(None)).distinct().subquery()
     return list(session.execute(
         select(Monitor.tenant_id, Tenant.name.label("tenant_name"), Monitor.id, Monitor.name, Monitor.state,
-               Mechanism.name.label("mechanism"), Monitor.threshold, Monitor.t.label("period_t"), Monitor.horizon, Monitor.horizon_index,
+               Mechanism.name.label("mechanism"), Monitor.threshold, Monitor.t.label("period_t"), Monitor.horizon,
+               Monitor.horizon_index,
                Check.position, Check.last_statistic, Check.last_z, Check.max_statistic,
                open_alarms.c.check_id.label("open_alarm"))
         .join(Tenant, Tenant.id == Monitor.tenant_id)

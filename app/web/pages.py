@@ -21,7 +21,6 @@ from urllib.parse import parse_qs, quote, urlencode
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from itsdangerous import BadSignature, URLSafeSerializer
 from markupsafe import Markup
 from sqlalchemy import func, select
 
@@ -41,7 +40,6 @@ from app.web.svg import sparkline
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MAX_FORM_BYTES = 16 * 1024
-FLASH_COOKIE = "dpwatch_flash"
 STATE_ICONS = {"calibrating": "◔", "active": "●", "alarm": "▲", "completed": "✓", "paused": "❚❚", "degraded": "!"}
 
 # Content-Security-Policy of the dashboard's pages: everything from this origin, no inline script.
@@ -159,28 +157,11 @@ def signer_of(request: Request) -> SessionSigner:
     return request.app.state.web_signer  # type: ignore[no-any-return]
 
 
-def _flash_serializer(request: Request) -> URLSafeSerializer:
-    return URLSafeSerializer(signer_of(request)._session.secret_key, salt="dpwatch.web.flash")  # noqa: SLF001
-
-
 def redirect_with(request: Request, url: str, message: str | None = None, *, error: bool = False) -> RedirectResponse:
     response = RedirectResponse(url, status_code=303)
     if message:
-        signer = signer_of(request)
-        response.set_cookie(FLASH_COOKIE, _flash_serializer(request).dumps({"e": error, "m": message[:500]}),
-                            max_age=60, path="/ui", secure=signer.secure, httponly=True, samesite="lax")
+        signer_of(request).set_flash(response, message, error=error)
     return response
-
-
-def _take_flash(request: Request) -> dict[str, Any] | None:
-    raw = request.cookies.get(FLASH_COOKIE)
-    if not raw:
-        return None
-    try:
-        value = _flash_serializer(request).loads(raw)
-        return {"error": bool(value["e"]), "message": str(value["m"])}
-    except (BadSignature, KeyError, TypeError):
-        return None
 
 
 async def form_fields(request: Request) -> dict[str, str]:
@@ -239,9 +220,9 @@ def render(request: Request, name: str, context: dict[str, Any], *, status_code:
     tenant_name = None
     if principal is not None and session is not None:
         tenant_name = session.scalar(select(Tenant.name).where(Tenant.id == principal.tenant_id))
-    response = HTMLResponse("")
+    response = HTMLResponse("")  # collects the cookies the CSRF token and the flash message set
     token = signer_of(request).csrf_token(request, response)
-    flash = _take_flash(request)
+    flash = signer_of(request).take_flash(request, response)
     body = templates.get_template(name).render({
         "request": request,
         "principal": principal,
@@ -257,8 +238,6 @@ def render(request: Request, name: str, context: dict[str, Any], *, status_code:
     for key, value in response.headers.items():
         if key.lower() == "set-cookie":
             out.headers.append("set-cookie", value)
-    if flash is not None:
-        out.delete_cookie(FLASH_COOKIE, path="/ui")
     return out
 
 
@@ -295,8 +274,8 @@ def build_router() -> APIRouter:
         target = safe_next(fields.get("next"))
         principal = authenticate(session, key) if key else None
         if principal is None:
-            return render(request, "login.html", {"next": target, "error": "This API key is unknown or has been revoked."},
-                          status_code=401)
+            error = "This API key is unknown or has been revoked."
+            return render(request, "login.html", {"next": target, "error": error}, status_code=401)
         response = RedirectResponse(target, status_code=303)
         signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id)
         return response

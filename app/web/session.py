@@ -33,6 +33,7 @@ from app.settings import Settings
 
 SESSION_COOKIE = "dpwatch_session"
 CSRF_COOKIE = "dpwatch_csrf"
+FLASH_COOKIE = "dpwatch_flash"
 COOKIE_PATH = "/ui"
 CSRF_FIELD = "csrf_token"
 
@@ -56,6 +57,7 @@ class SessionSigner:
         self._session = URLSafeTimedSerializer(secret, salt="dpwatch.web.session")
         self._csrf_cookie = URLSafeTimedSerializer(secret, salt="dpwatch.web.csrf-cookie")
         self._csrf_token = URLSafeTimedSerializer(secret, salt="dpwatch.web.csrf-token")
+        self._flash = URLSafeTimedSerializer(secret, salt="dpwatch.web.flash")
         self.max_age = settings.session_max_age_seconds
         self.secure = settings.cookie_secure if settings.cookie_secure is not None else settings.env != "development"
 
@@ -87,6 +89,23 @@ class SessionSigner:
             data: Any = self._session.loads(raw, max_age=self.max_age)
             return WebSession(uuid.UUID(data["k"]), uuid.UUID(data["t"]), str(data["c"]))
         except (BadSignature, KeyError, TypeError, ValueError):
+            return None
+
+    def set_flash(self, response: Response, message: str, *, error: bool = False) -> None:
+        """A one-time message for the page the response redirects to (post/redirect/get)."""
+        response.set_cookie(FLASH_COOKIE, self._flash.dumps({"e": error, "m": message[:500]}), max_age=60,
+                            path=COOKIE_PATH, secure=self.secure, httponly=True, samesite="lax")
+
+    def take_flash(self, request: Request, response: Response) -> dict[str, Any] | None:
+        """The request's one-time message, if any (its cookie is cleared on ``response``)."""
+        raw = request.cookies.get(FLASH_COOKIE)
+        if not raw:
+            return None
+        self._clear(response, FLASH_COOKIE)
+        try:
+            value = self._flash.loads(raw, max_age=60)
+            return {"error": bool(value["e"]), "message": str(value["m"])}
+        except (BadSignature, KeyError, TypeError):
             return None
 
     # ------------------------------------------------------------------------------ CSRF
