@@ -103,6 +103,7 @@ def demo_service(tmp_path: Path, *, scenarios: str = "eg", change_period: int = 
     secret = generate_secret()
     app, settings = build_demo_app(opts, receiver, secret)
     with serve_app(app, lifespan="on") as base:
+        settings.public_url = base  # the port is known only now; links in webhooks use it
         key = asyncio.run(_create_key(settings))
 
         async def register() -> tuple[dict[str, str], set[str]]:

@@ -417,7 +417,6 @@ def build_router() -> APIRouter:
         return render(request, "snapshot.html", {
             "snap": snap, "monitor": monitor, "claim": monitor_claim(monitor), "previous": previous,
             "result": result, "pairs": pairs,
-            "history_count": len(data.snapshot_history(session, snap)),
         }, session=session)
 
     @router.get("/ui/data/snapshots/{snapshot_id}")
