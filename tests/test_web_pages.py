@@ -101,10 +101,14 @@ def test_cookies_are_secure_outside_development(settings, session_factory, tenan
         with web_client(app) as c:
             page = c.get("/ui/login")
             assert ("Secure" in page.headers["set-cookie"]) is secure
+            assert ("the browser will not keep it" in page.text) is secure  # plain http to "testserver"
             response = c.post("https://testserver/ui/login",
                               data={"csrf_token": csrf(page.text), "api_key": tenants[0].key})
             session_cookie = next(v for v in response.headers.get_list("set-cookie") if v.startswith(SESSION_COOKIE))
             assert ("Secure" in session_cookie) is secure
+        with web_client(app) as c:
+            behind_proxy = c.get("/ui/login", headers={"X-Forwarded-Proto": "https"})
+            assert "the browser will not keep it" not in behind_proxy.text
 
 
 def test_wrong_key_is_refused_and_sign_out_ends_the_session(app, tenants):  # noqa: ANN001

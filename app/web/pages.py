@@ -245,6 +245,15 @@ def error_page(request: Request, status_code: int, message: str) -> HTMLResponse
     return render(request, "error.html", {"status_code": status_code, "message": message}, status_code=status_code)
 
 
+def _secure_cookie_over_http(request: Request) -> bool:
+    """True when the session cookie will be ``Secure`` but this page came over plain http from a
+    host that browsers do not treat as secure: the browser would drop the cookie."""
+    host = (request.url.hostname or "").lower()
+    behind_tls_proxy = request.headers.get("x-forwarded-proto", "").lower() == "https"  # only for this hint
+    return (signer_of(request).secure and request.url.scheme == "http" and not behind_tls_proxy
+            and host not in ("localhost", "127.0.0.1", "::1"))
+
+
 # ------------------------------------------------------------------------------------ routes
 
 
@@ -266,7 +275,8 @@ def build_router() -> APIRouter:
     def login_page(request: Request, session: SessionDep, next: str | None = None) -> HTMLResponse:  # noqa: A002
         if principal_of(session, signer_of(request).read_session(request)) is not None:
             return RedirectResponse(safe_next(next), status_code=303)  # type: ignore[return-value]
-        return render(request, "login.html", {"next": safe_next(next), "error": None})
+        return render(request, "login.html", {"next": safe_next(next), "error": None,
+                                              "insecure": _secure_cookie_over_http(request)})
 
     @router.post("/ui/login")
     def login(request: Request, session: SessionDep, fields: CheckedForm) -> Response:
@@ -275,7 +285,8 @@ def build_router() -> APIRouter:
         principal = authenticate(session, key) if key else None
         if principal is None:
             error = "This API key is unknown or has been revoked."
-            return render(request, "login.html", {"next": target, "error": error}, status_code=401)
+            return render(request, "login.html", {"next": target, "error": error,
+                                                  "insecure": _secure_cookie_over_http(request)}, status_code=401)
         response = RedirectResponse(target, status_code=303)
         signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id)
         return response
