@@ -252,7 +252,8 @@ def test_actions_pause_resume_reset_and_acknowledge(web, monitor_with_alarm):  #
     assert "horizon 2 started" in page.text and "▲ Alarm at period" not in page.text
     snap = web.post(f"{url}/snapshot", data={"csrf_token": csrf(page.text), "extra_samples": "1000"})
     assert snap.headers["location"].startswith("/ui/snapshots/")
-    assert "not finished this snapshot yet" in web.get(snap.headers["location"]).text
+    pending = web.get(snap.headers["location"]).text
+    assert "not finished this snapshot yet" in pending and 'http-equiv="refresh"' in pending
 
 
 @BOTH_BACKENDS

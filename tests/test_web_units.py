@@ -67,3 +67,42 @@ def test_sparkline_marks_the_crossing_without_colour() -> None:
     assert svg.count("<polyline") == 2  # a gap where a period is missing
     assert "spark-threshold" in svg
     assert "no periods yet" in sparkline([], 2.0)
+
+
+class _Snap:
+    def __init__(self, pairs: list, when: int) -> None:
+        import uuid as _uuid
+        from datetime import UTC, datetime
+
+        self.id = _uuid.uuid4()
+        self.result = {"pairs": pairs}
+        self.created_at = datetime(2026, 1, 1, when, tzinfo=UTC)
+
+
+def test_snapshot_charts_align_the_previous_curves() -> None:
+    from app.web.data import snapshot_charts
+
+    real_now = {"check_id": "c1", "position": 0, "epsilon_hat": 1.5, "lower_bound": 1.2,
+                "loss_curve": {"grid": [[0.0, 1.0, 2.0]], "loss": [0.1, 1.5, 0.2]},
+                "privacy_profile": {"epsilons": [0.0, 1.0], "delta": [0.3, 0.1]}}
+    real_before = {**real_now, "epsilon_hat": 0.9, "loss_curve": {"grid": [[0.5, 1.0]], "loss": [0.4, 0.9]}}
+    discrete = {"check_id": "c2", "position": 1, "loss_curve": {"outcomes": [[0, 1], 2], "loss": [0.3, 0.7]}}
+    discrete_before = {"check_id": "c2", "loss_curve": {"outcomes": [2, 5], "loss": [0.6, 0.1]}}
+    out = snapshot_charts(_Snap([real_now, discrete], 2), _Snap([real_before, discrete_before], 1),
+                          {"epsilon": 1.0, "delta": 1e-6})
+    assert out["claim"] == "(ε = 1, δ = 1.0e-06)" and out["claim_epsilon"] == 1.0 and out["claim_delta"] == 1e-6
+    real, disc = out["pairs"]
+    curve = real["curves"][0]
+    assert curve["x"] == [0.0, 0.5, 1.0, 2.0]
+    assert curve["loss"] == [0.1, None, 1.5, 0.2] and curve["previous_loss"] == [None, 0.4, 0.9, None]
+    assert real["previous"]["epsilon_hat"] == 0.9
+    labels = disc["curves"][0]["labels"]
+    assert labels == ["(0, 1)", "2", "5"]
+    assert disc["curves"][0]["loss"] == [0.3, 0.7, None] and disc["curves"][0]["previous_loss"] == [None, 0.6, 0.1]
+
+
+def test_vector_loss_curves_become_one_profile_per_axis() -> None:
+    from app.web.data import _profile_1d
+
+    curves = _profile_1d({"grid": [[0.0, 1.0], [5.0, 6.0, 7.0]], "loss": [[0.1, 0.9, 0.2], [0.3, 0.4, 0.5]]})
+    assert [c["loss"] for c in curves] == [[0.9, 0.5], [0.3, 0.9, 0.5]]
