@@ -259,30 +259,37 @@ def main() -> None:
                 context = chrome.new_context(viewport={"width": 1400, "height": 900})
                 context.add_cookies([{"name": k, "value": v, "url": base + "/ui"} for k, v in http.cookies.items()])
                 page = context.new_page()
-                times = []
-                for _ in range(args.repeat):
-                    t0 = time.perf_counter()
-                    page.goto(f"{base}/ui/monitors/{info['big']}")
-                    page.wait_for_selector(".chart-p canvas")
-                    times.append(time.perf_counter() - t0)
-                results.append({"page": "Chromium: monitor page, 10k periods, until its 3 charts are drawn",
-                                "path": f"/ui/monitors/{info['big']}",
-                                "median_ms": round(1000 * statistics.median(times), 1),
-                                "max_ms": round(1000 * max(times), 1), "cpu_ms": None, "bytes": None})
-                times = []
-                for _ in range(args.repeat):
-                    t0 = time.perf_counter()
-                    page.goto(f"{base}/ui/monitors")
-                    page.wait_for_selector("table.monitors")
-                    times.append(time.perf_counter() - t0)
-                results.append({"page": "Chromium: monitor list (200 monitors), loaded", "path": "/ui/monitors",
-                                "median_ms": round(1000 * statistics.median(times), 1),
-                                "max_ms": round(1000 * max(times), 1), "cpu_ms": None, "bytes": None})
+                cdp = context.new_cdp_session(page)
+                cdp.send("Performance.enable")
+
+                def busy() -> float:
+                    """The renderer's main-thread busy time for the current document (CDP
+                    Performance.getMetrics TaskDuration, which starts again at each navigation)."""
+                    metrics = cdp.send("Performance.getMetrics")["metrics"]
+                    return next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+                for label, path, selector in (
+                        ("Chromium: monitor page, 10k periods, until its 3 charts are drawn",
+                         f"/ui/monitors/{info['big']}", ".chart-p canvas"),
+                        ("Chromium: monitor list (200 monitors), loaded", "/ui/monitors", "table.monitors"),
+                        ("Chromium: snapshot page, until its charts are drawn",
+                         f"/ui/snapshots/{info['snapshot']}", "#snapshot-charts canvas")):
+                    times, cpu = [], []
+                    for _ in range(args.repeat):
+                        t0 = time.perf_counter()
+                        page.goto(f"{base}{path}")
+                        page.wait_for_selector(selector)
+                        times.append(time.perf_counter() - t0)
+                        cpu.append(busy())
+                    results.append({"page": label, "path": path, "median_ms": round(1000 * statistics.median(times), 1),
+                                    "max_ms": round(1000 * max(times), 1),
+                                    "cpu_ms": round(1000 * statistics.median(cpu), 1), "bytes": None})
     print(f"\nload average: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; {args.repeat} requests each")
     print(f"chart data of the 10k-period monitor: {series['periods']} periods drawn as {series['points']} points, "
           f"alarm at t = {series['alarm']['t']} kept: {series['alarm']['x'] in series['x']}\n")
-    print("CPU ms: this process's CPU time during the request (the server's work plus the client's), which")
-    print("depends much less on the load of a shared machine than the wall-clock times.\n")
+    print("CPU ms: this process's CPU time during the request (the server's work plus the client's), and for")
+    print("Chromium the renderer's main-thread busy time (CDP TaskDuration); both depend much less on the load")
+    print("of a shared machine than the wall-clock times.\n")
     print(f"| {'page':<66} | median ms | max ms | CPU ms | bytes |")
     print(f"|{'-' * 68}|----------:|-------:|-------:|------:|")
     for r in results:
