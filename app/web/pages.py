@@ -169,7 +169,10 @@ async def form_fields(request: Request) -> dict[str, str]:
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
         raise Forbidden("The form is too large.")
-    parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=20)
+    try:
+        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=20)
+    except ValueError as exc:  # more fields than any of the dashboard's forms has
+        raise Forbidden("The form has too many fields.") from exc
     return {k: v[0] for k, v in parsed.items()}
 
 
