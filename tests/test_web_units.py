@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.web.claims import claim_boundary, claim_epsilon, format_claim, monitor_claim
+from app.web.claims import check_claim, claim_boundary, claim_epsilon, format_claim, monitor_claim
 from app.web.downsample import minmax_indices
 from app.web.svg import sparkline
 
@@ -58,6 +58,15 @@ def test_claims_are_formatted_and_bound_in_one_place() -> None:
     assert claim_boundary({"epsilon": 1.0}, [0.1, None, 0.9]) == [pytest.approx(math.e * 0.1), None, 1.0]
     assert claim_boundary({"epsilon": 1.0, "delta": 0.01}, [0.1])[0] == pytest.approx(math.e * 0.1 + 0.01)
     assert claim_boundary({"gdp_mu": 1.0}, [0.1]) is None and claim_epsilon({"zcdp_rho": 0.2}) is None
+
+
+class _Check:
+    claim = {"epsilon": 2.0, "delta": 1e-5}
+
+
+def test_a_checks_own_claim_wins() -> None:
+    assert check_claim(_Monitor(), _Check()) == {"epsilon": 2.0, "delta": 1e-5}
+    assert check_claim(_Monitor(), object()) == {"epsilon": 0.5}
 
 
 def test_sparkline_marks_the_crossing_without_colour() -> None:

@@ -1,7 +1,8 @@
 """The monitor's privacy claim, as the dashboard shows and draws it: the one place to change when
 claims beyond pure ε arrive (issue 9).
 
-- :func:`monitor_claim` reads the claim of a monitor (today ``{"epsilon": ε}``);
+- :func:`monitor_claim` reads the claim of a monitor (today ``{"epsilon": ε}``), and
+  :func:`check_claim` the claim of one check (its own, once checks carry one);
 - :func:`format_claim` is the only formatter of a claim on every page (the ``claim`` filter);
 - :func:`claim_boundary` gives the largest p̂ the claim allows for a q̂, drawn against p̂;
 - :func:`claim_epsilon` is the ε drawn on a snapshot's loss curve and δ̂(ε) profile.
@@ -27,6 +28,14 @@ def monitor_claim(monitor: Any) -> dict[str, float]:
     if isinstance(claim, Mapping) and claim:
         return {str(k): float(v) for k, v in claim.items() if v is not None}
     return {"epsilon": float(monitor.epsilon)}
+
+
+def check_claim(monitor: Any, check: Any) -> dict[str, float]:
+    """The claim one check tests: the check's own ``claim`` when checks carry one, else the monitor's."""
+    own = getattr(check, "claim", None)
+    if isinstance(own, Mapping) and own:
+        return {str(k): float(v) for k, v in own.items() if v is not None}
+    return monitor_claim(monitor)
 
 
 def _num(value: float) -> str:

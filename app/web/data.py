@@ -25,7 +25,7 @@ from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.monitors.schedule import Schedule
 from app.snapshots.models import Snapshot
-from app.web.claims import claim_boundary, format_claim, monitor_claim
+from app.web.claims import check_claim, claim_boundary, format_claim
 from app.web.downsample import minmax_indices
 
 #: Periods drawn in a monitor's sparkline on the list page.
@@ -162,7 +162,7 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
     idx = minmax_indices([columns["statistic"], columns["z"], columns["p_hat"], columns["q_hat"]],
                          buckets=max(1, min(buckets, MAX_BUCKETS)),
                          keep=[] if alarm_index is None else [alarm_index])
-    claim = monitor_claim(monitor)
+    claim = check_claim(monitor, check)
     q_kept = [float(v) for v in columns["q_hat"][idx]]
     boundary = claim_boundary(claim, q_kept)
 
