@@ -116,6 +116,51 @@ def _table(monitors: list[dict[str, Any]], names: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
+async def register_demo(http: httpx.AsyncClient, opts: DemoOptions, receiver: Receiver, mechanism_secret: str,
+                        base: str | None = None) -> tuple[dict[str, str], set[str]]:
+    """Through the API (``http`` carries the key): the receiver's webhook, and one mechanism and
+    monitor per scenario, served at ``base`` (default: loopback at ``opts.port``). Returns the
+    monitors' display names and the ids of the harmful ones."""
+    base = base or f"http://127.0.0.1:{opts.port}"
+    hook = (await http.post("/v1/webhooks", json={"url": f"{base}/demo/webhook", "event_types": [
+        "alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]})).raise_for_status().json()
+    receiver.secret = hook["secret"]
+    names: dict[str, str] = {}
+    harmful: set[str] = set()
+    for key_ in opts.scenarios:
+        if key_ in CLAIM_SCENARIOS:  # (i)-(l): Gaussian mechanisms under (ε, δ) and GDP claims
+            csc = CLAIM_SCENARIOS[key_]
+            mech = (await http.post("/v1/mechanisms", json={
+                "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
+                "output_kind": csc.output_kind, "secret": mechanism_secret,
+                "dim": len(csc.x[0]) if csc.output_kind == "vector" else None,
+            })).raise_for_status().json()
+            mon = (await http.post("/v1/monitors", json={
+                "name": f"({key_}) {csc.title}", "mechanism_id": mech["id"], "claim": csc.claim,
+                "checks": [{"x": csc.x, "x_prime": csc.x_prime, "event": csc.event.model_dump(mode="json")}],
+                "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
+                "period_seconds": opts.period_seconds,
+            })).raise_for_status().json()
+            names[mon["id"]] = f"({key_}) {csc.title}"
+            harmful.add(mon["id"])
+            continue
+        sc = SCENARIOS[key_]
+        mech = (await http.post("/v1/mechanisms", json={
+            "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
+            "output_kind": scenario_output_kind(sc), "dim": scenario_dim(sc), "secret": mechanism_secret,
+        })).raise_for_status().json()
+        mon = (await http.post("/v1/monitors", json={
+            "name": f"({key_}) {sc.title}", "mechanism_id": mech["id"], "epsilon": sc.epsilon,
+            "checks": [{"x": sc.x, "x_prime": sc.x_prime, "event": sc.event.model_dump(mode="json")}],
+            "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
+            "period_seconds": opts.period_seconds,
+        })).raise_for_status().json()
+        names[mon["id"]] = f"({key_}) {sc.title}" + ("" if sc.harmful else " [benign]")
+        if sc.harmful:
+            harmful.add(mon["id"])
+    return names, harmful
+
+
 async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mechanism_secret: str) -> int:
     base = f"http://127.0.0.1:{opts.port}"
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:
@@ -126,43 +171,8 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
             await asyncio.sleep(0.1)
         key = await _create_key(settings)
         http.headers["Authorization"] = f"Bearer {key}"
-        hook = (await http.post("/v1/webhooks", json={"url": f"{base}/demo/webhook", "event_types": [
-            "alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]})).raise_for_status().json()
-        receiver.secret = hook["secret"]
-        names: dict[str, str] = {}
-        harmful: set[str] = set()
-        for key_ in opts.scenarios:
-            if key_ in CLAIM_SCENARIOS:  # (i)-(l): Gaussian mechanisms under (ε, δ) and GDP claims
-                csc = CLAIM_SCENARIOS[key_]
-                mech = (await http.post("/v1/mechanisms", json={
-                    "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
-                    "output_kind": csc.output_kind, "secret": mechanism_secret,
-                    "dim": len(csc.x[0]) if csc.output_kind == "vector" else None,
-                })).raise_for_status().json()
-                mon = (await http.post("/v1/monitors", json={
-                    "name": f"({key_}) {csc.title}", "mechanism_id": mech["id"], "claim": csc.claim,
-                    "checks": [{"x": csc.x, "x_prime": csc.x_prime, "event": csc.event.model_dump(mode="json")}],
-                    "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
-                    "period_seconds": opts.period_seconds,
-                })).raise_for_status().json()
-                names[mon["id"]] = f"({key_}) {csc.title}"
-                harmful.add(mon["id"])
-                continue
-            sc = SCENARIOS[key_]
-            mech = (await http.post("/v1/mechanisms", json={
-                "name": f"scenario-{key_}", "sampling_url": f"{base}/reference/scenarios/{key_}",
-                "output_kind": scenario_output_kind(sc), "dim": scenario_dim(sc), "secret": mechanism_secret,
-            })).raise_for_status().json()
-            mon = (await http.post("/v1/monitors", json={
-                "name": f"({key_}) {sc.title}", "mechanism_id": mech["id"], "epsilon": sc.epsilon,
-                "checks": [{"x": sc.x, "x_prime": sc.x_prime, "event": sc.event.model_dump(mode="json")}],
-                "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
-                "period_seconds": opts.period_seconds,
-            })).raise_for_status().json()
-            names[mon["id"]] = f"({key_}) {sc.title}" + ("" if sc.harmful else " [benign]")
-            if sc.harmful:
-                harmful.add(mon["id"])
-        _say(f"dpwatch demo at {base}  (OpenAPI: {base}/docs)   API key: {key}")
+        names, harmful = await register_demo(http, opts, receiver, mechanism_secret)
+        _say(f"dpwatch demo at {base}  (dashboard: {base}/ui, OpenAPI: {base}/docs)   API key: {key}")
         _say(f"{len(names)} monitors, T={opts.horizon}, n={opts.samples_per_period} per side, one period every "
              f"{opts.period_seconds}s; each mechanism changes at period {opts.change_period}.\n")
         started = time.monotonic()

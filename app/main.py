@@ -27,10 +27,13 @@ from app.api.deps import get_principal
 from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.mechanisms.router import router as mechanisms_router
+from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
 from app.snapshots.router import router as snapshots_router
 from app.observability import RequestContextMiddleware, configure_logging, refresh_monitor_gauge
 from app.settings import Settings, get_settings
+from app.web import install_dashboard
+from app.web.apidocs import install_offline_docs
 
 log = structlog.get_logger("dpwatch.app")
 
@@ -143,6 +146,8 @@ def create_app(
         description=API_DESCRIPTION,
         openapi_tags=TAGS,
         lifespan=lifespan,
+        docs_url=None,  # served from local assets by install_offline_docs
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory
@@ -160,6 +165,9 @@ def create_app(
     v1.include_router(webhooks_router)
     v1.include_router(snapshots_router)
     app.include_router(v1)
+    install_offline_docs(app)
+    install_dashboard(app, settings)
+    app.state.monitor_metrics = MonitorMetrics(settings.metrics_cache_seconds)
 
     @app.get("/healthz", tags=["operations"], response_model=Health, summary="Liveness")
     def healthz() -> Health:
@@ -202,15 +210,19 @@ def create_app(
         responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}, "description": "Prometheus text format."}},
     )
     def metrics(request: Request) -> Response:
-        """Metrics in the Prometheus text format; `dpwatch_monitors{state}` is counted now."""
+        """Metrics in the Prometheus text format; `dpwatch_monitors{state}` is counted now, and each
+        check's detector is exported as `dpwatch_monitor_statistic`, `_threshold`, `_alarm`, `_period`
+        (labels tenant, monitor, check), cached for `DPWATCH_METRICS_CACHE_SECONDS`."""
         factory = request.app.state.session_factory
+        per_monitor = b""
         if factory is not None:
             try:
                 with factory() as session:
                     refresh_monitor_gauge(session)
+                per_monitor = request.app.state.monitor_metrics.text(factory)
             except Exception as exc:  # noqa: BLE001 - serve the other metrics anyway
                 log.warning("metrics.monitor_gauge_failed", error=type(exc).__name__)
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(REGISTRY) + per_monitor, media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _problem_openapi(app)  # type: ignore[method-assign]
     return app

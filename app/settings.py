@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -91,6 +91,21 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"
+
+    # The dashboard (app/web, docs/dashboard.md).
+    session_secret: SecretStr | None = Field(
+        None, description="Key that signs dashboard sessions and CSRF tokens. Unset: a random key per process, "
+        "so sessions end on restart and do not span replicas; set it when several API processes serve the dashboard.",
+    )
+    cookie_secure: bool | None = Field(
+        None, description="Send the dashboard's cookies with `Secure` (https only). Unset: on, except in development.",
+    )
+    session_max_age_seconds: int = Field(
+        12 * 3600, ge=60, le=30 * 24 * 3600, description="How long a dashboard sign-in lasts."
+    )
+    metrics_cache_seconds: float = Field(
+        5.0, ge=0, le=300, description="How long /metrics reuses its per-monitor numbers (0: a query per scrape).",
+    )
 
     @field_validator("allow_networks", mode="before")
     @classmethod

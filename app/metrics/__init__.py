@@ -1,0 +1,1 @@
+"""Per-monitor and per-check metrics in the Prometheus text format (``/metrics``)."""

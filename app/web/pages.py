@@ -1,0 +1,531 @@
+"""The dashboard's pages (``/ui/...``) and the JSON its charts load (``/ui/data/...``).
+
+Pages are server-rendered with Jinja2 and are not part of the JSON API (``include_in_schema=False``).
+A page needs a signed-in session (:mod:`app.web.session`); without one it redirects to the
+sign-in form, and the chart data answers 401. Every query is scoped to the session's tenant, as
+in the API: another tenant's monitor, alarm, snapshot or webhook is a 404. Forms that change
+something are POSTs with a CSRF token, allowed only when :func:`app.web.permissions.may_change_monitor`
+says so, and answer with a redirect (post/redirect/get) and a one-time message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+from sqlalchemy import func, select
+
+from app.alarms.models import Webhook, WebhookMessage
+from app.api.deps import SessionDep, SettingsDep
+from app.api.errors import ConflictError
+from app.auth.models import Tenant
+from app.auth.service import Principal, authenticate
+from app.db import utcnow
+from app.mechanisms.models import Mechanism
+from app.monitors.models import MONITOR_STATES, Check, Monitor
+from app.web import data
+from app.web.claims import format_claim, monitor_claim
+from app.web.permissions import may_change_monitor
+from app.web.session import CSRF_FIELD, CsrfError, SessionSigner, principal_of, safe_next
+from app.web.svg import sparkline
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+MAX_FORM_BYTES = 16 * 1024
+STATE_ICONS = {"calibrating": "◔", "active": "●", "alarm": "▲", "completed": "✓", "paused": "❚❚", "degraded": "!"}
+
+# Content-Security-Policy of the dashboard's pages: everything from this origin, no inline script.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class SignInRequired(Exception):
+    """A dashboard request without a valid session."""
+
+    def __init__(self, next_url: str, *, data_request: bool) -> None:
+        super().__init__("sign in first")
+        self.next_url = next_url
+        self.data_request = data_request
+
+
+class Forbidden(Exception):
+    """A form the session may not submit (CSRF failure, or a key that may not change monitors)."""
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}".replace(",", " ")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and (abs(value) < 10 ** -(digits) or abs(value) >= 10**6):
+            return f"{value:.{digits - 1}e}"
+        return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
+    return str(value)
+
+
+def _when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(value: datetime | None) -> str:
+    if value is None:
+        return "never"
+    seconds = (utcnow() - value).total_seconds()
+    future = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            text = f"{seconds / size:.0f} {unit}"
+            break
+    else:
+        text = f"{seconds:.0f} s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def _pretty(value: Any) -> str:
+    """JSON on one line when it is short, indented otherwise."""
+    flat = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    if len(flat) <= 100:
+        return flat
+    return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False, default=str)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def _compact(value: Any) -> str:
+    """One line, numbers to 4 significant digits, cut at 120 characters (summaries)."""
+    text = json.dumps(_rounded(value), ensure_ascii=False, default=str, separators=(", ", ": "))
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+def _state_badge(state: str) -> Markup:
+    icon = STATE_ICONS.get(state, "?")
+    return Markup(f'<span class="badge state-{state}"><span aria-hidden="true">{icon}</span> {state}</span>')
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    env = templates.env
+    env.filters["num"] = _num
+    env.filters["when"] = _when
+    env.filters["ago"] = _ago
+    env.filters["pretty"] = _pretty
+    env.filters["compact"] = _compact
+    env.filters["claim"] = format_claim
+    env.tests["datetime"] = lambda value: isinstance(value, datetime)
+    env.globals["state_badge"] = _state_badge
+    env.globals["monitor_claim"] = monitor_claim
+    env.globals["sparkline"] = sparkline
+    env.globals["states"] = MONITOR_STATES
+    return templates
+
+
+def signer_of(request: Request) -> SessionSigner:
+    return request.app.state.web_signer  # type: ignore[no-any-return]
+
+
+def redirect_with(request: Request, url: str, message: str | None = None, *, error: bool = False) -> RedirectResponse:
+    response = RedirectResponse(url, status_code=303)
+    if message:
+        signer_of(request).set_flash(response, message, error=error)
+    return response
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """The fields of an ``application/x-www-form-urlencoded`` body (the dashboard's forms)."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Forbidden("The form is too large.")
+    try:
+        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=20)
+    except ValueError as exc:  # more fields than any of the dashboard's forms has
+        raise Forbidden("The form has too many fields.") from exc
+    return {k: v[0] for k, v in parsed.items()}
+
+
+# ------------------------------------------------------------------------------------ auth
+
+
+def _request_target(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def web_principal(request: Request, session: SessionDep) -> Principal:
+    principal = principal_of(session, signer_of(request).read_session(request))
+    if principal is None:
+        raise SignInRequired(_request_target(request), data_request=request.url.path.startswith("/ui/data/"))
+    request.state.principal = principal
+    return principal
+
+
+WebPrincipal = Annotated[Principal, Depends(web_principal)]
+
+
+async def checked_form(request: Request) -> dict[str, str]:
+    """The form of a state-changing request, after its CSRF token is checked."""
+    fields = await form_fields(request)
+    try:
+        signer_of(request).check_csrf(request, fields.get(CSRF_FIELD))
+    except CsrfError as exc:
+        raise Forbidden(str(exc)) from exc
+    return fields
+
+
+CheckedForm = Annotated[dict[str, str], Depends(checked_form)]
+
+
+def require_change(principal: Principal) -> None:
+    if not may_change_monitor(principal):
+        raise Forbidden("This API key may read but not change monitors.")
+
+
+# ------------------------------------------------------------------------------------ rendering
+
+
+def render(request: Request, name: str, context: dict[str, Any], *, status_code: int = 200,
+           session: Any = None) -> HTMLResponse:
+    templates: Jinja2Templates = request.app.state.web_templates
+    principal: Principal | None = getattr(request.state, "principal", None)
+    tenant_name = None
+    if principal is not None and session is not None:
+        tenant_name = session.scalar(select(Tenant.name).where(Tenant.id == principal.tenant_id))
+    response = HTMLResponse("")  # collects the cookies the CSRF token and the flash message set
+    token = signer_of(request).csrf_token(request, response)
+    flash = signer_of(request).take_flash(request, response)
+    body = templates.get_template(name).render({
+        "request": request,
+        "principal": principal,
+        "tenant_name": tenant_name,
+        "can_change": principal is not None and may_change_monitor(principal),
+        "csrf_field": CSRF_FIELD,
+        "csrf_token": token,
+        "flash": flash,
+        "path": request.url.path,
+        **context,
+    })
+    out = HTMLResponse(body, status_code=status_code, headers=SECURITY_HEADERS)
+    for key, value in response.headers.items():
+        if key.lower() == "set-cookie":
+            out.headers.append("set-cookie", value)
+    return out
+
+
+def error_page(request: Request, status_code: int, message: str) -> HTMLResponse:
+    return render(request, "error.html", {"status_code": status_code, "message": message}, status_code=status_code)
+
+
+def _secure_cookie_over_http(request: Request) -> bool:
+    """True when the session cookie will be ``Secure`` but this page came over plain http from a
+    host that browsers do not treat as secure: the browser would drop the cookie."""
+    host = (request.url.hostname or "").lower()
+    behind_tls_proxy = request.headers.get("x-forwarded-proto", "").lower() == "https"  # only for this hint
+    return (signer_of(request).secure and request.url.scheme == "http" and not behind_tls_proxy
+            and host not in ("localhost", "127.0.0.1", "::1"))
+
+
+# ------------------------------------------------------------------------------------ routes
+
+
+def build_router() -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/")
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/monitors", status_code=307)
+
+    @router.get("/ui")
+    @router.get("/ui/")
+    def ui_root() -> RedirectResponse:
+        return RedirectResponse("/ui/monitors", status_code=307)
+
+    # ---------------------------------------------------------------- sign-in
+
+    @router.get("/ui/login")
+    def login_page(request: Request, session: SessionDep, next: str | None = None) -> HTMLResponse:  # noqa: A002
+        if principal_of(session, signer_of(request).read_session(request)) is not None:
+            return RedirectResponse(safe_next(next), status_code=303)  # type: ignore[return-value]
+        return render(request, "login.html", {"next": safe_next(next), "error": None,
+                                              "insecure": _secure_cookie_over_http(request)})
+
+    @router.post("/ui/login")
+    def login(request: Request, session: SessionDep, fields: CheckedForm) -> Response:
+        key = fields.get("api_key", "").strip()
+        target = safe_next(fields.get("next"))
+        principal = authenticate(session, key) if key else None
+        if principal is None:
+            error = "This API key is unknown or has been revoked."
+            return render(request, "login.html", {"next": target, "error": error,
+                                                  "insecure": _secure_cookie_over_http(request)}, status_code=401)
+        response = RedirectResponse(target, status_code=303)
+        signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id)
+        return response
+
+    @router.post("/ui/logout")
+    def logout(request: Request, fields: CheckedForm) -> Response:
+        del fields
+        response = RedirectResponse("/ui/login", status_code=303)
+        signer_of(request).end_session(response)
+        return response
+
+    # ---------------------------------------------------------------- monitors
+
+    @router.get("/ui/monitors")
+    def monitors_page(
+        request: Request,
+        principal: WebPrincipal,
+        session: SessionDep,
+        state: Annotated[str | None, Query(max_length=16)] = None,
+        mechanism: Annotated[str | None, Query(max_length=64)] = None,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 200,
+    ) -> HTMLResponse:
+        state = state if state in MONITOR_STATES else None
+        mechanism_id = None
+        if mechanism:
+            try:
+                mechanism_id = uuid.UUID(mechanism)
+            except ValueError:
+                mechanism_id = None
+        rows, next_cursor = data.list_monitor_rows(session, principal.tenant_id, state=state,
+                                                   mechanism_id=mechanism_id, limit=limit, cursor=cursor)
+        counts = dict(session.execute(select(Monitor.state, func.count()).where(
+            Monitor.tenant_id == principal.tenant_id).group_by(Monitor.state)).all())
+        filters = {"state": state or "", "mechanism": str(mechanism_id) if mechanism_id else ""}
+        next_url = None
+        if next_cursor:
+            next_url = "/ui/monitors?" + urlencode({**{k: v for k, v in filters.items() if v}, "cursor": next_cursor})
+        return render(request, "monitors.html", {
+            "rows": rows, "filters": filters, "counts": counts, "total": sum(counts.values()),
+            "mechanisms": data.tenant_mechanisms(session, principal.tenant_id), "next_url": next_url,
+        }, session=session)
+
+    def _monitor(session: Any, principal: Principal, monitor_id: uuid.UUID, *, for_update: bool = False) -> Monitor:
+        from app.monitors.service import get_monitor
+
+        return get_monitor(session, principal.tenant_id, monitor_id, for_update=for_update)
+
+    @router.get("/ui/monitors/{monitor_id}")
+    def monitor_page(request: Request, monitor_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
+                     horizon: Annotated[int | None, Query(ge=1)] = None) -> HTMLResponse:
+        from app.monitors.service import get_checks, monitor_status
+
+        monitor = _monitor(session, principal, monitor_id)
+        checks = get_checks(session, monitor.id)
+        status = monitor_status(session, monitor)
+        mechanism = session.get(Mechanism, monitor.mechanism_id)
+        horizons = data.horizons_of(session, monitor)
+        shown = horizon if horizon in horizons else monitor.horizon_index
+        alarms = data.monitor_alarms(session, monitor)
+        config = {name: getattr(monitor, name) for name in (
+            "epsilon", "alpha", "gamma", "horizon", "samples_per_period", "period_seconds", "cron", "variance",
+            "kappa", "symmetric", "renew", "outputs_window", "snapshot_every", "alarm_snapshot_samples",
+            "horizon_index", "horizon_alpha", "threshold", "threshold_std_error", "threshold_source",
+            "created_at", "updated_at")}
+        return render(request, "monitor.html", {
+            "monitor": monitor, "checks": checks, "status": status, "mechanism": mechanism,
+            "claim": monitor_claim(monitor), "horizons": horizons, "shown_horizon": shown,
+            "alarms": alarms, "open_alarms": [a for a in alarms if a.resolved_at is None],
+            "periods": data.recent_periods(session, monitor), "snapshots": data.monitor_snapshots(session, monitor),
+            "config": config, "check_positions": {c.id: c.position for c in checks},
+        }, session=session)
+
+    @router.get("/ui/data/monitors/{monitor_id}/checks/{check_id}/series")
+    def check_series(monitor_id: uuid.UUID, check_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
+                     horizon: Annotated[int | None, Query(ge=1)] = None,
+                     buckets: Annotated[int, Query(ge=10, le=data.MAX_BUCKETS)] = data.DEFAULT_BUCKETS) -> JSONResponse:
+        monitor = _monitor(session, principal, monitor_id)
+        check = data.get_check(session, monitor, check_id)
+        body = data.check_series(session, monitor, check, horizon_index=horizon or monitor.horizon_index,
+                                 buckets=buckets)
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    def _monitor_action(request: Request, monitor_id: uuid.UUID, principal: Principal, session: Any,
+                              settings: Any, action: str, fields: dict[str, str]) -> Response:
+        from app.monitors import service
+        from app.snapshots.service import request_snapshot
+
+        require_change(principal)
+        monitor = _monitor(session, principal, monitor_id, for_update=True)
+        url = f"/ui/monitors/{monitor.id}"
+        try:
+            if action == "pause":
+                service.pause_monitor(session, monitor)
+                message = "Monitor paused: no period runs until you resume it."
+            elif action == "resume":
+                service.resume_monitor(session, monitor)
+                message = f"Monitor resumed ({monitor.state}); the next period is at {_when(monitor.next_run_at)}."
+            elif action == "reset":
+                service.reset_monitor(session, monitor, settings)
+                message = (f"Monitor reset: horizon {monitor.horizon_index} started with fresh detectors; "
+                           "the open alarms are resolved.")
+            else:
+                try:
+                    extra = int(fields.get("extra_samples") or 0)
+                except ValueError:
+                    extra = -1
+                if not 0 <= extra <= 1_000_000:
+                    return redirect_with(request, url, "Extra samples must be a whole number from 0 to 1 000 000.",
+                                         error=True)
+                snap = request_snapshot(session, monitor, "on_demand", extra_samples=extra, alpha=0.05)
+                return redirect_with(request, f"/ui/snapshots/{snap.id}",
+                                     "Snapshot queued; this page shows it once a worker has computed it.")
+        except ConflictError as exc:
+            return redirect_with(request, url, exc.detail, error=True)
+        return redirect_with(request, url, message)
+
+    for action in ("pause", "resume", "reset", "snapshot"):
+
+        def handler(request: Request, monitor_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
+                    settings: SettingsDep, fields: CheckedForm, _action: str = action) -> Any:
+            return _monitor_action(request, monitor_id, principal, session, settings, _action, fields)
+
+        router.add_api_route(f"/ui/monitors/{{monitor_id}}/{action}", handler, methods=["POST"],
+                             name=f"web_monitor_{action}")
+
+    # ---------------------------------------------------------------- snapshots
+
+    @router.get("/ui/snapshots/{snapshot_id}")
+    def snapshot_page(request: Request, snapshot_id: uuid.UUID, principal: WebPrincipal,
+                      session: SessionDep) -> HTMLResponse:
+        snap = data.get_snapshot(session, principal.tenant_id, snapshot_id)
+        monitor = _monitor(session, principal, snap.monitor_id)
+        previous = data.previous_snapshot(session, snap)
+        result = snap.result or {}
+        pairs = []
+        for pair in result.get("pairs", []):
+            pairs.append({k: v for k, v in pair.items() if k not in ("loss_curve", "privacy_profile")})
+        return render(request, "snapshot.html", {
+            "snap": snap, "monitor": monitor, "claim": monitor_claim(monitor), "previous": previous,
+            "result": result, "pairs": pairs,
+        }, session=session)
+
+    @router.get("/ui/data/snapshots/{snapshot_id}")
+    def snapshot_data(snapshot_id: uuid.UUID, principal: WebPrincipal, session: SessionDep) -> JSONResponse:
+        snap = data.get_snapshot(session, principal.tenant_id, snapshot_id)
+        monitor = _monitor(session, principal, snap.monitor_id)
+        body = data.snapshot_charts(snap, data.previous_snapshot(session, snap), monitor_claim(monitor))
+        body["history"] = data.snapshot_history(session, snap)
+        body["status"] = snap.status
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    # ---------------------------------------------------------------- alarms
+
+    @router.get("/ui/alarms")
+    def alarms_page(request: Request, principal: WebPrincipal, session: SessionDep,
+                    status: Annotated[str, Query(pattern="^(firing|resolved|all)$")] = "all",
+                    cursor: Annotated[str | None, Query(max_length=512)] = None) -> HTMLResponse:
+        from app.alarms.service import list_alarms
+
+        resolved = {"firing": False, "resolved": True}.get(status)
+        alarms, next_cursor = list_alarms(session, principal.tenant_id, resolved=resolved, limit=50, cursor=cursor)
+        names = _monitor_names(session, {a.monitor_id for a in alarms})
+        positions = _check_positions(session, {a.check_id for a in alarms})
+        next_url = f"/ui/alarms?status={status}&cursor={quote(next_cursor)}" if next_cursor else None
+        return render(request, "alarms.html", {"alarms": alarms, "names": names, "positions": positions,
+                                               "status": status, "next_url": next_url}, session=session)
+
+    @router.get("/ui/alarms/{alarm_id}")
+    def alarm_page(request: Request, alarm_id: uuid.UUID, principal: WebPrincipal, session: SessionDep) -> HTMLResponse:
+        from app.alarms.service import get_alarm
+
+        alarm = get_alarm(session, principal.tenant_id, alarm_id)
+        monitor = _monitor(session, principal, alarm.monitor_id)
+        check = session.get(Check, alarm.check_id)
+        fields = {k: getattr(alarm, k) for k in ("horizon_index", "t", "statistic", "threshold", "a", "b", "n", "z",
+                                                  "created_at", "acknowledged_at", "acknowledged_note", "resolved_at",
+                                                  "fingerprint")}
+        for extra in ("kind",):  # new columns (e.g. the alarm's kind) show up when they exist
+            if hasattr(alarm, extra):
+                fields[extra] = getattr(alarm, extra)
+        return render(request, "alarm.html", {"alarm": alarm, "monitor": monitor, "check": check,
+                                              "fields": fields, "claim": monitor_claim(monitor)}, session=session)
+
+    @router.post("/ui/alarms/{alarm_id}/acknowledge")
+    def acknowledge(request: Request, alarm_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
+                    fields: CheckedForm) -> Response:
+        from app.alarms.service import acknowledge_alarm, get_alarm
+
+        require_change(principal)
+        alarm = get_alarm(session, principal.tenant_id, alarm_id)
+        back = safe_next(fields.get("next") or f"/ui/alarms/{alarm.id}")
+        note = (fields.get("note") or "").strip()[:2000] or None
+        try:
+            acknowledge_alarm(session, alarm, note)
+        except ConflictError as exc:
+            return redirect_with(request, back, exc.detail, error=True)
+        return redirect_with(request, back, f"Alarm at period {alarm.t} acknowledged. It stays open until the "
+                                            "monitor is reset.")
+
+    # ---------------------------------------------------------------- webhooks
+
+    @router.get("/ui/webhooks")
+    def webhooks_page(request: Request, principal: WebPrincipal, session: SessionDep) -> HTMLResponse:
+        hooks = list(session.scalars(select(Webhook).where(Webhook.tenant_id == principal.tenant_id)
+                                     .order_by(Webhook.created_at.desc()).limit(200)))
+        stats: dict[Any, dict[str, int]] = {h.id: {} for h in hooks}
+        if hooks:
+            for webhook_id, status, count in session.execute(
+                    select(WebhookMessage.webhook_id, WebhookMessage.status, func.count())
+                    .where(WebhookMessage.webhook_id.in_(list(stats)))
+                    .group_by(WebhookMessage.webhook_id, WebhookMessage.status)):
+                stats[webhook_id][status] = count
+        return render(request, "webhooks.html", {"hooks": hooks, "stats": stats}, session=session)
+
+    @router.get("/ui/webhooks/{webhook_id}")
+    def webhook_page(request: Request, webhook_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
+                     cursor: Annotated[str | None, Query(max_length=512)] = None) -> HTMLResponse:
+        from app.alarms.service import get_webhook, list_deliveries
+
+        hook = get_webhook(session, principal.tenant_id, webhook_id)
+        deliveries, next_cursor = list_deliveries(session, hook, limit=50, cursor=cursor)
+        next_url = f"/ui/webhooks/{hook.id}?cursor={quote(next_cursor)}" if next_cursor else None
+        return render(request, "webhook.html", {"hook": hook, "deliveries": deliveries, "next_url": next_url},
+                      session=session)
+
+    return router
+
+
+def _monitor_names(session: Any, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    if not ids:
+        return {}
+    return dict(session.execute(select(Monitor.id, Monitor.name).where(Monitor.id.in_(list(ids)))).all())
+
+
+def _check_positions(session: Any, ids: set[uuid.UUID]) -> dict[uuid.UUID, int]:
+    if not ids:
+        return {}
+    return dict(session.execute(select(Check.id, Check.position).where(Check.id.in_(list(ids)))).all())

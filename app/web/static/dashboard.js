@@ -1,0 +1,284 @@
+/* dpwatch dashboard: draws the charts of a monitor's checks and of a snapshot with uPlot.
+ * The data comes from /ui/data/... (JSON, already thinned on the server). No inline script, so
+ * that the pages' Content-Security-Policy can forbid it. */
+(function () {
+  "use strict";
+
+  var C = {
+    stat: "#1d4f91", threshold: "#c0392b", alarm: "#c0392b", z: "#5b4b8a", p: "#1d4f91",
+    boundary: "#c0392b", q: "#8a8f98", prev: "#8a8f98", lb: "#b9770e", eps: "#1d4f91",
+    grid: "rgba(0,0,0,0.07)", failed: "#9b2d20", gap: "rgba(120,120,120,0.18)"
+  };
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "—";
+    digits = digits || 3;
+    var a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits - 1);
+    return a >= 1 ? String(Number(v.toPrecision(digits))) : v.toFixed(digits).replace(/0+$/, "").replace(/\.$/, "");
+  }
+
+  function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
+
+  function axes(yLabel, time) {
+    return [
+      { stroke: "#555", grid: { stroke: C.grid }, ticks: { stroke: C.grid } },
+      { stroke: "#555", grid: { stroke: C.grid }, ticks: { stroke: C.grid }, label: yLabel, size: 56,
+        values: function (u, vals) { return vals.map(function (v) { return fmt(v, 3); }); } }
+    ];
+  }
+
+  function hatch(ctx) {
+    var c = document.createElement("canvas");
+    c.width = c.height = 8;
+    var g = c.getContext("2d");
+    g.strokeStyle = "rgba(110,110,110,0.35)";
+    g.lineWidth = 1;
+    g.beginPath(); g.moveTo(0, 8); g.lineTo(8, 0); g.stroke();
+    return ctx.createPattern(c, "repeat");
+  }
+
+  /* Stretches without periods (hatched), failed periods (✕ at the top) and the alarm's period
+   * (a dashed vertical line and a diamond with its label), so that they read without colour. */
+  function marks(d, withAlarmPoint) {
+    return {
+      hooks: {
+        drawClear: [function (u) {
+          var ctx = u.ctx, b = u.bbox;
+          ctx.save();
+          ctx.fillStyle = hatch(ctx);
+          (d.gaps || []).forEach(function (g) {
+            var x0 = Math.max(b.left, u.valToPos(g[0], "x", true));
+            var x1 = Math.min(b.left + b.width, u.valToPos(g[1], "x", true));
+            if (x1 > x0) ctx.fillRect(x0, b.top, x1 - x0, b.height);
+          });
+          ctx.restore();
+        }],
+        draw: [function (u) {
+          var ctx = u.ctx, b = u.bbox, px = window.devicePixelRatio || 1;
+          ctx.save();
+          ctx.fillStyle = C.failed;
+          ctx.font = (11 * px) + "px sans-serif";
+          ctx.textAlign = "center";
+          (d.failed.marks || []).forEach(function (m) {
+            var x = u.valToPos(m[0], "x", true);
+            if (x >= b.left && x <= b.left + b.width) ctx.fillText("✕", x, b.top + 11 * px);
+          });
+          if (d.alarm && d.alarm.x !== null) {
+            var ax = u.valToPos(d.alarm.x, "x", true);
+            if (ax >= b.left && ax <= b.left + b.width) {
+              ctx.strokeStyle = C.alarm;
+              ctx.setLineDash([4 * px, 3 * px]);
+              ctx.lineWidth = px;
+              ctx.beginPath(); ctx.moveTo(ax, b.top); ctx.lineTo(ax, b.top + b.height); ctx.stroke();
+              ctx.setLineDash([]);
+              if (withAlarmPoint) {
+                var ay = u.valToPos(d.alarm.statistic, "y", true), s = 6 * px;
+                ctx.fillStyle = C.alarm;
+                ctx.beginPath(); ctx.moveTo(ax, ay - s); ctx.lineTo(ax + s, ay); ctx.lineTo(ax, ay + s); ctx.lineTo(ax - s, ay);
+                ctx.closePath(); ctx.fill();
+                ctx.font = "bold " + (12 * px) + "px sans-serif";
+                ctx.textAlign = "left";
+                var label = "alarm at t = " + d.alarm.t, tw = ctx.measureText(label).width;
+                var left = ax > b.left + b.width * 0.75, lx = left ? ax - s - 4 * px - tw : ax + s + 4 * px;
+                var ly = Math.min(b.top + b.height - 4 * px, Math.max(b.top + 16 * px, ay + 4 * px));
+                ctx.fillStyle = "rgba(255,255,255,0.85)";
+                ctx.fillRect(lx - 3 * px, ly - 13 * px, tw + 6 * px, 17 * px);
+                ctx.fillStyle = C.alarm;
+                ctx.fillText(label, lx, ly);
+              }
+            }
+          }
+          ctx.restore();
+        }]
+      }
+    };
+  }
+
+  function width(el) { return Math.max(320, el.clientWidth || el.parentNode.clientWidth || 800); }
+
+  function timeOpts(el, height, yLabel, series, d, withAlarmPoint, syncKey) {
+    return {
+      width: width(el), height: height, tzDate: utc,
+      cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
+      scales: { x: { time: true } },
+      axes: axes(yLabel, true),
+      series: [{ label: "slot (UTC)" }].concat(series),
+      plugins: [marks(d, withAlarmPoint)],
+      legend: { live: true }
+    };
+  }
+
+  function drawChecks(group) {
+    var note = group.querySelector(".chart-note");
+    fetch(group.dataset.seriesUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(function (d) {
+        if (!d.periods) {
+          note.textContent = "No period in this horizon yet" + (d.failed.count ? " (" + d.failed.count + " failed)." : ".");
+          group.querySelectorAll("figure").forEach(function (f) { f.hidden = true; });
+          return;
+        }
+        var text = d.periods + " periods";
+        if (d.points < d.periods) text += ", drawn as " + d.points + " points (smallest and largest per bucket; the alarm's period is kept)";
+        if (d.failed.count) text += "; " + d.failed.count + " failed";
+        if (d.gaps.length) text += "; " + d.gaps.length + " stretch" + (d.gaps.length > 1 ? "es" : "") + " without periods";
+        note.textContent = text + ".";
+        var key = "check-" + d.check_id;
+        var el = group.querySelector(".chart-stat");
+        new uPlot(timeOpts(el, 220, "M_t", [
+          { label: "M_t", stroke: C.stat, width: 2, value: function (u, v) { return fmt(v, 4); } },
+          { label: "threshold", stroke: C.threshold, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } }
+        ], d, true, key), [d.x, d.statistic, d.threshold], el);
+        el = group.querySelector(".chart-z");
+        new uPlot(timeOpts(el, 150, "z_t", [
+          { label: "z_t", stroke: C.z, width: 1.5, value: function (u, v) { return fmt(v, 3); } },
+          { label: "0", stroke: "#999", width: 1, dash: [2, 3], value: function () { return ""; } }
+        ], d, false, key), [d.x, d.z, d.x.map(function () { return 0; })], el);
+        el = group.querySelector(".chart-p");
+        var boundary = d.boundary || d.x.map(function () { return null; });
+        new uPlot(timeOpts(el, 170, "probability", [
+          { label: "p̂ (x in E)", stroke: C.p, width: 2, value: function (u, v) { return fmt(v, 4); } },
+          { label: "boundary " + d.claim, stroke: C.boundary, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } },
+          { label: "q̂ (x′ in E)", stroke: C.q, width: 1, value: function (u, v) { return fmt(v, 4); } }
+        ], d, false, key), [d.x, d.p_hat, boundary, d.q_hat], el);
+        if (!d.boundary) {
+          var warn = document.createElement("p");
+          warn.className = "muted small";
+          warn.textContent = "The claim " + d.claim + " has no single-event boundary to draw.";
+          el.parentNode.appendChild(warn);
+        }
+      })
+      .catch(function (e) { note.textContent = "Could not load the periods (" + e.message + ")."; });
+  }
+
+  function constant(xs, v) { return xs.map(function () { return v; }); }
+
+  function section(root, title) {
+    var s = document.createElement("section");
+    s.className = "card";
+    var h = document.createElement("h2");
+    h.textContent = title;
+    s.appendChild(h);
+    root.appendChild(s);
+    return s;
+  }
+
+  function figure(parent, caption) {
+    var f = document.createElement("figure");
+    var c = document.createElement("figcaption");
+    c.textContent = caption;
+    var div = document.createElement("div");
+    div.className = "chart";
+    f.appendChild(c); f.appendChild(div); parent.appendChild(f);
+    return div;
+  }
+
+  function plain(el, height, xLabel, yLabel, series, data, extra) {
+    var opts = {
+      width: width(el), height: height,
+      scales: { x: { time: false } },
+      axes: axes(yLabel, false),
+      series: [{ label: xLabel, value: extra && extra.xValue }].concat(series),
+      legend: { live: true },
+      plugins: extra && extra.plugins ? extra.plugins : []
+    };
+    if (extra && extra.xValues) opts.axes[0].values = extra.xValues;
+    return new uPlot(opts, data, el);
+  }
+
+  function vline(x, label, color) {
+    return { hooks: { draw: [function (u) {
+      if (x === null || x === undefined) return;
+      var ctx = u.ctx, b = u.bbox, px = window.devicePixelRatio || 1, X = u.valToPos(x, "x", true);
+      if (X < b.left || X > b.left + b.width) return;
+      ctx.save();
+      ctx.strokeStyle = color; ctx.setLineDash([6 * px, 4 * px]); ctx.lineWidth = 1.5 * px;
+      ctx.beginPath(); ctx.moveTo(X, b.top); ctx.lineTo(X, b.top + b.height); ctx.stroke();
+      ctx.setLineDash([]); ctx.fillStyle = color; ctx.font = (11 * px) + "px sans-serif";
+      ctx.fillText(" " + label, X, b.top + 12 * px);
+      ctx.restore();
+    }] } };
+  }
+
+  function drawSnapshot(root) {
+    var note = root.querySelector(".chart-note");
+    fetch(root.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(function (d) {
+        note.remove();
+        d.pairs.forEach(function (p, i) {
+          var s = section(root, "Pair " + i + (p.position !== null && p.position !== undefined ? " (check " + p.position + ")" : ""));
+          var summary = document.createElement("p");
+          summary.innerHTML = "";
+          summary.textContent = "ε̂ = " + fmt(p.epsilon_hat, 4) + ", LB = " + fmt(p.lower_bound, 4) + ", claim " + d.claim +
+            (p.previous ? " · previous snapshot: ε̂ = " + fmt(p.previous.epsilon_hat, 4) + ", LB = " + fmt(p.previous.lower_bound, 4) : "");
+          s.appendChild(summary);
+          p.curves.forEach(function (c) {
+            var el = figure(s, "Privacy loss |ln f_x − ln f_x′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
+            var series = [
+              { label: "loss now", stroke: C.stat, width: 2, spanGaps: true, value: function (u, v) { return fmt(v, 4); },
+                points: { show: !!c.labels, size: 9, fill: C.stat }, paths: c.labels ? function () { return null; } : undefined },
+              { label: "ε̂", stroke: C.eps, width: 1, dash: [2, 3], value: function (u, v) { return fmt(v, 4); } },
+              { label: "LB", stroke: C.lb, width: 1.5, dash: [8, 3], value: function (u, v) { return fmt(v, 4); } }
+            ];
+            var data = [c.x, c.loss, constant(c.x, p.epsilon_hat), constant(c.x, p.lower_bound)];
+            if (d.claim_epsilon !== null) {
+              series.push({ label: "claim ε", stroke: C.threshold, width: 2, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } });
+              data.push(constant(c.x, d.claim_epsilon));
+            }
+            if (c.previous_loss) {
+              series.push({ label: "loss before", stroke: C.prev, width: 1.5, dash: [4, 4], spanGaps: true,
+                value: function (u, v) { return fmt(v, 4); }, points: { show: !!c.labels, size: 7 },
+                paths: c.labels ? function () { return null; } : undefined });
+              data.push(c.previous_loss);
+            }
+            var extra = {};
+            if (c.labels) {
+              extra.xValues = function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) && c.labels[v] !== undefined ? c.labels[v] : ""; }); };
+              extra.xValue = function (u, v) { return v === null || c.labels[v] === undefined ? "—" : c.labels[v]; };
+            }
+            plain(el, 240, c.labels ? "outcome" : "output", "loss", series, data, extra);
+          });
+          if (p.profile) {
+            var el = figure(s, "Empirical privacy profile δ̂(ε)" + (p.previous && p.previous.profile ? " (dashed: previous snapshot)" : ""));
+            var series = [{ label: "δ̂ now", stroke: C.stat, width: 2, value: function (u, v) { return fmt(v, 4); } }];
+            var data = [p.profile.epsilons, p.profile.delta];
+            if (p.previous && p.previous.profile) {
+              series.push({ label: "δ̂ before", stroke: C.prev, width: 1.5, dash: [4, 4], value: function (u, v) { return fmt(v, 4); } });
+              data.push(p.previous.profile.delta);
+            }
+            if (d.claim_delta) {
+              series.push({ label: "claim δ", stroke: C.threshold, width: 1, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } });
+              data.push(constant(p.profile.epsilons, d.claim_delta));
+            }
+            plain(el, 200, "ε", "δ", series, data, { plugins: [vline(d.claim_epsilon, "claim ε = " + fmt(d.claim_epsilon, 3), C.threshold)] });
+          }
+        });
+        if (d.history && d.history.length > 1) {
+          var s = section(root, "How the estimates changed over this monitor's snapshots");
+          var el = figure(s, "ε̂ and LB per snapshot");
+          var xs = d.history.map(function (h) { return h.x; });
+          var series = [
+            { label: "ε̂", stroke: C.stat, width: 2, points: { show: true }, value: function (u, v) { return fmt(v, 4); } },
+            { label: "LB", stroke: C.lb, width: 2, dash: [8, 3], points: { show: true }, value: function (u, v) { return fmt(v, 4); } }
+          ];
+          var data = [xs, d.history.map(function (h) { return h.epsilon_hat; }), d.history.map(function (h) { return h.lower_bound; })];
+          if (d.claim_epsilon !== null) {
+            series.push({ label: "claim ε", stroke: C.threshold, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } });
+            data.push(constant(xs, d.claim_epsilon));
+          }
+          new uPlot({ width: width(el), height: 200, tzDate: utc, scales: { x: { time: true } }, axes: axes("ε", true),
+            series: [{ label: "taken (UTC)" }].concat(series) }, data, el);
+        }
+      })
+      .catch(function (e) { note.textContent = "Could not load the curves (" + e.message + ")."; });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (typeof uPlot === "undefined") return;
+    document.querySelectorAll(".charts[data-series-url]").forEach(drawChecks);
+    var snap = document.getElementById("snapshot-charts");
+    if (snap) drawSnapshot(snap);
+  });
+})();

@@ -1,0 +1,82 @@
+"""Screenshots of the dashboard's main pages, taken in headless Chromium against the demo.
+
+Runs ``dpwatch demo``'s app (all eight scenarios, the mechanisms changing at period 10, one period
+a second) on a free loopback port, pauses one monitor for a few seconds so that a stretch without
+periods shows, waits until the harmful changes have raised alarms and their snapshots are done,
+acknowledges one alarm, and saves PNGs of the main pages into ``docs/screenshots/``.
+
+    .venv/bin/python bench/screenshots.py            # about 1-2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.web_browser import browser, demo_service, sign_in, wait_until  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--periods", type=int, default=40, help="run the demo at least this long (seconds)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dpwatch-shots-") as tmp, \
+            demo_service(Path(tmp), scenarios="abcdefgh", change_period=10) as svc, browser() as chrome:
+        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=30)
+        by_name = {name: mid for mid, name in svc.names.items()}
+        rnm = next(mid for name, mid in by_name.items() if name.startswith("(c)"))
+        benign = next(mid for name, mid in by_name.items() if name.startswith("(h)"))
+        time.sleep(4)
+        api.post(f"/v1/monitors/{benign}/pause").raise_for_status()
+        time.sleep(5)
+        api.post(f"/v1/monitors/{benign}/resume").raise_for_status()
+
+        def alarms_with_evidence() -> bool:
+            items = api.get("/v1/alarms", params={"limit": 50}).json()["items"]
+            done = {a["monitor_id"] for a in items if a.get("evidence")}
+            return rnm in done and len(done) >= 3 and time.monotonic() - started > args.periods
+
+        if not wait_until(alarms_with_evidence, timeout=240, interval=2):
+            raise SystemExit("the demo did not raise its alarms in time")
+        context = chrome.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
+        page = context.new_page()
+
+        def shot(name: str, url: str, *, full: bool = True, wait_for: str | None = None) -> None:
+            page.goto(f"{svc.base}{url}")
+            if wait_for:
+                page.wait_for_selector(wait_for)
+            page.wait_for_timeout(400)
+            page.screenshot(path=str(args.out / f"{name}.png"), full_page=full)
+            print(f"{args.out / f'{name}.png'}  <- {url}")
+
+        shot("login", "/ui/login", full=False)
+        sign_in(page, svc.base, svc.key)
+        shot("monitors", "/ui/monitors")
+        shot("monitor", f"/ui/monitors/{rnm}", wait_for=".chart-p canvas")
+        shot("monitor-paused-benign", f"/ui/monitors/{benign}", wait_for=".chart-p canvas")
+        alarm = next(a for a in api.get("/v1/alarms", params={"monitor_id": rnm}).json()["items"])
+        shot("snapshot", f"/ui/snapshots/{alarm['evidence']['snapshot_id']}", wait_for="#snapshot-charts canvas")
+        shot("alarm", f"/ui/alarms/{alarm['id']}")
+        page.fill("form.ack input[name=note]", "Known: release 4.2 reports the noisy maximum; rolled back.")
+        page.click("form.ack button[type=submit]")
+        page.wait_for_selector(".flash-ok")
+        shot("alarms", "/ui/alarms")
+        hook = api.get("/v1/webhooks").json()["items"][0]
+        shot("webhook-deliveries", f"/ui/webhooks/{hook['id']}", full=False)
+        shot("api-docs", "/docs", full=False, wait_for=".swagger-ui .info .title")
+    print(f"done in {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
