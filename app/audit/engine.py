@@ -58,7 +58,7 @@ need the last rounds."""
 CHUNK = 250_000
 DEFAULT_FIRST_ROUND = 2_000
 #: Choosing data kept per database (the most recent), to bound memory and selection time.
-MAX_CHOOSING = 200_000
+MAX_CHOOSING = 100_000
 #: Outputs per side on which MPL's ε̂ is computed at the end.
 MPL_SAMPLES = 100_000
 

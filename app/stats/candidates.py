@@ -392,8 +392,11 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
                     stats.append(_Stat("output", fx, fy, True, wrap))
                 stats.append(_Stat("output", fx, fy, False, wrap))
     else:
+        from app.stats.events import _entries_of
+
+        ex, ey = _entries_of(x), _entries_of(y)
         for proj in scalar_statistics(x, y, shape):
-            sx, sy = proj.apply(x), proj.apply(y)
+            sx, sy = proj.apply(x, ex), proj.apply(y, ey)
             both = np.concatenate([sx, sy])
             present = both[~np.isnan(both)]
             if present.size == 0 or (np.unique(present).size < 2 and not np.isnan(both).any()):
@@ -407,7 +410,8 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
             hx, hy = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
             learned = _learned(_take(x, hx), _take(y, hy), s)
             if learned is not None:
-                stats.append(_Stat("learned score", learned.apply(_take(x, ~hx)), learned.apply(_take(y, ~hy)),
+                stats.append(_Stat("learned score", learned.apply(_take(x, ~hx), (ex[0][~hx], ex[1][~hx])),
+                                   learned.apply(_take(y, ~hy), (ey[0][~hy], ey[1][~hy])),
                                    False, _wrap_projection(learned)))
     cands: list[Candidate] = []
     region = s.region if shape.container == "scalar" else None
