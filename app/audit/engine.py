@@ -180,6 +180,27 @@ def _count(event: Any, outputs: Any) -> int:
     return int(np.count_nonzero(event_contains(event, outputs)))
 
 
+def _mpl_neighbourhood(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None) -> Any:
+    """The event ``t̂ ± h`` around MPL's t̂ (seed 003 §IV: the loss peaks at t̂) for real scalars,
+    from DPL (Algorithm 3) on at most 20 000 choosing outputs per side; ``None`` otherwise."""
+    from app.stats.events import Interval
+    from app.stats.mpl import MPLParams, dpl
+
+    if shape.container != "scalar" or shape.values != "real" or shape.lattice is not None:
+        return None
+    sx, sy = np.asarray(x, dtype=np.float64)[-20_000:], np.asarray(y, dtype=np.float64)[-20_000:]
+    sx, sy = sx[np.isfinite(sx)], sy[np.isfinite(sy)]
+    if sx.size < 100 or sy.size < 100:
+        return None
+    try:
+        res = dpl(sx, sy, "continuous", MPLParams(n=min(sx.size, sy.size), N=2, region=region))
+    except (ValueError, FloatingPointError):
+        return None
+    h = max(res.bandwidth_x or 0.0, res.bandwidth_xp or 0.0)
+    t = float(res.t_hat)
+    return Interval(low=t - h, high=t + h) if h > 0 else None
+
+
 def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None,
                   best: Candidate | None) -> dict[str, Any] | None:
     """MPL's ε̂ (seed 003, Algorithm 3) on the chosen pair: TDDE for discrete outputs (integers,
@@ -317,7 +338,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             per_pair: list[tuple[float, int]] = []
             for i in active:
                 x, xp = pairs[i]
-                cands = propose(data[_key(x)], data[_key(xp)], shape, prop)
+                cands = propose(data[_key(x)], data[_key(xp)], shape, prop,
+                                mpl_event=_mpl_neighbourhood(data[_key(x)], data[_key(xp)], shape, settings.region))
                 if cands:
                     per_pair.append((cands[0].predicted, i))
                     found.extend((i, c) for c in cands[: 2 * k_events])
