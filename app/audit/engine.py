@@ -54,6 +54,8 @@ DEFAULT_BUDGET = 4_096_000
 """Outputs per database at most (the pilot plus all rounds): 2 000·2¹¹, eleven rounds. Flagrant
 violations stop after one or two rounds (a few thousand outputs); the 10–20× cases of issue 8
 need the last rounds."""
+#: Choosing outputs per database before pairs are pruned to ``keep_pairs``.
+PRUNE_AFTER = 30_000
 #: Outputs per sampler call while drawing a held-out round.
 CHUNK = 250_000
 DEFAULT_FIRST_ROUND = 2_000
@@ -331,6 +333,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         k_events = settings.events_per_round
         level = alpha_r / k_events
         prop = ProposalSettings(n_test=n_r, level=level, delta=getattr(claim_used, "delta", 0.0),
+                                target=getattr(claim, "epsilon", None) if claim is not None else None,
                                 region=settings.region, learned=settings.learned, seed=settings.seed + r)
 
         def choose() -> list[tuple[int, Candidate]]:
@@ -344,7 +347,10 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                     per_pair.append((cands[0].predicted, i))
                     found.extend((i, c) for c in cands[: 2 * k_events])
             per_pair.sort(reverse=True)
-            keep = {i for _, i in per_pair[: settings.keep_pairs]}
+            # prune only once the choosing data can tell the pairs apart: on a few thousand outputs
+            # every pair's predicted bound is ≤ 0 and the ranking would be a coin toss
+            informative = min(n_outputs(data[_key(db)]) for i in active for db in pairs[i]) >= PRUNE_AFTER
+            keep = {i for _, i in (per_pair[: settings.keep_pairs] if informative else per_pair)}
             found = [(i, c) for i, c in found if i in keep]
             found.sort(key=lambda ic: ic[1].predicted, reverse=True)
             chosen: list[tuple[int, Candidate]] = []
