@@ -354,23 +354,24 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             found = [(i, c) for i, c in found if i in keep]
             found.sort(key=lambda ic: ic[1].predicted, reverse=True)
             chosen: list[tuple[int, Candidate]] = []
-            seen: set[tuple[int, str]] = set()
-            for i, c in found:  # one event per (pair, statistic) first, then the rest
-                if (i, c.statistic) not in seen and len(chosen) < k_events:
-                    chosen.append((i, c))
-                    seen.add((i, c.statistic))
-            for i, c in found:
-                if len(chosen) >= k_events:
-                    break
-                if not any(c is cc for _, cc in chosen):
-                    chosen.append((i, c))
-            return chosen
+            # the best event of each kept pair first, then one per (pair, statistic), then the rest:
+            # many statistics encode the same thing (SVT's position of the first ⊤), and testing
+            # four copies of one event spends the level for nothing
+            for key in (lambda i, c: i, lambda i, c: (i, c.statistic), lambda i, c: id(c)):
+                seen = {key(i, c) for i, c in chosen}
+                for i, c in found:
+                    if len(chosen) >= k_events:
+                        break
+                    if key(i, c) not in seen and not any(c is cc for _, cc in chosen):
+                        chosen.append((i, c))
+                        seen.add(key(i, c))
+            return chosen, sorted(keep)
 
-        chosen = await asyncio.to_thread(choose)
+        chosen, kept = await asyncio.to_thread(choose)
         if not chosen:
             stopped = "no candidate event (the outputs do not vary)"
             break
-        active = sorted({i for i, _ in chosen})
+        active = kept  # the kept pairs stay in play (their draws keep choosing), tested or not
         needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
         if any(drawn[k] + n_r > settings.budget for k in needed):
             break
