@@ -84,6 +84,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="slugs")
     ap.add_argument("--http", action="store_true", help="sample over HTTP from the corpus endpoints")
     ap.add_argument("--far", type=int, default=0, help="repetitions of the false-refutation study")
+    ap.add_argument("--claim", type=float, action="append", help="claims to test instead of the default grid")
     ap.add_argument("--estimate", action="store_true", help="no claim: the largest lower bound within the budget")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON")
     args = ap.parse_args()
@@ -144,7 +145,7 @@ def main() -> None:
             for slug in slugs:
                 m = table[slug]
                 pair_eps = m.pair_epsilon()
-                for claim in claims_for(m):
+                for claim in (args.claim or claims_for(m)):
                     expected = m.expected_verdict(claim)
                     t0 = time.perf_counter()
                     res = asyncio.run(audit(m, claim, args.budget, args.seed, http))
