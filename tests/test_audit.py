@@ -34,13 +34,13 @@ def _run(url, *extra, progress=False):
 def test_audit_refutes_broken_claims_and_not_correct_ones():
     with _server() as base:
         hist = _run(f"{base}/noisy-hist-wrong-scale", "--pairs", json.dumps([[[1] * 5, [2] + [1] * 4]]),
-                    "--epsilon", "0.1", "--budget", "32000", "--json", progress=True)
-        svt = _run(f"{base}/svt5-list", "--pairs", '{"pattern": "table1", "queries": 10}', "--epsilon", "0.5",
-                   "--budget", "32000", "--shape", '{"container": "list", "values": "integer"}')
+                    "--epsilon", "0.1", "--budget", "8000", "--json", progress=True)
+        svt = _run(f"{base}/svt5-list", "--pairs", json.dumps([[[2] + [1] * 9, [1] * 10]]), "--epsilon", "0.5",
+                   "--budget", "8000", "--shape", '{"container": "list", "values": "integer"}')
         lap = _run(f"{base}/laplace", "--pairs", '[{"x": [0], "x_prime": [1]}]', "--epsilon", "0.1",
-                   "--budget", "64000", "--region", "-40,40")
-        floaty = _run(f"{base}/floaty-index", "--pairs", '{"pattern": "table1", "queries": 5}', "--epsilon", "0.1",
-                      "--budget", "16000", "--output-kind", "discrete")
+                   "--budget", "16000", "--region", "-40,40")
+        floaty = _run(f"{base}/floaty-index", "--pairs", '[[[2, 1, 1, 1, 1], [1, 1, 1, 1, 1]]]', "--epsilon", "0.1",
+                      "--budget", "8000", "--output-kind", "discrete")
     assert hist.exit_code == 1, hist.output
     result = json.loads(hist.stdout)
     assert result["refuted"] and result["lower_bound"] > 0.1 and result["samples_used"] > 0
