@@ -94,7 +94,9 @@ def format_report(result: dict[str, Any]) -> str:
     conf = 100 * (1 - result["alpha"])
     lb = result["lower_bound"]
     lines += ["", f"ε̂ = {result['epsilon_hat']:.4f} at t̂ = {json.dumps(result['t_hat'])}",
-              f"LB = {lb:.4f}: the mechanism is at best {max(lb, 0):.3g}-DP at {conf:g}% confidence"]
+              f"LB = {lb:.4f}: " + (f"ε is at least {lb:.3g} at {conf:g}% confidence (a lower bound only)" if lb > 0
+                                    else f"no privacy loss is established at {conf:g}% confidence; this does not "
+                                         "show that the mechanism is private")]
     if result["claimed_epsilon"] is not None:
         verdict = ("REFUTED: LB exceeds the claim" if result["refutes_claim"]
                    else "not refuted at this level (LB does not exceed the claim)")

@@ -159,9 +159,13 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
                 data = ev.get("data", {})
                 summary = data.get("annotations", {}).get("summary") or data.get("monitor") or ""
                 _say(f"  webhook {ev['type']} (signature verified): {summary}")
-                if data.get("evidence"):
-                    _say(f"    MPL snapshot: {data['evidence']['statement']} "
-                         f"(epsilon_hat={data['evidence']['epsilon_hat']:.3f}, claimed {data['evidence']['claimed_epsilon']:g})")
+                evidence = data.get("evidence") or {}
+                if evidence.get("check"):
+                    _say(f"    evidence: {evidence['check']['statement']}")
+                if evidence.get("contract"):
+                    _say(f"    contract: {evidence['contract']['detail']}")
+                if evidence.get("snapshot"):
+                    _say(f"    then: {evidence['snapshot']['statement']}")
             seen_events = len(receiver.events)
             alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
             finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}

@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         50_000, ge=100, le=1_000_000, description="Fresh outputs per database for discovery's bound (seed 003's N)."
     )
 
+    job_lease_seconds: int = Field(
+        60, ge=3, le=3600,
+        description="Lease of a running job (discovery, audit, re-discovery); its heartbeat renews it every third.",
+    )
+    max_jobs_in_flight: int = Field(2, ge=1, le=64, description="Jobs one worker runs at once.")
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"
 

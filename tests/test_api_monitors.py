@@ -86,7 +86,16 @@ def test_auto_event_starts_calibrating_with_the_table_threshold(client: TestClie
     monitor = create_monitor(client, mechanism["id"], checks=checks)
     assert monitor["state"] == "calibrating"
     assert monitor["checks"][0]["event"] == {"kind": "auto"}
-    assert monitor["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.05).value)
+    # With auto events, re-discovery (every ceil(T/10) periods by default) may add checks later:
+    # the initial checks get alpha/2 and the rest is kept for them (method.md section 10).
+    assert monitor["rediscover_every"] == 10 and monitor["rediscoveries"] == 0
+    assert monitor["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.025).value)
+    assert monitor["checks"][0]["origin"] == "auto" and monitor["checks"][0]["level"] == pytest.approx(0.025)
+    off = create_monitor(client, mechanism["id"], checks=checks, rediscover_every=0, name="no rediscovery")
+    assert off["rediscover_every"] == 0
+    assert off["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.05).value)
+    fixed = create_monitor(client, mechanism["id"], rediscover_every=7, name="fixed events")
+    assert fixed["rediscover_every"] == 0 and fixed["checks"][0]["origin"] == "given"  # no auto event
 
 
 def test_renew_uses_the_renewal_level(client: TestClient, mechanism: dict) -> None:

@@ -139,12 +139,13 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the alarm's evidence arrives with its snapshot
             alarms = api.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
-            if alarms and alarms[0]["evidence"]:
+            if alarms and alarms[0]["evidence"] and alarms[0]["evidence"]["snapshot"]:
                 break
             time.sleep(0.5)
         evidence = alarms[0]["evidence"]
         assert evidence, alarms
-        snapshot = api.get(f"/v1/snapshots/{evidence['snapshot_id']}").json()
+        snapshot = api.get(f"/v1/snapshots/{evidence['snapshot']['snapshot_id']}").json()
     assert snapshot["status"] == "done" and snapshot["trigger"] == "alarm"
     assert snapshot["lower_bound"] > scenario.epsilon, snapshot["result"]["pairs"][0]["bound"]
-    assert evidence["exceeds_claim"] is True and "at best" in evidence["statement"]
+    assert evidence["check"]["exceeds_claim"] is True and evidence["check"]["epsilon_lower_bound"] > scenario.epsilon
+    assert evidence["snapshot"]["verdict"] == "exceeds_claim" and "at best" not in evidence["statement"]

@@ -4,9 +4,12 @@ Both take seconds to minutes, so they run outside any transaction, on a monitor 
 leased; the result is written under the lease like a period.
 
 - A check with ``{"kind": "auto"}`` runs discovery (app.snapshots.discovery) on its pair: fresh
-  draws, DPL picks t̂, LB bounds the loss there, and the check then watches a small event around
-  t̂, with x and x' swapped if needed so that the event is likelier under x. What was found is
-  recorded in ``checks.discovery``. The draws are separate from the detector's periods.
+  draws, DPL picks t̂ on one half, and the check then watches a small event around t̂, with x
+  and x' swapped if needed so that the event is likelier under x. The other half is held out:
+  the event is adopted only if it holds outputs there and its Clopper–Pearson lower bound on ε
+  is above 0 (app.monitors.rediscovery). Otherwise the check stays ``auto``, dormant, and
+  re-discovery keeps looking. What was found is recorded in ``checks.discovery``. The draws are
+  separate from the detector's periods.
 - The threshold q(T, γ, α_j/m) by Monte Carlo when the table does not have it (method.md §3).
 """
 
@@ -23,11 +26,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Monitor
-from app.monitors.service import activate, check_alpha, get_checks, is_auto
+from app.monitors.rediscovery import discover_and_assess, initial_choice
+from app.monitors.service import activate, awaits_discovery, check_alpha, get_checks
 from app.sampling.client import SamplingClient
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
-from app.snapshots.discovery import DiscoveryOptions, discover
+from app.snapshots.discovery import DiscoveryOptions
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 
 log = structlog.get_logger("dpwatch.calibration")
@@ -51,37 +55,37 @@ class Calibrator:
             known = (ThresholdEstimate(monitor.horizon, monitor.gamma, design[2], monitor.threshold,
                                        monitor.threshold_std_error or 0.0, 0, 0, monitor.threshold_source or "table")
                      if monitor.threshold is not None else None)
-            auto = [(c.id, c.x, c.x_prime) for c in checks if is_auto(c)]
+            auto = [(c.id, c.x, c.x_prime) for c in checks if awaits_discovery(c)]
             from app.monitors.runner import endpoint_of
 
             mechanism = session.get(Mechanism, monitor.mechanism_id)
+            sizes = (monitor.discovery_samples or self.settings.discovery_samples,
+                     monitor.discovery_fresh_samples or self.settings.discovery_fresh_samples)
             return (monitor.horizon_index, design, known, auto, endpoint_of(mechanism), mechanism.output_kind,
-                    monitor.epsilon)
+                    monitor.epsilon, monitor.alpha, sizes, monitor.t)
 
     async def calibrate(self, monitor_id: uuid.UUID) -> bool:
         """Discover events and compute the threshold of a leased ``calibrating`` monitor; activate it."""
         plan = await asyncio.to_thread(self._plan, monitor_id)
         if plan is None:
             return False
-        horizon_index, design, known, auto, endpoint, output_kind, epsilon = plan
+        horizon_index, design, known, auto, endpoint, output_kind, epsilon, alpha, sizes, t = plan
         found: dict[uuid.UUID, dict] = {}
         if auto:
             if self.client is None:
                 raise RuntimeError("event discovery needs a sampling client")
-            options = DiscoveryOptions(samples=self.settings.discovery_samples,
-                                       fresh_samples=self.settings.discovery_fresh_samples, epsilon=epsilon)
+            options = DiscoveryOptions(samples=sizes[0], fresh_samples=sizes[1], epsilon=epsilon, alpha=alpha)
             for check_id, x, xp in auto:
                 log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
                 try:
-                    result = await discover(self.client, endpoint, output_kind, [(x, xp)], options,
-                                            label=f"discover-{check_id.hex[:12]}")
+                    candidates, _, ranked = await discover_and_assess(
+                        self.client, endpoint, output_kind, [(x, xp)], options, [],
+                        label=f"discover-{check_id.hex[:12]}", period=t + 1)
                 except Exception as exc:  # sampling failures, degenerate samples
                     log.warning("discovery_failed", monitor_id=str(monitor_id), error=str(exc)[:300])
                     await asyncio.to_thread(self._release, monitor_id)
                     return False
-                best = result["candidates"][0]
-                found[check_id] = {**best, "swapped": best["x"] != x, "discovered_at": self.clock().isoformat(),
-                                   "fresh_samples": result["fresh_samples"], "alpha": result["alpha"]}
+                found[check_id] = initial_choice(candidates, x, ranked, self.clock().isoformat())
         log.info("calibration_started", monitor_id=str(monitor_id), horizon=design[0], gamma=design[1], alpha=design[2])
         estimate = known or await asyncio.to_thread(threshold_for, *design)
         return await asyncio.to_thread(self._write, monitor_id, horizon_index, estimate, found)
@@ -97,9 +101,10 @@ class Calibrator:
             for check in checks:
                 if check.id in found:
                     info = found[check.id]
-                    check.x, check.x_prime = info["x"], info["x_prime"]
-                    check.event = info["event"]
-                    check.discovery = info
+                    if info["adopted"]:
+                        check.x, check.x_prime = info["x"], info["x_prime"]
+                        check.event = info["event"]
+                    check.discovery = info  # not adopted: the check stays `auto`, dormant
             activate(monitor, checks, estimate)
             release_lease(monitor)
             session.commit()

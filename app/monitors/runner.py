@@ -31,6 +31,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.alarms.evidence import privacy_evidence
 from app.alarms.service import enqueue_event, fire_alarm, monitor_event_data
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
@@ -39,7 +40,7 @@ from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
-from app.monitors.service import start_horizon
+from app.monitors.service import is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
 from app.stats.aggregator import WeightedAggregator
@@ -144,6 +145,8 @@ class PeriodRunner:
             databases: dict[str, Any] = {}
             plans = []
             for check in _checks(session, monitor_id):
+                if is_auto(check):  # dormant: no event worth watching was found yet
+                    continue
                 xk, xpk = database_key(check.x), database_key(check.x_prime)
                 databases[xk], databases[xpk] = check.x, check.x_prime
                 plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event)))
@@ -218,6 +221,8 @@ class PeriodRunner:
         alarms = []
         checks = _checks(session, monitor.id)
         for check in checks:
+            if check.id not in counts:  # added (re-discovery) after this period was planned
+                continue
             a, b = counts[check.id]
             stat = period_statistic(a, b, plan.n, plan.epsilon, variance=monitor.variance, kappa=monitor.kappa)  # type: ignore[arg-type]
             z = float(stat.z)
@@ -233,7 +238,7 @@ class PeriodRunner:
             )
             session.add(period_check)
             if step.alarm:
-                alarms.append((check, period_check))
+                alarms.append((check, period_check, step.lag))
         session.flush()
         store_outputs(session, monitor, run, outputs)
 
@@ -249,8 +254,10 @@ class PeriodRunner:
             # With outputs to analyse, the alarm's webhooks wait for its MPL snapshot, so that they
             # carry the evidence; the snapshot runner sends them (also when the snapshot fails).
             snapshot = snapshot_params_for_alarm(monitor)
-            for check, period_check in alarms:
-                alarm = fire_alarm(session, monitor, check, run, period_check, self.settings, notify=snapshot is None)
+            for check, period_check, lag in alarms:
+                evidence = privacy_evidence(session, monitor, check.id, plan.horizon_index, lag)
+                alarm = fire_alarm(session, monitor, check, run, period_check, self.settings, notify=snapshot is None,
+                                   evidence=evidence)
                 if snapshot is not None:
                     request_snapshot(session, monitor, "alarm", alarm_id=alarm.id, **snapshot)
         elif t >= monitor.horizon:
@@ -264,6 +271,10 @@ class PeriodRunner:
             monitor.state = "active"
         if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0:
             request_snapshot(session, monitor, "schedule")
+        if monitor.state in RUNNABLE_STATES and monitor.rediscover_every and t % monitor.rediscover_every == 0:
+            from app.monitors.rediscovery import request_rediscovery
+
+            request_rediscovery(session, monitor, trigger="schedule")
         log.info("period_done", monitor_id=str(monitor.id), t=t, horizon_index=plan.horizon_index,
                  skipped_slots=plan.skipped, alarms=len(alarms), sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, outcome, t=t)

@@ -15,6 +15,9 @@ MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", 
 Variance = Literal["score", "wald"]
 
 MAX_CHECKS = 64
+CheckOrigin = Literal["given", "auto", "rediscovery"]
+_ORIGIN = ("`given` (the event sent), `auto` (chosen by discovery while calibrating; still `auto` when no candidate "
+           "was worth adopting), or `rediscovery` (added during a horizon by re-discovery).")
 
 
 class AutoEvent(BaseModel):
@@ -116,6 +119,19 @@ class MonitorCreate(BaseModel):
     start_at: AwareDatetime | None = Field(
         None, description="When the first period starts (default: now). Anchors the schedule."
     )
+    rediscover_every: int | None = Field(
+        None, ge=0, le=100_000,
+        description="With `auto` events: run discovery again every this-many periods on fresh draws, and when the "
+        "outputs break their contract; a better event becomes a new check with its own share of α (method.md §10). "
+        "Default ⌈T/10⌉ (at least 5); 0 turns it off (the checks then share all of α). Ignored without `auto` events.",
+    )
+    discovery_samples: int | None = Field(
+        None, ge=100, le=200_000, description="n per database with which discovery chooses t̂ (default: the service's)."
+    )
+    discovery_fresh_samples: int | None = Field(
+        None, ge=100, le=1_000_000,
+        description="Fresh outputs per database that discovery holds out to bound each candidate (default: the service's).",
+    )
 
     @field_validator("cron")
     @classmethod
@@ -144,8 +160,12 @@ class CheckRead(BaseModel):
     x_prime: Any
     event: dict[str, Any]
     reversed: bool = Field(description="True for the (x', x) copy added by `symmetric`.")
+    origin: CheckOrigin = Field("given", description=_ORIGIN)
+    joined_t: int = Field(0, description="The period of the horizon after which the check joined (0: from the start).")
+    level: float | None = Field(None, description="The check's false-alarm level in this horizon.")
     discovery: dict[str, Any] | None = Field(
-        None, description="For a check created with an `auto` event: what discovery found and chose."
+        None, description="For a check created with an `auto` event or added by re-discovery: what discovery found "
+        "and chose (the candidate, its held-out bound, the level and threshold it runs at)."
     )
 
 
@@ -170,6 +190,10 @@ class MonitorRead(BaseModel):
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
+    rediscover_every: int = Field(description="K: re-discovery every K periods (0: off).")
+    rediscoveries: int = Field(description="Checks re-discovery added in this horizon.")
+    discovery_samples: int | None
+    discovery_fresh_samples: int | None
     horizon_index: int = Field(description="j, the current horizon (1 for the first).")
     horizon_alpha: float = Field(description="α_j: α, or 6α/(π²j²) when `renew`.")
     threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")
@@ -188,6 +212,10 @@ class CheckStatus(BaseModel):
     position: int
     reversed: bool
     event: dict[str, Any]
+    origin: CheckOrigin = Field("given", description=_ORIGIN)
+    joined_t: int = Field(0, description="The period of the horizon after which the check joined (0: from the start).")
+    level: float | None = Field(None, description="The check's false-alarm level in this horizon.")
+    threshold: float | None = Field(None, description="The check's threshold (its own, for a re-discovered check).")
     discovery: dict[str, Any] | None = Field(None, description="For an `auto` event: what discovery found.")
     last_z: float | None = Field(description="z of the latest period.")
     last_statistic: float | None = Field(description="M_t of the latest period.")
@@ -237,7 +265,8 @@ class MonitorStatus(BaseModel):
     periods_remaining: int
     alpha: float
     horizon_alpha: float
-    check_alpha: float = Field(description="Per-check level α_j/m (Bonferroni over the m checks).")
+    check_alpha: float = Field(description="Level of each check present at the horizon's start: α_j/m (Bonferroni "
+                               "over the m checks), or α_j/(2m) when re-discovery may add checks.")
     checks_count: int
     threshold: float | None
     threshold_std_error: float | None

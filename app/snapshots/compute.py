@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.stats.empirical import privacy_profile
+from app.stats.evidence import snapshot_reading
 from app.stats.mpl import MPLParams, dpl, kind_for_output, mpl_lower_bound
 
 #: ε grid of the stored privacy profile.
@@ -113,10 +114,10 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         })
     best = int(np.argmax([r["epsilon_hat"] for r in rows]))
     head = rows[best]
-    confidence = round(100 * (1 - alpha), 1)
     lb = head["lower_bound"]
-    statement = (f"the mechanism is at best {lb:.3g}-DP at {confidence:g}% confidence" if lb > 0 else
-                 f"no privacy loss is established at {confidence:g}% confidence (LB = {lb:.3g})")
+    # Worded so that a bound below the claim never reads as clearing the mechanism.
+    statement = snapshot_reading(lb, head["epsilon_hat"], epsilon if np.isfinite(epsilon) else np.inf, alpha=alpha,
+                                 after_alarm=False)["statement"]
     return {
         "kind": kind,
         "alpha": alpha,
@@ -129,9 +130,3 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         "statement": statement,
         "pairs": rows,
     }
-
-
-def evidence_of(result: dict[str, Any], snapshot_id: str) -> dict[str, Any]:
-    """The short form an alarm carries."""
-    keys = ("lower_bound", "epsilon_hat", "t_hat", "claimed_epsilon", "exceeds_claim", "statement", "alpha")
-    return {"snapshot_id": snapshot_id, "confidence": 1 - result["alpha"], **{k: result[k] for k in keys}}

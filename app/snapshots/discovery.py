@@ -50,8 +50,11 @@ def table1_candidates(k: int) -> list[tuple[Any, Any]]:
 
 async def draw_pairs(client: SamplingClient, endpoint: MechanismEndpoint, pairs: Sequence[tuple[Any, Any]],
                      options: DiscoveryOptions, *, label: str,
-                     progress: Callable[[str], None] | None = None) -> list[PairSamples]:
-    """n + N outputs on each distinct database of ``pairs``, split into choosing and bounding parts."""
+                     progress: Callable[[str], None] | None = None, period: int = 0) -> list[PairSamples]:
+    """n + N outputs on each distinct database of ``pairs``, split into choosing and bounding parts.
+
+    ``period`` is sent with the requests: a monitor's discovery sends its current period, so that
+    an endpoint that versions its deployment by period answers with the current one."""
     if not 1 <= len(pairs) <= MAX_PAIRS:
         raise ValueError(f"give between 1 and {MAX_PAIRS} pairs")
 
@@ -63,7 +66,7 @@ async def draw_pairs(client: SamplingClient, endpoint: MechanismEndpoint, pairs:
     drawn: dict[str, np.ndarray] = {}
 
     async def one(i: int, key: str) -> None:
-        drawn[key] = await client.sample(endpoint, keys[key], total, monitor_id=label, period=0,
+        drawn[key] = await client.sample(endpoint, keys[key], total, monitor_id=label, period=period,
                                          request_id_prefix=f"{label}-{i}")
         if progress:
             progress(f"drew {total} outputs on database {i + 1}/{len(keys)}")

@@ -19,6 +19,7 @@ import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.alarms.evidence import monitor_claim, with_snapshot
 from app.alarms.models import Alarm
 from app.alarms.service import notify_alarm
 from app.db import utcnow
@@ -27,7 +28,7 @@ from app.monitors.models import Check, Monitor
 from app.monitors.runner import database_key, endpoint_of
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.settings import Settings
-from app.snapshots.compute import PairSamples, compute_snapshot, evidence_of, split_periods
+from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
 from app.snapshots.service import database_digest, load_window
 from app.stats.aggregator import WeightedAggregator
@@ -158,9 +159,9 @@ class SnapshotRunner:
             if snap.trigger == "alarm" and snap.alarm_id is not None:
                 alarm = session.get(Alarm, snap.alarm_id)
                 if alarm is not None:
-                    if result is not None:
-                        alarm.evidence = evidence_of(result, str(snap.id))
                     monitor = session.get(Monitor, alarm.monitor_id)
+                    if result is not None:
+                        alarm.evidence = with_snapshot(alarm.evidence, result, str(snap.id), monitor_claim(monitor))
                     check = session.get(Check, alarm.check_id)
                     notify_alarm(session, alarm, monitor, check, self.settings)
             session.commit()

@@ -1,0 +1,236 @@
+"""The evidence an alarm carries: the counts that raised it and a lower confidence bound on ε.
+
+Pure functions (no I/O); method.md §9 writes the formulas out.
+
+When a check's detector fires at period t, eq. (13) of seed 002 attains M_t at a lag k: the
+last k periods are the detector's own window of evidence. Over that window the pooled counts
+are A = Σ a_s and B = Σ b_s out of N = Σ n_s outputs per side, with p̂ = A/N and q̂ = B/N.
+
+**Exact bounds on p and q** (Clopper & Pearson 1934, *Biometrika* 26(4), 404–413): the
+one-sided lower bound of a binomial proportion at level β is the β-quantile of
+Beta(A, N − A + 1) (0 when A = 0), and the upper bound is the (1 − β)-quantile of
+Beta(B + 1, N − B) (1 when B = N).
+
+**A lower bound on ε for the event** (the batch recipe of Jagielski et al. 2020 and Nasr et al.
+2023; DP-Sniper and StatDP bound ε the same way; /work/shared/docs/sequential.md §1): with each
+side at β = α/2, the pair (p ≥ p_lo, q ≤ q_hi) holds with probability ≥ 1 − α (Bonferroni), and
+on that event any (ε, δ) claim that the mechanism satisfies has p ≤ e^ε·q + δ ≤ e^ε·q_hi + δ, so
+
+    ε_lb = ln((p_lo − δ) / q_hi)            (pure ε: δ = 0)
+
+is a lower confidence bound on the ε of any (ε, δ)-DP guarantee the mechanism can have. The
+claim is contradicted when p_lo > e^ε·q_hi + δ, i.e. when ε_lb exceeds the claimed ε. That test
+is :func:`claim_test`, the one place where a claim meets the bounds, so that richer claims
+(issue 9) can plug in there.
+
+The window is the one the detector chose, on the same data: the bound describes "that event over
+that window" (what the alarm saw), it is not a fresh test. The MPL snapshot (seed 003) that
+follows an alarm draws fresh outputs and is a *separate* estimator of where the loss is; when its
+bound falls below the claim it is the weaker estimator there, not a sign that the claim holds
+(:func:`snapshot_reading`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from scipy.stats import beta as beta_dist
+
+__all__ = [
+    "ClaimLike",
+    "EventBound",
+    "PureClaim",
+    "alarm_evidence",
+    "claim_test",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "event_bound",
+    "snapshot_reading",
+]
+
+
+@runtime_checkable
+class ClaimLike(Protocol):
+    """What the claim test needs of a claim: ``epsilon`` and, optionally, ``delta``."""
+
+    epsilon: float
+
+
+@dataclass(frozen=True)
+class PureClaim:
+    """A pure ε claim, or an (ε, δ) one."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon, "delta": self.delta}
+
+
+def as_claim(claim: ClaimLike | float) -> ClaimLike:
+    return PureClaim(float(claim)) if isinstance(claim, (int, float)) else claim
+
+
+def _delta(claim: ClaimLike) -> float:
+    return float(getattr(claim, "delta", 0.0) or 0.0)
+
+
+def clopper_pearson_lower(k: int, n: int, level: float) -> float:
+    """One-sided exact lower bound of a binomial proportion: P(p ≥ bound) ≥ 1 − ``level``
+    (Clopper & Pearson 1934; the ``level``-quantile of Beta(k, n − k + 1), 0 when k = 0)."""
+    _check_counts(k, n)
+    if k == 0:
+        return 0.0
+    return float(beta_dist.ppf(level, k, n - k + 1))
+
+
+def clopper_pearson_upper(k: int, n: int, level: float) -> float:
+    """One-sided exact upper bound: P(p ≤ bound) ≥ 1 − ``level`` (the (1 − ``level``)-quantile of
+    Beta(k + 1, n − k), 1 when k = n)."""
+    _check_counts(k, n)
+    if k == n:
+        return 1.0
+    return float(beta_dist.isf(level, k + 1, n - k))
+
+
+def _check_counts(k: int, n: int) -> None:
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+
+
+def claim_test(claim: ClaimLike | float, p_lo: float, q_hi: float) -> tuple[float, bool]:
+    """The claim against exact bounds on one event: (ε_lb, contradicted).
+
+    ε_lb = ln((p_lo − δ)/q_hi) (−inf when p_lo ≤ δ, +inf when q_hi = 0); the claim (ε, δ) is
+    contradicted when p_lo > e^ε·q_hi + δ (sequential.md §1, the (ε, δ) boundary of one event).
+    The one place where a claim meets the counts' bounds (issue 9 plugs richer claims in here)."""
+    claim = as_claim(claim)
+    delta = _delta(claim)
+    excess = p_lo - delta
+    if excess <= 0:
+        eps_lb = -math.inf
+    elif q_hi <= 0:
+        eps_lb = math.inf
+    else:
+        eps_lb = math.log(excess / q_hi)
+    contradicted = p_lo > math.exp(float(claim.epsilon)) * q_hi + delta
+    return eps_lb, bool(contradicted)
+
+
+@dataclass(frozen=True)
+class EventBound:
+    """Exact bounds on one event's probabilities under x and x', and the ε bound they give."""
+
+    a: int
+    b: int
+    n_x: int
+    n_xp: int
+    p_hat: float
+    q_hat: float
+    p_lower: float
+    q_upper: float
+    epsilon_lower_bound: float
+    confidence: float
+    contradicts_claim: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; an infinite ε_lb (no output in the event on x, or none possible on x') is null."""
+        d = asdict(self)
+        d["epsilon_lower_bound"] = _json_float(self.epsilon_lower_bound)
+        return d
+
+
+def event_bound(a: int, b: int, n_x: int, n_xp: int | None = None, *, alpha: float = 0.05,
+                claim: ClaimLike | float | None = None) -> EventBound:
+    """Clopper–Pearson bounds p_lo (on a of n_x) and q_hi (on b of n_xp), each at α/2, and the
+    lower confidence bound ε_lb = ln(p_lo/q_hi) at level 1 − α (module docstring)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    n_xp = n_x if n_xp is None else n_xp
+    p_lo = clopper_pearson_lower(a, n_x, alpha / 2)
+    q_hi = clopper_pearson_upper(b, n_xp, alpha / 2)
+    eps_lb, contradicted = claim_test(claim if claim is not None else PureClaim(math.inf), p_lo, q_hi)
+    return EventBound(a=int(a), b=int(b), n_x=int(n_x), n_xp=int(n_xp), p_hat=a / n_x, q_hat=b / n_xp,
+                      p_lower=p_lo, q_upper=q_hi, epsilon_lower_bound=eps_lb, confidence=1 - alpha,
+                      contradicts_claim=None if claim is None else contradicted)
+
+
+def _json_float(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
+                   lag: int, claim: ClaimLike | float, alpha: float = 0.05) -> dict[str, Any]:
+    """The evidence of a check's alarm (JSON-ready).
+
+    ``a``, ``b``, ``n``, ``t`` are the check's periods in order, the last being the alarm's;
+    ``lag`` is the k that attains M_t (eq. 13). The window is the last k periods; its pooled
+    counts give p̂, q̂ and the Clopper–Pearson bound ε_lb at level 1 − α (:func:`event_bound`)."""
+    if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
+        raise ValueError("a, b, n and t must be non-empty sequences of the same length")
+    if not 1 <= lag <= len(a):
+        raise ValueError(f"lag must lie in [1, {len(a)}], got {lag}")
+    claim = as_claim(claim)
+    big_a, big_b, big_n = int(sum(a[-lag:])), int(sum(b[-lag:])), int(sum(n[-lag:]))
+    bound = event_bound(big_a, big_b, big_n, big_n, alpha=alpha, claim=claim)
+    eps_lb = bound.epsilon_lower_bound
+    confidence = round(100 * (1 - alpha), 1)
+    if bound.contradicts_claim:
+        statement = (f"Over the last {lag} period(s) ({big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in "
+                     f"the event), ε is at least {eps_lb:.3g} at {confidence:g}% confidence, above the claimed "
+                     f"{float(claim.epsilon):g}.")
+    else:
+        shown = f"{eps_lb:.3g}" if math.isfinite(eps_lb) else "−∞"
+        statement = (f"Over the last {lag} period(s) ({big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in "
+                     f"the event) the detector crossed its threshold, but the exact {confidence:g}% bound on ε "
+                     f"for this window ({shown}) does not exceed the claimed {float(claim.epsilon):g}: the "
+                     "aggregated evidence is stronger than this single-window bound. This does not clear the "
+                     "mechanism.")
+    return {
+        "method": "clopper_pearson",
+        "window": {"lag": int(lag), "from_t": int(t[-lag]), "to_t": int(t[-1])},
+        "counts": {"a": big_a, "b": big_b, "n": big_n},
+        "p_hat": bound.p_hat,
+        "q_hat": bound.q_hat,
+        "p_lower": bound.p_lower,
+        "q_upper": bound.q_upper,
+        "epsilon_lower_bound": _json_float(eps_lb),
+        "confidence": 1 - alpha,
+        "claim": {"epsilon": float(claim.epsilon), "delta": _delta(claim)},
+        "exceeds_claim": bool(bound.contradicts_claim),
+        "statement": statement,
+    }
+
+
+def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: ClaimLike | float, *,
+                     alpha: float = 0.05, after_alarm: bool = True) -> dict[str, Any]:
+    """How to read an MPL snapshot (seed 003 eq. 26) next to a claim, in words that never clear
+    the mechanism: LB is a lower bound on the loss at the snapshot's t̂, a separate estimator of
+    where the loss is. Below the claim it is the weaker estimator there, nothing more."""
+    claim = as_claim(claim)
+    eps = float(claim.epsilon)
+    confidence = round(100 * (1 - alpha), 1)
+    if lower_bound > eps:
+        verdict = "exceeds_claim"
+        text = (f"MPL snapshot (a separate estimator of where the loss is): ε is at least {lower_bound:.3g} at "
+                f"{confidence:g}% confidence (ε̂ = {epsilon_hat:.3g}), above the claimed {eps:g}.")
+    elif after_alarm:
+        verdict = "weaker_estimator"
+        text = (f"MPL snapshot (a separate estimator of where the loss is): its {confidence:g}% lower bound "
+                f"({lower_bound:.3g}, ε̂ = {epsilon_hat:.3g}) does not reach the claimed {eps:g}. The snapshot is the "
+                "weaker estimator here; it does not clear the mechanism, and the alarm's own evidence stands.")
+    elif lower_bound > 0:
+        verdict = "below_claim"
+        text = (f"MPL snapshot: ε is at least {lower_bound:.3g} at {confidence:g}% confidence (ε̂ = "
+                f"{epsilon_hat:.3g}). A lower bound says nothing about how large ε may be"
+                + (f"; being below the claimed {eps:g} does not show that the claim holds." if math.isfinite(eps)
+                   else "."))
+    else:
+        verdict = "no_loss_established"
+        text = (f"MPL snapshot: no privacy loss is established at {confidence:g}% confidence (LB = "
+                f"{lower_bound:.3g}, ε̂ = {epsilon_hat:.3g}). This does not show that the mechanism is private"
+                + (f" at the claimed {eps:g}." if math.isfinite(eps) else "."))
+    return {"verdict": verdict, "statement": text}
