@@ -46,6 +46,8 @@ from .protocol import (
     sign_headers,
     validate_secret,
 )
+from app.stats.shapes import ListSamples, OutputShape, concat_outputs
+
 from .safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
 __all__ = ["MechanismEndpoint", "OnRequest", "SamplingClient", "SamplingClientConfig"]
@@ -77,7 +79,10 @@ class MechanismEndpoint:
     ``repr`` so it never reaches logs.  ``timeout_seconds`` bounds one HTTP
     attempt (connect + answer).  ``prefer_binary`` asks for the float64 binary
     format (only used for real and vector outputs).  ``vector_dim``, if set,
-    is the required length of each vector output.
+    is the required length of each vector output.  ``shape``, if set, is the
+    output contract (app.stats.shapes.OutputShape): answers are validated
+    against it and returned in its canonical form, and ``output_kind`` and
+    ``vector_dim`` are then ignored.
     """
 
     sampling_url: str
@@ -87,8 +92,11 @@ class MechanismEndpoint:
     timeout_seconds: float = 30.0
     prefer_binary: bool = False
     vector_dim: int | None = None
+    shape: OutputShape | None = None
 
     def __post_init__(self) -> None:
+        if self.shape is not None and not isinstance(self.shape, OutputShape):
+            raise ValueError("shape must be an OutputShape")
         if self.output_kind not in OUTPUT_KINDS:
             raise ValueError(f"output_kind must be one of {OUTPUT_KINDS}, got {self.output_kind!r}")
         if not isinstance(self.max_batch, int) or self.max_batch < 1:
@@ -234,7 +242,9 @@ class SamplingClient:
         webhook = Webhook(mechanism.secret)
         sizes = _split(n, mechanism.max_batch)
         deadline = time.monotonic() + self.config.deadline_seconds
-        binary = mechanism.prefer_binary and mechanism.output_kind in ("real", "vector")
+        binary = mechanism.prefer_binary and (
+            mechanism.shape.binary_capable if mechanism.shape is not None
+            else mechanism.output_kind in ("real", "vector"))
         bound = log.bind(
             url=redact_url(mechanism.sampling_url),
             monitor_id=monitor_id,
@@ -245,7 +255,7 @@ class SamplingClient:
         started = time.monotonic()
 
         semaphore = anyio.Semaphore(self.config.max_concurrency)
-        results: list[np.ndarray | None] = [None] * len(sizes)
+        results: list[np.ndarray | ListSamples | None] = [None] * len(sizes)
 
         async def run(index: int, size: int) -> None:
             request_id = f"{prefix}-{index}"
@@ -284,9 +294,15 @@ class SamplingClient:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _concatenate(mechanism: MechanismEndpoint, parts: list[np.ndarray]) -> np.ndarray:
+    def _concatenate(mechanism: MechanismEndpoint, parts: list[typing.Any]) -> typing.Any:
         if len(parts) == 1:
             return parts[0]
+        if isinstance(parts[0], ListSamples):
+            return concat_outputs(parts)
+        if mechanism.shape is not None and mechanism.shape.container == "scalar" and mechanism.shape.nullable:
+            # a nullable integer batch without nulls is int64; one with nulls is float64
+            if len({p.dtype.kind for p in parts} - {"O"}) > 1 and all(p.dtype.kind in "if" for p in parts):
+                return np.concatenate([p.astype(np.float64) for p in parts])
         first = parts[0]
         for i, part in enumerate(parts[1:], start=1):
             if part.dtype != first.dtype:
@@ -423,7 +439,8 @@ class SamplingClient:
                 if media_type(resp.content_type) == BINARY_MEDIA_TYPE:
                     dim = parse_dim_header(resp.headers.get(DIM_HEADER))
                     if (
-                        mechanism.vector_dim is not None
+                        mechanism.shape is None
+                        and mechanism.vector_dim is not None
                         and dim is not None
                         and dim != mechanism.vector_dim
                     ):
@@ -433,7 +450,8 @@ class SamplingClient:
                         )
                 else:
                     dim = mechanism.vector_dim
-                samples = parse_samples(resp.content, resp.content_type, size, mechanism.output_kind, dim)
+                samples = parse_samples(resp.content, resp.content_type, size, mechanism.output_kind, dim,
+                                        shape=mechanism.shape)
                 outcome = "ok"
             except SamplingError as exc:
                 outcome = exc.reason

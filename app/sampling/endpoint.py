@@ -41,8 +41,11 @@ from .protocol import (
     coerce_samples,
     encode_binary,
     encode_json,
+    encode_shaped_binary,
+    encode_shaped_json,
     validate_secret,
 )
+from app.stats.shapes import ListSamples, OutputShape, ShapeBreach, conformance, to_canonical
 
 __all__ = [
     "MechanismFunction",
@@ -51,6 +54,7 @@ __all__ = [
     "make_multi_endpoint_app",
     "negotiate_binary",
     "to_samples",
+    "to_shaped_samples",
 ]
 
 log = structlog.get_logger("dpwatch.endpoint")
@@ -151,6 +155,32 @@ def to_samples(output: typing.Any, n: int, output_kind: OutputKind) -> np.ndarra
     raise SamplingError("wrong_type", f"discrete outputs must be integers or strings, got dtype {arr.dtype}")
 
 
+def to_shaped_samples(output: typing.Any, n: int, shape: OutputShape) -> np.ndarray | ListSamples:
+    """A mechanism function's output as the canonical outputs of ``shape``: a
+    :class:`ListSamples`, a numeric array (NaN for null) or a list of JSON-like
+    outputs (``None`` for null).  Raises :class:`SamplingError` (with ``.breach``)."""
+    if isinstance(output, ListSamples):
+        out: typing.Any = output
+    elif isinstance(output, np.ndarray) and output.dtype.kind in "iuf":
+        out = output.astype(np.float64) if output.dtype.kind != "f" else output
+        if shape.values == "integer" and not shape.nullable and out.ndim == 1:
+            if np.isfinite(out).all() and (out == np.round(out)).all():
+                out = out.astype(np.int64)
+    else:
+        items = output.tolist() if isinstance(output, np.ndarray) else list(output)
+        try:
+            out = to_canonical(shape, items)
+        except ShapeBreach as exc:
+            raise SamplingError("wrong_type", exc.breach.detail, breach=exc.breach) from None
+    count = len(out) if isinstance(out, ListSamples) else int(np.asarray(out).shape[0]) if np.ndim(out) else 0
+    if count != n:
+        raise SamplingError("wrong_count", f"expected {n} samples, got {count}")
+    breach = conformance(shape, out)
+    if breach is not None:
+        raise SamplingError("wrong_type", breach.detail, breach=breach)
+    return out
+
+
 class _RngFactory:
     """Fresh Generator per request: OS entropy, or children of SeedSequence(seed)."""
 
@@ -197,11 +227,12 @@ def _make_handler(
     rng_factory: _RngFactory,
     name: str,
 ) -> Callable[[Request], typing.Awaitable[Response]]:
-    if output_kind not in OUTPUT_KINDS:
-        raise ValueError(f"output_kind must be one of {OUTPUT_KINDS}, got {output_kind!r}")
+    shape = output_kind if isinstance(output_kind, OutputShape) else None
+    if shape is None and output_kind not in OUTPUT_KINDS:
+        raise ValueError(f"output_kind must be one of {OUTPUT_KINDS} or an OutputShape, got {output_kind!r}")
     if not callable(f):
         raise TypeError(f"mechanism {name!r} is not callable")
-    binary_capable = output_kind in ("real", "vector")
+    binary_capable = shape.binary_capable if shape is not None else output_kind in ("real", "vector")
     # A function that takes ``period`` is told which period of the monitor asks, e.g. to model
     # a deployment change at a given period (the reference scenarios do).
     try:
@@ -242,13 +273,23 @@ def _make_handler(
             log.exception("endpoint.mechanism_failed", mechanism=name, request_id=req.request_id)
             return _error(500, f"the mechanism function raised {type(exc).__name__}: {str(exc)[:200]}")
         try:
-            samples = to_samples(output, req.n, output_kind)
+            if shape is not None:
+                samples = to_shaped_samples(output, req.n, shape)
+            else:
+                samples = to_samples(output, req.n, output_kind)
         except SamplingError as exc:
             log.error(
                 "endpoint.invalid_output", mechanism=name, reason=exc.reason, detail=exc.detail
             )
             return _error(500, f"the mechanism function returned invalid output ({exc.reason}): {exc.detail}")
         headers = {"cache-control": "no-store", "vary": "accept"}
+        if shape is not None:
+            if binary_capable and negotiate_binary(request.headers.get("accept")):
+                body_bytes, dim = encode_shaped_binary(samples)
+                if shape.container != "scalar":
+                    headers[DIM_HEADER] = str(dim)
+                return Response(body_bytes, media_type=BINARY_MEDIA_TYPE, headers=headers)
+            return Response(encode_shaped_json(samples, shape), media_type=JSON_MEDIA_TYPE, headers=headers)
         if binary_capable and negotiate_binary(request.headers.get("accept")):
             if output_kind == "vector":
                 headers[DIM_HEADER] = str(samples.shape[1])
@@ -275,7 +316,7 @@ def _route_name(path: str) -> str:
 
 
 def make_endpoint_router(
-    routes: Mapping[str, tuple[MechanismFunction, OutputKind]],
+    routes: Mapping[str, tuple[MechanismFunction, OutputKind | OutputShape]],
     *,
     secret: str | None,
     max_n: int = DEFAULT_MAX_N,
@@ -302,14 +343,14 @@ def make_endpoint_router(
             _make_handler(f, output_kind, webhook, max_n, max_body_bytes, rng_factory, name),
             methods=["POST"],
             name=f"sample_{name}",
-            summary=f"Sampling endpoint ({output_kind} outputs)",
+            summary=f"Sampling endpoint ({output_kind.describe() if isinstance(output_kind, OutputShape) else output_kind} outputs)",
             response_class=Response,
         )
     return router
 
 
 def make_multi_endpoint_app(
-    routes: Mapping[str, tuple[MechanismFunction, OutputKind]],
+    routes: Mapping[str, tuple[MechanismFunction, OutputKind | OutputShape]],
     secret: str | None,
     *,
     max_n: int = DEFAULT_MAX_N,

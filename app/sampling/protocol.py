@@ -16,6 +16,14 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
 from standardwebhooks import Webhook
 
+from app.stats.shapes import (
+    Breach,
+    ListSamples,
+    OutputShape,
+    ShapeBreach,
+    to_canonical,
+)
+
 __all__ = [
     "ACCEPT_BINARY",
     "ACCEPT_JSON",
@@ -26,6 +34,7 @@ __all__ = [
     "RETRYABLE_REASONS",
     "SAMPLING_REASONS",
     "OutputKind",
+    "OutputShape",
     "SampleRequest",
     "SampleResponse",
     "SamplingError",
@@ -35,10 +44,12 @@ __all__ = [
     "encode_database",
     "encode_json",
     "encode_request",
+    "encode_shaped_json",
     "generate_secret",
     "media_type",
     "parse_dim_header",
     "parse_samples",
+    "shape_of",
     "sign_headers",
     "validate_secret",
 ]
@@ -90,6 +101,7 @@ class SamplingError(Exception):
         *,
         status_code: int | None = None,
         retry_after: float | None = None,
+        breach: Breach | None = None,
     ) -> None:
         if reason not in SAMPLING_REASONS:
             raise ValueError(f"unknown sampling error reason {reason!r}")
@@ -98,6 +110,9 @@ class SamplingError(Exception):
         self.detail = detail
         self.status_code = status_code
         self.retry_after = retry_after
+        #: For answers that break the declared output shape (reason ``wrong_type``): what broke
+        #: (type, length, support) and an offending sample (app.stats.shapes.Breach).
+        self.breach = breach
 
     @property
     def retryable(self) -> bool:
@@ -110,14 +125,17 @@ class SamplingError(Exception):
     def __reduce__(self):  # type: ignore[no-untyped-def]  # picklable across processes
         return (
             _rebuild_error,
-            (self.reason, self.detail, self.status_code, self.retry_after),
+            (self.reason, self.detail, self.status_code, self.retry_after,
+             None if self.breach is None else self.breach.model_dump()),
         )
 
 
 def _rebuild_error(
-    reason: SamplingReason, detail: str, status_code: int | None, retry_after: float | None
+    reason: SamplingReason, detail: str, status_code: int | None, retry_after: float | None,
+    breach: dict | None = None,
 ) -> SamplingError:
-    return SamplingError(reason, detail, status_code=status_code, retry_after=retry_after)
+    return SamplingError(reason, detail, status_code=status_code, retry_after=retry_after,
+                         breach=None if breach is None else Breach.model_validate(breach))
 
 
 # --------------------------------------------------------------------------- wire models
@@ -278,6 +296,18 @@ def _coerce_real(samples: list) -> np.ndarray:
 
 def _coerce_discrete(samples: list) -> np.ndarray:
     kinds = set(map(type, samples))
+    if kinds == {float} or kinds == {int, float}:
+        # float-valued integers such as 16.0 are integers (a JSON encoder may write them so)
+        arr = np.array(samples, dtype=np.float64)
+        bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) > 2.0**53)
+        if not bad.any():
+            return arr.astype(np.int64)
+        i = int(np.flatnonzero(bad)[0])
+        raise SamplingError(
+            "wrong_type",
+            f"discrete outputs must be integers (16.0 counts as 16) or strings; sample {i} is "
+            f"{_type_name(samples[i])}: {_show(samples[i])}",
+        )
     if kinds == {int}:
         try:
             return np.array(samples, dtype=np.int64)
@@ -339,18 +369,42 @@ def _coerce_vector(samples: list, dim: int | None) -> np.ndarray:
     return arr
 
 
+def shape_of(output_kind: OutputKind | None, dim: int | None = None,
+             shape: OutputShape | None = None) -> OutputShape:
+    """The shape to validate against: ``shape`` when given, else the legacy kind's."""
+    if shape is not None:
+        return shape
+    if output_kind is None:
+        raise ValueError("give an output_kind or a shape")
+    if output_kind == "vector" and dim is None:
+        raise ValueError("a vector output kind needs its dim to make a shape")
+    return OutputShape.from_output_kind(output_kind, dim)
+
+
+def _coerce_shaped(samples: list, shape: OutputShape) -> np.ndarray | ListSamples:
+    try:
+        return to_canonical(shape, samples)
+    except ShapeBreach as exc:
+        raise SamplingError("wrong_type", exc.breach.detail, breach=exc.breach) from None
+
+
 def coerce_samples(
-    samples: typing.Any, n: int, output_kind: OutputKind, dim: int | None = None
-) -> np.ndarray:
+    samples: typing.Any, n: int, output_kind: OutputKind | None, dim: int | None = None,
+    *, shape: OutputShape | None = None,
+) -> np.ndarray | ListSamples:
     """Validate decoded JSON samples (a list) and convert them to the canonical
     array: real -> float64 (n,), discrete -> int64 (n,) or object array of str
-    (n,), vector -> float64 (n, d).  Raises :class:`SamplingError`."""
-    if output_kind not in OUTPUT_KINDS:
+    (n,), vector -> float64 (n, d); with a ``shape``, its canonical form
+    (app/stats/shapes.py; lists are :class:`ListSamples`).  Raises
+    :class:`SamplingError`; a shape breach carries ``.breach``."""
+    if shape is None and output_kind not in OUTPUT_KINDS:
         raise ValueError(f"unknown output kind {output_kind!r}")
     if not isinstance(samples, list):
         raise SamplingError("invalid_json", f"'samples' must be an array, got {_type_name(samples)}")
     if len(samples) != n:
         raise SamplingError("wrong_count", f"expected {n} samples, got {len(samples)}")
+    if shape is not None:
+        return _coerce_shaped(samples, shape)
     if output_kind == "real":
         return _coerce_real(samples)
     if output_kind == "discrete":
@@ -429,13 +483,111 @@ def parse_dim_header(value: str | None) -> int | None:
     return int(text)
 
 
+def _shape_error(detail: str, kind: str = "type", index: int | None = None, sample: typing.Any = None) -> SamplingError:
+    breach = Breach(kind=kind, detail=detail, index=index, sample=sample)  # type: ignore[arg-type]
+    return SamplingError("wrong_type", detail, breach=breach)
+
+
+def _parse_binary_shaped(body: bytes, n: int, shape: OutputShape, dim: int | None) -> np.ndarray | ListSamples:
+    """The binary format for a shape (docs/protocol.md §4): NaN is null (nullable shapes only);
+    a list row is ``[length, v_1, …, v_L]`` padded with NaN, ``x-dpwatch-dim = 1 + L``."""
+    if not shape.binary_capable:
+        raise SamplingError("invalid_binary", f"{BINARY_MEDIA_TYPE} answers cannot carry {shape.describe()} outputs")
+    if shape.container == "scalar":
+        if dim not in (None, 1):
+            raise SamplingError("invalid_binary", f"a binary answer for scalar outputs must not declare {DIM_HEADER}={dim}")
+        d = 1
+    else:
+        if dim is None:
+            raise SamplingError("invalid_binary", f"a binary vector or list answer needs an {DIM_HEADER} header")
+        d = dim
+        if shape.container == "vector" and d != shape.length:
+            raise _shape_error(f"vector outputs have length {d}, expected {shape.length}", "length")
+    row_bytes = 8 * d
+    if len(body) % row_bytes:
+        raise SamplingError(
+            "invalid_binary",
+            f"binary body of {len(body)} bytes is not a whole number of {row_bytes}-byte rows "
+            f"(little-endian float64 x {d})",
+        )
+    rows = len(body) // row_bytes
+    if rows != n:
+        raise SamplingError("wrong_count", f"expected {n} samples, got {rows} (binary body of {len(body)} bytes)")
+    arr = np.frombuffer(body, dtype="<f8").astype(np.float64, copy=True).reshape(n, d)
+    if np.isinf(arr).any():
+        raise SamplingError("non_finite", "the binary answer holds an infinity")
+    if shape.container == "list":
+        lengths_f = arr[:, 0]
+        if not (np.isfinite(lengths_f).all() and (lengths_f == np.round(lengths_f)).all()
+                and (lengths_f >= 0).all() and (lengths_f <= d - 1).all()):
+            raise SamplingError("invalid_binary", f"each binary list row must start with its length, an integer in [0, {d - 1}]")
+        lengths = lengths_f.astype(np.int64)
+        values = arr[:, 1:] if d > 1 else np.full((n, 1), np.nan)
+        padding = np.arange(values.shape[1])[None, :] >= lengths[:, None]
+        if not np.isnan(values[padding]).all():
+            raise SamplingError("invalid_binary", "binary list rows must be padded with NaN after their length")
+        out: np.ndarray | ListSamples = ListSamples(values, lengths)
+        if shape.max_length is not None and n and lengths.max() > shape.max_length:
+            i = int(np.argmax(lengths > shape.max_length))
+            raise _shape_error(f"list outputs may hold at most {shape.max_length} entries; output {i} has {lengths[i]}",
+                               "length", i)
+        present = values[~padding]
+    else:
+        out = arr[:, 0] if shape.container == "scalar" else arr
+        present = arr.reshape(-1)
+    nulls = np.isnan(present)
+    if nulls.any() and not shape.nullable:
+        raise SamplingError("non_finite", f"{int(nulls.sum())} NaN value(s), and the shape allows no null")
+    if shape.values == "integer":
+        vals = present[~nulls]
+        bad = (vals != np.round(vals)) | (np.abs(vals) > 2.0**53)
+        if bad.any():
+            raise _shape_error(f"integer outputs must be integers; got {float(vals[bad][0])!r}", "type",
+                               None, float(vals[bad][0]))
+        if shape.container == "scalar" and not shape.nullable:
+            out = np.asarray(out).astype(np.int64)
+    return out
+
+
+def encode_shaped_json(samples: np.ndarray | ListSamples, shape: OutputShape) -> bytes:
+    """The JSON answer body for canonical outputs of ``shape``: NaN becomes ``null``, integer
+    shapes are written as integers, list rows stop at their length."""
+    def num(v: float) -> typing.Any:
+        if v != v:
+            return None
+        return int(v) if shape.values == "integer" else v
+
+    if isinstance(samples, ListSamples):
+        body = [[num(v) for v in samples.values[i, : int(samples.lengths[i])].tolist()] for i in range(len(samples))]
+    else:
+        arr = np.asarray(samples)
+        if arr.dtype == object or arr.dtype.kind in "iu":
+            body = arr.tolist()
+        elif arr.ndim == 1:
+            body = [num(v) for v in arr.tolist()]
+        else:
+            body = [[num(v) for v in row] for row in arr.tolist()]
+    return pydantic_core.to_json({"samples": body})
+
+
+def encode_shaped_binary(samples: np.ndarray | ListSamples) -> tuple[bytes, int]:
+    """The binary answer body and its ``x-dpwatch-dim`` for canonical numeric outputs."""
+    if isinstance(samples, ListSamples):
+        rows = np.concatenate([samples.lengths[:, None].astype(np.float64), samples.values], axis=1)
+        return encode_binary(rows), rows.shape[1]
+    arr = np.asarray(samples, dtype=np.float64)
+    return encode_binary(arr), (1 if arr.ndim == 1 else arr.shape[1])
+
+
 def parse_samples(
     body_bytes: bytes,
     content_type: str | None,
     n: int,
-    output_kind: OutputKind,
+    output_kind: OutputKind | None,
     dim: int | None = None,
-) -> np.ndarray:
+    *,
+    shape: OutputShape | None = None,
+) -> np.ndarray | ListSamples:
     """Strictly validate a ``200`` answer body and return the samples.
 
     ``content_type``: the answer's Content-Type; ``application/x-dpwatch-float64``
@@ -446,15 +598,21 @@ def parse_samples(
 
     Returns real -> float64 (n,); discrete -> int64 (n,) if all outputs are
     integers, else an object array of str (n,); vector -> float64 (n, d).
+    With ``shape`` (app.stats.shapes.OutputShape), ``output_kind`` is ignored
+    and the answer is validated against the shape and returned in its
+    canonical form (lists as :class:`ListSamples`); a breach of the shape is a
+    ``wrong_type`` error whose ``.breach`` says what broke.
     Raises :class:`SamplingError` with reason ``invalid_json``,
     ``invalid_binary``, ``wrong_count``, ``wrong_type`` or ``non_finite``.
     """
-    if output_kind not in OUTPUT_KINDS:
+    if shape is None and output_kind not in OUTPUT_KINDS:
         raise ValueError(f"unknown output kind {output_kind!r}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError("n must be a positive integer")
     if media_type(content_type) == BINARY_MEDIA_TYPE:
-        return _parse_binary(body_bytes, n, output_kind, dim)
+        if shape is not None:
+            return _parse_binary_shaped(body_bytes, n, shape, dim)
+        return _parse_binary(body_bytes, n, output_kind, dim)  # type: ignore[arg-type]
     shown_type = media_type(content_type) or "no content type"
     try:
         text = body_bytes.decode("utf-8")
@@ -472,7 +630,7 @@ def parse_samples(
             "invalid_json",
             f"the answer must be a JSON object with a 'samples' array; got {_excerpt(text)}",
         )
-    return coerce_samples(doc["samples"], n, output_kind, dim)
+    return coerce_samples(doc["samples"], n, output_kind, dim, shape=shape)
 
 
 def encode_json(samples: np.ndarray) -> bytes:
