@@ -171,6 +171,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("GET", monitor),
         ("DELETE", monitor),
         ("GET", monitor + "/status"),
+        ("POST", monitor + "/validate"),
         ("POST", monitor + "/pause"),
         ("POST", monitor + "/resume"),
         ("POST", monitor + "/reset"),

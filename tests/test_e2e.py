@@ -82,7 +82,7 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
         hook_secret["secret"] = hook_created.json()["secret"]
         mech = api.post("/v1/mechanisms", params={"validate": "true"}, json={
             "name": "laplace", "sampling_url": f"{base}/reference/scenarios/a", "output_kind": "real",
-            "secret": mechanism_secret})
+            "secret": mechanism_secret, "probe_database": scenario.x})
         assert mech.status_code == 201, mech.text
         monitor = api.post("/v1/monitors", json={
             "name": "laplace sum", "mechanism_id": mech.json()["id"], "epsilon": scenario.epsilon,

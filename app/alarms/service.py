@@ -91,6 +91,11 @@ def alarm_fingerprint(monitor_id: uuid.UUID, check_id: uuid.UUID, horizon_index:
     return hashlib.sha256(f"{monitor_id}:{check_id}:{horizon_index}".encode()).hexdigest()[:16]
 
 
+def contract_fingerprint(monitor_id: uuid.UUID, breach: str) -> str:
+    """One contract alarm per monitor and breach kind (type, length, support) until it is resolved."""
+    return hashlib.sha256(f"{monitor_id}:contract:{breach}".encode()).hexdigest()[:16]
+
+
 def alarm_status(alarm: Alarm) -> str:
     return "resolved" if alarm.resolved_at is not None else "firing"
 
@@ -219,7 +224,7 @@ def fire_contract_alarm(session: Session, monitor: Monitor, period_run: PeriodRu
         tenant_id=monitor.tenant_id, monitor_id=monitor.id, kind="contract", check_id=None,
         period_run_id=period_run.id, horizon_index=period_run.horizon_index, t=period_run.t or monitor.t,
         created_at=now,
-        fingerprint=hashlib.sha256(f"{monitor.id}:contract:{contract.get('breach')}".encode()).hexdigest()[:16],
+        fingerprint=contract_fingerprint(monitor.id, str(contract.get("breach"))),
         evidence={"kind": "contract", "statement": statement, "check": None, "contract": contract,
                   "snapshot": None},
     )

@@ -39,6 +39,7 @@ class Mechanism(Base):
     # The output contract: an ``app.stats.shapes.OutputShape`` as JSON, declared at registration
     # or detected from the first outputs; a period whose outputs break it raises a contract alarm.
     output_shape: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    output_shape_source: Mapped[str | None] = mapped_column(String(16))  # declared | detected
     # The input that validation probes use when no monitor gives one (never an empty guess).
     probe_database: Mapped[Any | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -311,3 +311,20 @@ class PeriodRead(BaseModel):
     sampling_seconds: float | None
     worker_id: str | None
     checks: list[PeriodCheckRead]
+
+
+class DatabaseProbe(BaseModel):
+    database: Any = Field(description="A database of the monitor's checks (x or x').")
+    checks: list[int] = Field(description="Positions of the checks that use it.")
+    report: Any = Field(description="What the probe on it showed (a `ProbeReport`).")
+
+
+class MonitorValidation(BaseModel):
+    """One probe of the mechanism on each distinct database of the monitor's checks."""
+
+    ok: bool = Field(description="True when every probe answered correctly (and within the output contract).")
+    probes: list[DatabaseProbe]
+
+
+class MonitorCreated(MonitorRead):
+    validation: MonitorValidation | None = Field(None, description="Result of `?validate=true`, when asked.")

@@ -76,6 +76,7 @@ def upgrade() -> None:
 
     with op.batch_alter_table('mechanisms', schema=None) as batch_op:
         batch_op.add_column(sa.Column('output_shape', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True))
+        batch_op.add_column(sa.Column('output_shape_source', sa.String(length=16), nullable=True))
         batch_op.add_column(sa.Column('probe_database', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True))
 
     with op.batch_alter_table('monitors', schema=None) as batch_op:
@@ -98,6 +99,7 @@ def downgrade() -> None:
 
     with op.batch_alter_table('mechanisms', schema=None) as batch_op:
         batch_op.drop_column('probe_database')
+        batch_op.drop_column('output_shape_source')
         batch_op.drop_column('output_shape')
 
     with op.batch_alter_table('checks', schema=None) as batch_op:
