@@ -212,7 +212,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
                 if "{" in path:
                     assert "404" in operation["responses"], (method, path)
     create = schema["paths"]["/v1/monitors"]["post"]
-    assert create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorRead")
+    assert create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorCreated")
     monitor_create = schema["components"]["schemas"]["MonitorCreate"]
     assert monitor_create["examples"][0]["checks"]
     event_kinds = set(schema["components"]["schemas"]["CheckCreate"]["properties"]["event"]["discriminator"]["mapping"])

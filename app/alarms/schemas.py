@@ -38,24 +38,34 @@ class ClaimRead(BaseModel):
     delta: float = 0.0
 
 
+class ExactBound(BaseModel):
+    method: Literal["clopper_pearson"] = "clopper_pearson"
+    p_lower: float = Field(description="Clopper–Pearson lower bound on p at α/2.")
+    q_upper: float = Field(description="Clopper–Pearson upper bound on q at α/2.")
+    epsilon_lower_bound: float | None = Field(
+        description="ln(p_lower/q_upper) (ln((p_lower − δ)/q_upper) for (ε, δ) claims); null when infinite.")
+    exceeds_claim: bool = Field(description="p_lower > e^ε·q_upper + δ.")
+
+
 class CheckEvidence(BaseModel):
-    """What raised a privacy alarm: the check's window, its pooled counts and an exact bound on ε."""
+    """What raised a privacy alarm: the check's window, its pooled counts and a lower bound on ε."""
 
     model_config = ConfigDict(extra="allow")
 
-    method: Literal["clopper_pearson"] = "clopper_pearson"
+    method: Literal["score", "clopper_pearson"] = Field(
+        description="How `epsilon_lower_bound` is computed: `score` inverts the detector's own statistic (pure ε "
+        "claims), `clopper_pearson` is the exact bound (claims with δ).")
     window: EvidenceWindow
     counts: EvidenceCounts
     p_hat: float = Field(description="A/N over the window.")
     q_hat: float = Field(description="B/N over the window.")
-    p_lower: float = Field(description="Clopper–Pearson lower bound on p at α/2.")
-    q_upper: float = Field(description="Clopper–Pearson upper bound on q at α/2.")
     epsilon_lower_bound: float | None = Field(
-        description="ε_lb = ln(p_lower/q_upper) (ln((p_lower − δ)/q_upper) for (ε, δ) claims): a lower confidence "
-        "bound on ε for this event over this window, at `confidence`. Null when infinite.")
+        description="A lower confidence bound on ε for this event over this window, at `confidence` (null when "
+        "no loss is shown).")
+    exact: ExactBound = Field(description="The exact Clopper–Pearson bound, each side at α/2 (more conservative).")
     confidence: float
     claim: ClaimRead
-    exceeds_claim: bool = Field(description="ε_lb is above the claim (p_lower > e^ε·q_upper + δ).")
+    exceeds_claim: bool = Field(description="`epsilon_lower_bound` is above the claimed ε.")
     statement: str
 
 
@@ -148,13 +158,15 @@ class AlarmRead(BaseModel):
                     "evidence": {
                         "kind": "privacy",
                         "statement": "Over the last 4 period(s) (1650 of 40000 outputs on x and 1190 of 40000 on x' "
-                        "in the event), ε is at least 1.14 at 95% confidence, above the claimed 1.",
+                        "in the event), ε is at least 0.26 at 95% confidence, above the claimed 0.1.",
                         "check": {
-                            "method": "clopper_pearson",
+                            "method": "score",
                             "window": {"lag": 4, "from_t": 14, "to_t": 17},
                             "counts": {"a": 1650, "b": 1190, "n": 40000},
-                            "p_hat": 0.04125, "q_hat": 0.02975, "p_lower": 0.0390, "q_upper": 0.0316,
-                            "epsilon_lower_bound": 0.21, "confidence": 0.95,
+                            "p_hat": 0.04125, "q_hat": 0.02975, "epsilon_lower_bound": 0.26,
+                            "exact": {"method": "clopper_pearson", "p_lower": 0.0390, "q_upper": 0.0316,
+                                      "epsilon_lower_bound": 0.21, "exceeds_claim": True},
+                            "confidence": 0.95,
                             "claim": {"epsilon": 0.1, "delta": 0.0}, "exceeds_claim": True,
                             "statement": "…",
                         },

@@ -19,9 +19,22 @@ on that event any (ε, δ) claim that the mechanism satisfies has p ≤ e^ε·q 
     ε_lb = ln((p_lo − δ) / q_hi)            (pure ε: δ = 0)
 
 is a lower confidence bound on the ε of any (ε, δ)-DP guarantee the mechanism can have. The
-claim is contradicted when p_lo > e^ε·q_hi + δ, i.e. when ε_lb exceeds the claimed ε. That test
-is :func:`claim_test`, the one place where a claim meets the bounds, so that richer claims
-(issue 9) can plug in there.
+claim is contradicted when p_lo > e^ε·q_hi + δ, i.e. when ε_lb exceeds the claimed ε.
+
+**The score bound** (pure ε claims, equal sample sizes). The Bonferroni split makes the exact
+bound conservative: measured on the paper's scenario (a) at n = 50 per period, it stayed at or
+below the claim on 11% of right alarms (docs/jobs_and_evidence.md). The detector's own test
+statistic, the Farrington–Manning score statistic z(ε') of seed 002 eq. (12) with the
+restricted-MLE variance (method.md §1), decreases in ε'; inverting it,
+
+    ε_lb^score = sup{ε' : z(ε') > Φ⁻¹(1 − α)}
+
+is the (asymptotic) level-(1 − α) lower confidence bound on ln(p/q) that matches the detector's
+test. It is the headline ``epsilon_lower_bound`` of a pure-ε alarm; the exact bound is reported
+beside it. For (ε, δ) claims the headline is the exact bound.
+
+:func:`claim_evidence` is the one place where a claim meets the counts (and :func:`claim_test`
+where it meets exact bounds), so that richer claims (issue 9) can plug in there.
 
 The window is the one the detector chose, on the same data: the bound describes "that event over
 that window" (what the alarm saw), it is not a fresh test. The MPL snapshot (seed 003) that
@@ -41,6 +54,9 @@ from scipy.stats import beta as beta_dist
 
 __all__ = [
     "ClaimLike",
+    "claim_evidence",
+    "score_lower_bound",
+    "score_statistic",
     "EventBound",
     "PureClaim",
     "alarm_evidence",
@@ -162,45 +178,105 @@ def _json_float(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+#: ε' range searched when inverting the score statistic (|ln(p/q)| beyond it is reported as the cap).
+SCORE_SEARCH = 30.0
+
+
+def score_statistic(a: int, b: int, n: int, epsilon: float) -> float:
+    """z(ε) of seed 002 eq. (12) with the restricted-MLE (score) variance at the boundary p = e^ε q
+    (method.md §1), for pooled counts a, b out of n per side; any real ε (negative too)."""
+    from app.stats.period import restricted_mle_q
+
+    c = math.exp(epsilon)
+    q = float(restricted_mle_q(a, b, n, epsilon))
+    p = c * q
+    d = a / n - c * b / n
+    if d == 0:
+        return 0.0
+    var = max(p * (1 - p) + c * c * q * (1 - q), 1e-300)
+    return math.sqrt(n) * d / math.sqrt(var)
+
+
+def score_lower_bound(a: int, b: int, n: int, alpha: float) -> float:
+    """ε_lb^score = sup{ε' : z(ε') > Φ⁻¹(1 − α)} (module docstring): −inf when even ε' = −30 is not
+    rejected (no evidence of a loss), the cap 30 when ε' = 30 still is."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    _check_counts(a, n)
+    _check_counts(b, n)
+    critical = float(norm.isf(alpha))
+
+    def excess(eps: float) -> float:
+        return score_statistic(a, b, n, eps) - critical
+
+    if excess(-SCORE_SEARCH) <= 0:
+        return -math.inf
+    if excess(SCORE_SEARCH) > 0:
+        return SCORE_SEARCH
+    return float(brentq(excess, -SCORE_SEARCH, SCORE_SEARCH, xtol=1e-6))
+
+
+def claim_evidence(claim: ClaimLike | float, a: int, b: int, n_x: int, n_xp: int, *,
+                   alpha: float = 0.05) -> dict[str, Any]:
+    """A claim against the counts of one event: the headline lower bound on ε and whether it
+    contradicts the claim, with the exact Clopper–Pearson bound beside it (module docstring).
+
+    Pure ε with equal sizes: the headline is the inverted score statistic (the detector's own
+    test); otherwise the exact bound. The one place where a claim meets counts."""
+    claim = as_claim(claim)
+    exact = event_bound(a, b, n_x, n_xp, alpha=alpha, claim=claim)
+    if _delta(claim) == 0 and n_x == n_xp:
+        score = score_lower_bound(a, b, n_x, alpha)
+        headline, method, contradicted = score, "score", score > float(claim.epsilon)
+    else:
+        headline, method, contradicted = exact.epsilon_lower_bound, "clopper_pearson", bool(exact.contradicts_claim)
+    return {"method": method, "epsilon_lower_bound": headline, "contradicts_claim": bool(contradicted),
+            "exact": exact}
+
+
 def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
                    lag: int, claim: ClaimLike | float, alpha: float = 0.05) -> dict[str, Any]:
     """The evidence of a check's alarm (JSON-ready).
 
     ``a``, ``b``, ``n``, ``t`` are the check's periods in order, the last being the alarm's;
     ``lag`` is the k that attains M_t (eq. 13). The window is the last k periods; its pooled
-    counts give p̂, q̂ and the Clopper–Pearson bound ε_lb at level 1 − α (:func:`event_bound`)."""
+    counts give p̂, q̂, the headline lower bound on ε at level 1 − α and the exact Clopper–Pearson
+    bound (:func:`claim_evidence`)."""
     if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
         raise ValueError("a, b, n and t must be non-empty sequences of the same length")
     if not 1 <= lag <= len(a):
         raise ValueError(f"lag must lie in [1, {len(a)}], got {lag}")
     claim = as_claim(claim)
     big_a, big_b, big_n = int(sum(a[-lag:])), int(sum(b[-lag:])), int(sum(n[-lag:]))
-    bound = event_bound(big_a, big_b, big_n, big_n, alpha=alpha, claim=claim)
-    eps_lb = bound.epsilon_lower_bound
+    found = claim_evidence(claim, big_a, big_b, big_n, big_n, alpha=alpha)
+    exact: EventBound = found["exact"]
+    eps_lb = found["epsilon_lower_bound"]
     confidence = round(100 * (1 - alpha), 1)
-    if bound.contradicts_claim:
-        statement = (f"Over the last {lag} period(s) ({big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in "
-                     f"the event), ε is at least {eps_lb:.3g} at {confidence:g}% confidence, above the claimed "
-                     f"{float(claim.epsilon):g}.")
+    counts = (f"{big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in the event")
+    if found["contradicts_claim"]:
+        shown = f"{eps_lb:.3g}" if math.isfinite(eps_lb) else "unbounded"
+        statement = (f"Over the last {lag} period(s) ({counts}), ε is at least {shown} at {confidence:g}% "
+                     f"confidence, above the claimed {float(claim.epsilon):g}.")
     else:
         shown = f"{eps_lb:.3g}" if math.isfinite(eps_lb) else "−∞"
-        statement = (f"Over the last {lag} period(s) ({big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in "
-                     f"the event) the detector crossed its threshold, but the exact {confidence:g}% bound on ε "
-                     f"for this window ({shown}) does not exceed the claimed {float(claim.epsilon):g}: the "
-                     "aggregated evidence is stronger than this single-window bound. This does not clear the "
-                     "mechanism.")
+        statement = (f"Over the last {lag} period(s) ({counts}) the detector crossed its threshold, but the "
+                     f"{confidence:g}% bound on ε for this window ({shown}) does not exceed the claimed "
+                     f"{float(claim.epsilon):g}: the aggregated evidence is stronger than this single-window bound. "
+                     "This does not clear the mechanism.")
     return {
-        "method": "clopper_pearson",
+        "method": found["method"],
         "window": {"lag": int(lag), "from_t": int(t[-lag]), "to_t": int(t[-1])},
         "counts": {"a": big_a, "b": big_b, "n": big_n},
-        "p_hat": bound.p_hat,
-        "q_hat": bound.q_hat,
-        "p_lower": bound.p_lower,
-        "q_upper": bound.q_upper,
+        "p_hat": exact.p_hat,
+        "q_hat": exact.q_hat,
         "epsilon_lower_bound": _json_float(eps_lb),
+        "exact": {"method": "clopper_pearson", "p_lower": exact.p_lower, "q_upper": exact.q_upper,
+                  "epsilon_lower_bound": _json_float(exact.epsilon_lower_bound),
+                  "exceeds_claim": bool(exact.contradicts_claim)},
         "confidence": 1 - alpha,
         "claim": {"epsilon": float(claim.epsilon), "delta": _delta(claim)},
-        "exceeds_claim": bool(bound.contradicts_claim),
+        "exceeds_claim": bool(found["contradicts_claim"]),
         "statement": statement,
     }
 
