@@ -197,8 +197,11 @@ def serve_reference(
     secret: Annotated[Optional[str], typer.Option(help="whsec_ secret to verify signatures with; generated if omitted.")] = None,
     epsilon: Annotated[float, typer.Option(help="Claimed epsilon of every reference mechanism.")] = 1.0,
     change_period: Annotated[int, typer.Option(help="Period at which /reference/scenarios/<key> switches.")] = 20,
+    corpus_epsilon: Annotated[float, typer.Option(help="Claimed epsilon of the testers' corpus under /reference/corpus/.")] = 0.1,
 ) -> None:
-    """Serve the reference mechanisms as sampling endpoints under /reference (docs/protocol.md)."""
+    """Serve the reference mechanisms as sampling endpoints under /reference (docs/protocol.md), and the
+    testers' corpus (StatDP, DP-Sniper, CheckDP) in every output shape under /reference/corpus/
+    (docs/reference_mechanisms.md)."""
     import uvicorn
 
     from app.reference.mechanisms import REFERENCE_MECHANISMS
@@ -214,57 +217,117 @@ def serve_reference(
             validate_secret(secret)
         except ValueError as exc:
             _fail(str(exc))
+    from app.reference.corpus import corpus
+
     _err(f"serving {', '.join(REFERENCE_MECHANISMS)} and scenarios/a..h on http://{host}:{port}/reference/")
-    uvicorn.run(reference_app(secret, epsilon=epsilon, change_period=change_period), host=host, port=port,
-                log_level="warning")
+    _err(f"and the corpus at ε = {corpus_epsilon:g} on http://{host}:{port}/reference/corpus/: "
+         + ", ".join(corpus(corpus_epsilon)))
+    uvicorn.run(reference_app(secret, epsilon=epsilon, change_period=change_period, corpus_epsilon=corpus_epsilon),
+                host=host, port=port, log_level="warning")
 
 
 @app.command()
 def audit(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
-    pairs: Annotated[Path, typer.Option(help='JSON file: [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')],
-    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε to test.")] = None,
-    output_kind: Annotated[str, typer.Option(help="real | discrete | vector")] = "real",
+    pairs: Annotated[Optional[str], typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
+    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε to test (without it: estimate only, whole budget).")] = None,
+    delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
+    output_kind: Annotated[Optional[str], typer.Option(help="real | discrete | vector (with --dim); discrete accepts 16.0.")] = None,
     dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
-    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
-    samples: Annotated[Optional[int], typer.Option("--samples", "-n", help="n per database for DPL (paper: 2e4; SVT 1e5).")] = None,
-    fresh_samples: Annotated[Optional[int], typer.Option("--fresh-samples", "-N", help="N fresh per database for LB (paper: 5e4; SVT 5e5).")] = None,
+    shape: Annotated[Optional[str], typer.Option(help='Output shape as JSON, e.g. \'{"container": "list", "values": "integer"}\' (docs/protocol.md §3.1). Default: detected from a probe.')] = None,
+    region: Annotated[Optional[str], typer.Option(help="Region C for real outputs as LOW,HIGH (default: chosen from the samples).")] = None,
+    budget: Annotated[int, typer.Option(help="Outputs per database at most, pilot and rounds included.")] = 4_096_000,
+    first_round: Annotated[int, typer.Option(help="Pilot size per database; round r draws first_round·2^(r-1).")] = 2_000,
     alpha: float = 0.05,
-    tau: Annotated[Optional[float], typer.Option(help="Density floor τ (paper: 1e-3; SVT 1e-4).")] = None,
+    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
     max_batch: int = 10_000,
     binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
     allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
 ) -> None:
-    """One-shot MPL audit: estimate ε and a lower confidence bound LB from an endpoint (seed 003).
+    """Audit an endpoint for a claimed ε: sample in rounds until the claim is refuted at level α or
+    the budget is spent (docs/audit.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
+    samples used and the seconds.
 
-    Exits with 1 when LB exceeds the claimed --epsilon (the claim is refuted at level α), else 0.
+    Exits 1 when the claim is refuted, 0 when it is not, 2 on usage errors.
     """
     import asyncio
 
-    from app.audit import format_report, read_pairs, run_audit
+    from app.audit.engine import AuditSettings
+    from app.audit.service import audit_endpoint, format_report, probe_shape, read_pairs
     from app.observability import configure_logging
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError, generate_secret
-    from app.stats.mpl import MPLParams
+    from app.sampling.safe_http import SafeHttpConfig
+    from app.stats.heldout import EpsilonDelta
+    from app.stats.shapes import OutputShape
 
     configure_logging("WARNING", "console")  # progress goes to stderr; logs only for problems
+    if pairs is None:
+        _fail('give --pairs: a JSON file or inline JSON such as \'[{"x": [0], "x_prime": [1]}]\' '
+              'or \'{"pattern": "table1", "queries": 5}\'')
+    if shape is not None and output_kind is not None:
+        _fail("give --shape or --output-kind, not both")
     try:
         candidates = read_pairs(pairs)
-        overrides = {k: v for k, v in {"n": samples, "N": fresh_samples, "tau": tau, "alpha": alpha}.items() if v is not None}
-        params = MPLParams.for_output_kind(output_kind, **overrides)
-        endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=secret or generate_secret(),
-                                     output_kind=output_kind, max_batch=max_batch, timeout_seconds=60,
-                                     prefer_binary=binary, vector_dim=dim)  # type: ignore[arg-type]
+        declared = None
+        if shape is not None:
+            declared = OutputShape.model_validate_json(shape)
+        elif output_kind is not None:
+            declared = OutputShape.from_output_kind(output_kind, dim)
+        elif dim is not None:
+            _fail("--dim goes with --output-kind vector")
+        box = None
+        if region is not None:
+            try:
+                lo, hi = (float(v) for v in region.split(","))
+            except ValueError:
+                _fail("--region must be LOW,HIGH")
+            box = (lo, hi)
+        settings = AuditSettings(alpha=alpha, budget=budget, first_round=first_round, region=box)
+        claim = None if epsilon is None else EpsilonDelta(epsilon, delta)
         networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
-        result = asyncio.run(run_audit(endpoint, candidates, params, allow_networks=networks, epsilon=epsilon,
-                                       progress=_err))
+        http_config = SafeHttpConfig(allow_networks=tuple(networks))
+        the_secret = secret or generate_secret()
+    except ValueError as exc:
+        _fail(str(exc).splitlines()[0] if "validation error" not in str(exc) else str(exc))
+
+    async def run() -> object:
+        nonlocal declared
+        probe_endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, timeout_seconds=60)
+        if declared is None:
+            detection = await probe_shape(probe_endpoint, candidates[0][0], min(first_round, 2000),
+                                          http_config=http_config)
+            declared = detection.shape
+            _err(f"detected output shape: {declared.describe()} (evidence: {json.dumps(detection.evidence)[:300]})")
+        endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, max_batch=max_batch,
+                                     timeout_seconds=60, prefer_binary=binary, shape=declared)
+        if not progress_bar:
+            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config)
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} outputs"),
+                      TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+            task = bar.add_task("pilot", total=settings.budget * len({json.dumps(d, sort_keys=True) for p in candidates for d in p}))
+
+            def on_progress(p) -> None:  # type: ignore[no-untyped-def]
+                lb = "n/a" if p.lower_bound is None else f"{p.lower_bound:.3g}"
+                bar.update(task, total=p.budget_samples, completed=p.samples_used,
+                           description=f"round {p.round}/{p.rounds}, LB {lb}")
+
+            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
+                                        progress=on_progress)
+
+    try:
+        result = asyncio.run(run())
     except SamplingError as exc:
         _fail(f"sampling failed ({exc.reason}): {exc.detail}")
     except ValueError as exc:
         _fail(str(exc))
-    typer.echo(json.dumps(result, indent=2, default=str) if as_json else format_report(result))
-    if epsilon is not None and result["refutes_claim"]:
+    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else format_report(result))  # type: ignore[attr-defined]
+    if epsilon is not None and result.refuted:  # type: ignore[attr-defined]
         raise typer.Exit(code=1)
 
 

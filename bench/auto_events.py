@@ -15,7 +15,7 @@ evidence bounds ε above the claim.
 and database layers but with the same statistics (discovery, held-out assessment, levels
 α_j·2^−(r+1), thresholds, detectors): correct mechanisms throughout, R monitors each.
 
-    nice -n 10 .venv/bin/python bench/auto_events.py --mode far --runs 200 --horizon 50
+    nice -n 10 .venv/bin/python bench/auto_events.py --mode far --runs 100 --horizon 50 --cases dlap,a
 """
 
 from __future__ import annotations
@@ -244,16 +244,18 @@ def print_service_table(rows: list[dict[str, Any]]) -> None:
 
 def run_far(selected: list[Case], runs: int, horizon: int, samples: int, every: int, disc_n: int, disc_N: int,
             alpha: float, gamma: float, seed: int) -> None:
-    """The rule's false-alarm rate on correct mechanisms: same statistics as the service, no I/O."""
+    """The rule's false-alarm rate on correct mechanisms: the service's statistics (the engine's
+    discovery, the comparison on fresh draws, levels α·2^−(r+1), thresholds, detectors), no I/O."""
     from functools import lru_cache
 
+    from app.audit.discovery import discover_checks
+    from app.audit.engine import AuditSettings
     from app.monitors.rediscovery import assess_candidates
-    from app.snapshots.compute import PairSamples
-    from app.snapshots.discovery import DiscoveryOptions, rank_candidates
     from app.stats.aggregator import WeightedAggregator
     from app.stats.events import event_contains, parse_event
     from app.stats.multiple import initial_check_alpha, rediscovery_alpha
     from app.stats.period import period_statistic
+    from app.stats.shapes import OutputShape
     from app.stats.thresholds import threshold_for
 
     @lru_cache(maxsize=None)
@@ -261,43 +263,46 @@ def run_far(selected: list[Case], runs: int, horizon: int, samples: int, every: 
         return threshold_for(t, gamma, level, replications=50_000).value
 
     rng = np.random.default_rng(seed)
-    options = DiscoveryOptions(samples=disc_n, fresh_samples=disc_N, alpha=alpha)
     print(f"{'case':<44} {'runs':>5} {'alarms':>6} {'FAR':>7} {'95% CI':>17} {'checks/run':>10} {'s':>6}")
     for case in selected:
         draw = case.before  # correct throughout
+        shape = OutputShape.from_output_kind(case.output_kind, case.dim)
+        settings = AuditSettings(alpha=alpha, budget=disc_n, first_round=max(100, min(2000, disc_n // 8)))
         started = time.perf_counter()
         false, added_total = 0, 0
 
-        def discover(existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            total = disc_n + disc_N
-            ax, axp = draw(case.x, total, rng), draw(case.x_prime, total, rng)
-            pair = PairSamples({"x": case.x, "x_prime": case.x_prime}, ax[:disc_n], axp[:disc_n], ax[disc_n:],
-                               axp[disc_n:])
-            ranked = rank_candidates([pair], case.output_kind, options)
-            found, _ = assess_candidates([pair], ranked, alpha, existing)
-            return found
+        async def sampler(database: Any, n: int) -> np.ndarray:
+            return draw(database, n, rng)
+
+        def discover(existing: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+            found = asyncio.run(discover_checks(sampler, [(case.x, case.x_prime)], shape, settings=settings))
+            draws = None
+            if existing is not None:
+                draws = {json.dumps(db, sort_keys=True): draw(db, disc_N, rng) for db in (case.x, case.x_prime)}
+            out, _ = assess_candidates(found["candidates"], draws, alpha, existing or [])
+            return out
 
         for _ in range(runs):
             level0 = initial_check_alpha(alpha, 1, True)
-            found = discover([])
-            chosen = next((c for c in found if c["informative"]), None)
+            chosen = next((c for c in discover(None) if c["better"]), None)
             checks: list[dict[str, Any]] = []
             if chosen is not None:
                 checks.append({"x": chosen["x"], "x_prime": chosen["x_prime"], "event": chosen["event"],
                                "det": WeightedAggregator(horizon, gamma, threshold(horizon, level0))})
             r, alarmed = 0, False
             for t in range(1, horizon + 1):
+                outs = {json.dumps(db, sort_keys=True): draw(db, samples, rng) for db in (case.x, case.x_prime)}
                 for c in checks:
                     ev = parse_event(c["event"])
-                    a = int(np.count_nonzero(event_contains(ev, draw(c["x"], samples, rng))))
-                    b = int(np.count_nonzero(event_contains(ev, draw(c["x_prime"], samples, rng))))
+                    a = int(np.count_nonzero(event_contains(ev, outs[json.dumps(c["x"], sort_keys=True)])))
+                    b = int(np.count_nonzero(event_contains(ev, outs[json.dumps(c["x_prime"], sort_keys=True)])))
                     if c["det"].update(float(period_statistic(a, b, samples, case.epsilon).z)).alarm:
                         alarmed = True
                 if alarmed:
                     break
                 if t % every == 0 and horizon - t >= 2:
-                    found = discover([{"id": str(i), **c} for i, c in enumerate(checks)])
-                    best = next((c for c in found if c["better"]), None)
+                    best = next((c for c in discover([{"id": str(i), **c} for i, c in enumerate(checks)])
+                                 if c["better"]), None)
                     if best is not None:
                         r += 1
                         checks.append({"x": best["x"], "x_prime": best["x_prime"], "event": best["event"],
@@ -325,8 +330,8 @@ def main() -> None:
     ap.add_argument("--horizon", "-T", type=int, default=60)
     ap.add_argument("--samples", "-n", type=int, default=1000, help="outputs per side and period")
     ap.add_argument("--every", type=int, default=5, help="K: re-discovery every K periods")
-    ap.add_argument("--discovery-samples", type=int, default=5000)
-    ap.add_argument("--discovery-fresh-samples", type=int, default=10000)
+    ap.add_argument("--discovery-samples", type=int, default=32000, help="discovery's budget per database")
+    ap.add_argument("--discovery-fresh-samples", type=int, default=10000, help="comparison draws per database")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--gamma", type=float, default=0.25)
     ap.add_argument("--seed", type=int, default=1)

@@ -129,8 +129,8 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         status = wait_for_state(api, monitor_id, {"calibrating"}, 60)
         assert status["state"] == "active", status
         discovery = status["checks"][0]["discovery"]
-        assert status["checks"][0]["event"]["kind"] == "set" and discovery["epsilon_hat"] > 0
-        assert discovery["samples"]["choose"] == [20_000, 20_000]
+        assert discovery["adopted"] is True and discovery["informative"] is True and discovery["lower_bound"] > 0
+        assert status["checks"][0]["event"]["kind"] != "auto" and 0 < discovery["samples"] <= 2 * 20_000
 
         status = wait_for_state(api, monitor_id, {"active"}, 90)
         assert status["state"] == "alarm", status

@@ -38,21 +38,43 @@ SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 class DiscreteLaplace:
     """k = Σx + a two-sided geometric draw, P(k) ∝ e^{−ε|k − Σx|}: exactly ε-DP for neighbours
-    differing by one in Σx. From period ``change`` on, outputs of x = [0] that fall in ``broken``
-    are replaced by Σx: the values in ``broken`` become impossible under [0] (unbounded loss)."""
+    differing by one in Σx. From period ``change`` on, outputs of the database with Σx = c that
+    fall in ``broken[c]`` are moved 1000 further out on their side: those values become impossible
+    under that database, and the far value appears only under it (unbounded losses at both). The
+    probability of every tail beyond the broken values is unchanged, so a check on a tail does not
+    see the change; only events on the broken values (or the far one) do."""
 
     def __init__(self, epsilon: float) -> None:
         self.a = math.exp(-epsilon)
         self.change: int | None = None
-        self.broken: set[int] = set()
+        self.broken: dict[int, set[int]] = {}
 
     def __call__(self, database, n, rng, period=0):  # noqa: ANN001, ANN204
         center = int(round(sum(database)))
         # The difference of two geometric variables is two-sided geometric (discrete Laplace).
         k = center + rng.geometric(1 - self.a, n) - rng.geometric(1 - self.a, n)
-        if self.change is not None and period >= self.change and center == 0 and self.broken:
-            k = np.where(np.isin(k, list(self.broken)), center, k)
+        broken = self.broken.get(center)
+        if self.change is not None and period >= self.change and broken:
+            k = np.where(np.isin(k, list(broken)), k + 1000 * np.sign(k - center), k)
         return k
+
+
+def _unseen(checks: list[Check]) -> dict[int, set[int]]:
+    """Two values, as likely as possible, whose break no check can see (every check's event holds
+    both or neither of v and v ± 1000), and the database to break them on: values ≥ 2 are likelier
+    under [1], so breaking [0] there makes the loss unbounded; values ≤ −1 the other way round."""
+    events = [parse_event(c.event) for c in checks if c.event.get("kind") != "auto"]
+
+    def unseen(v: int) -> bool:
+        far = v + 1000 * (1 if v > 0 else -1)
+        return all(bool(event_contains(e, np.array([v]))[0]) == bool(event_contains(e, np.array([far]))[0])
+                   for e in events)
+
+    for candidates in ([2, 3, 4, 5, 6, 7, 8, 9], [-1, -2, -3, -4, -5, -6, -7, -8]):
+        free = [v for v in candidates if unseen(v)]
+        if len(free) >= 2:
+            return {0: set(free[:2])} if free[0] > 0 else {1: set(free[:2])}
+    raise AssertionError(f"every value is watched: {[c.event for c in checks]}")
 
 
 def _tick(worker, clock, arun, *, jobs: bool = True) -> None:
@@ -87,7 +109,7 @@ def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client,
         created = client.post("/v1/monitors", json={
             "name": "auto", "mechanism_id": mech["id"], "epsilon": EPSILON, "horizon": 60,
             "samples_per_period": 1000, "period_seconds": 60, "rediscover_every": 5,
-            "discovery_samples": 4000, "discovery_fresh_samples": 10000, "alarm_snapshot_samples": 0,
+            "discovery_samples": 32000, "discovery_fresh_samples": 10000, "alarm_snapshot_samples": 0,
             "outputs_window": 0, "checks": [{"x": [0], "x_prime": [1], "event": {"kind": "auto"}}]})
         assert created.status_code == 201, created.text
         mon = created.json()
@@ -96,12 +118,6 @@ def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client,
         _tick(worker, clock, arun)  # calibrates (initial discovery), then runs period 1
         monitor, checks = _monitor_state(db, mon["id"])
         assert monitor.state == "active" and monitor.t == 1 and checks[0].discovery is not None
-        # Break the deployment away from the event discovery chose: two values with a few percent of
-        # mass under [1], on the side of 0 where [1] is likelier.
-        chosen = checks[0].event
-        values = [v for v in range(2, 12)
-                  if checks[0].event["kind"] == "auto" or not bool(event_contains(parse_event(chosen), np.array([v]))[0])]
-        mechanism.broken = set(values[:2])
         mechanism.change = 16
         for _ in range(14):
             _tick(worker, clock, arun)
@@ -110,6 +126,9 @@ def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client,
         assert client.get("/v1/alarms").json()["items"] == []
         jobs = client.get("/v1/jobs", params={"monitor_id": mon["id"]}).json()["items"]
         assert len(jobs) == 3 and all(j["kind"] == "rediscovery" and j["state"] == "succeeded" for j in jobs)
+        # The deployment breaks from period 16 on, on two values whose break none of the checks can see.
+        mechanism.broken = _unseen(checks)
+        broken_values = sorted(next(iter(mechanism.broken.values())))
         for _ in range(25):
             _tick(worker, clock, arun)
             if _monitor_state(db, mon["id"])[0].state == "alarm":
@@ -122,7 +141,7 @@ def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client,
     # The alarm comes from a check re-discovery put on the broken values, with draws of the changed
     # deployment (a re-discovery after period t samples the deployment of period t + 1).
     assert fired.joined_t >= mechanism.change - 1 and fired.discovery["adopted"] is True
-    assert bool(event_contains(parse_event(fired.event), np.array(sorted(mechanism.broken))).any())
+    assert bool(event_contains(parse_event(fired.event), np.array(broken_values)).any())
     evidence = alarms[0]["evidence"]["check"]
     assert evidence["exceeds_claim"] is True and evidence["epsilon_lower_bound"] > EPSILON
     if fired.origin == "rediscovery":  # a new check spends α_j·2^−(r+1); a dormant one its own share

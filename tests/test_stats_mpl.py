@@ -441,8 +441,8 @@ def test_call_validation():
         dpl(rng.normal(size=(100, 2)), rng.normal(size=(100, 2)), "continuous", MPLParams(region=(-1, 1)))
     with pytest.raises(ValueError, match="constant"):
         dpl(np.zeros(100), x, "continuous", MPLParams(region=(-1, 1)))
-    with pytest.raises(ValueError, match="do not overlap"):
-        dpl(x, x + 100, "continuous")
+    apart = dpl(x, x + 100, "continuous")  # central ranges apart: C is their union
+    assert apart.region[0][0] < x.max() and apart.region[0][1] > 100 and apart.epsilon_hat > 3
     with pytest.raises(ValueError, match="same size N"):
         mpl_lower_bound(x, x[:50], 0.0, "continuous", MPLParams(n=50, N=100, h_max=0.1))
     with pytest.raises(ValueError, match="dimension 1"):

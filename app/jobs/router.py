@@ -13,7 +13,7 @@ from app.api.pagination import CursorQuery, LimitQuery, Page
 from app.jobs import service
 from app.jobs.schemas import AuditRequest, JobKind, JobRead, JobState
 from app.mechanisms.service import get_mechanism
-from app.snapshots.schemas import DiscoverRequest
+from app.jobs.schemas import DiscoverRequest
 
 router = APIRouter(tags=["jobs"])
 

@@ -111,6 +111,30 @@ class JobContext:
 Handler = Callable[[JobContext], Awaitable[dict[str, Any]]]
 
 
+def json_safe(value: Any) -> Any:
+    """A result as strict JSON (Postgres JSONB refuses NaN and infinities): numpy scalars and arrays
+    become Python values, non-finite floats become null, tuples lists, other objects strings."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
 def default_handlers() -> dict[str, Handler]:
     from app.jobs.handlers import run_audit_job, run_discovery_job
     from app.monitors.rediscovery import run_rediscovery_job
@@ -236,6 +260,8 @@ class JobRunner:
         return done is not None
 
     def finish(self, job_id: uuid.UUID, state: str, **kwargs: Any) -> bool:
+        if kwargs.get("result") is not None:
+            kwargs["result"] = json_safe(kwargs["result"])
         with self.session_factory() as session:
             ok = self._finish(session, job_id, state, owner_guard=True, **kwargs)
             session.commit()

@@ -8,8 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.snapshots.schemas import PairIn
-
 JobKind = Literal["discovery", "audit", "rediscovery"]
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
@@ -66,46 +64,99 @@ class JobRead(BaseModel):
     finished_at: datetime | None
 
 
-class AuditRequest(BaseModel):
-    """A one-shot audit of a claimed ε on candidate pairs (run as a job)."""
+class PairIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    x: Any = Field(description="A database, in the mechanism's input format.")
+    x_prime: Any = Field(description="A neighbouring database.")
+
+
+class _EngineRequest(BaseModel):
+    """What discovery and audits share: the pairs, the level, the budget, the region."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: list[PairIn] | None = Field(None, min_length=1, max_length=20, description="Candidate pairs (x, x').")
+    pattern: Literal["table1"] | None = Field(
+        None, description="Instead of `pairs`: the query-vector patterns of seed 003 Table I (StatDP's), for "
+        "mechanisms whose input is the vector of query answers.")
+    queries: int = Field(5, ge=2, le=100, description="Length of the query vectors for `pattern`.")
+    alpha: float = Field(0.05, gt=0, lt=1, description="Level of the held-out tests (union bound over rounds).")
+    first_round: int = Field(2_000, ge=100, le=1_000_000,
+                             description="Pilot outputs per database; round r draws first_round·2^(r−1).")
+    region: tuple[float, float] | None = Field(
+        None, description="The region C of real outputs as [low, high] (default: chosen from the samples).")
+    learned: bool = Field(True, description="Also propose learned events (DP-Sniper's classifier threshold sets).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> _EngineRequest:
+        if (self.pairs is None) == (self.pattern is None):
+            raise ValueError("give either `pairs` or `pattern`, not both")
+        if self.region is not None and not self.region[0] < self.region[1]:
+            raise ValueError("region must be [low, high] with low < high")
+        return self
+
+
+class DiscoverRequest(_EngineRequest):
+    """Find the checks worth watching: the engine's held-out candidate events, ranked."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [
+            {"pairs": [{"x": [0, 0, 0, 0, 0, 0, 2], "x_prime": [1, 1, 1, 1, 1, 1, 1]}], "epsilon": 1.0},
+            {"pattern": "table1", "queries": 5, "budget": 64000},
+        ]},
+    )
+
+    epsilon: float | None = Field(
+        None, gt=0, le=50, description="A claimed ε: the search stops once a candidate refutes it, and candidates "
+        "whose bound exceeds it are flagged.")
+    budget: int = Field(256_000, ge=400, le=10_000_000, description="Outputs per database at most.")
+    top: int = Field(10, ge=1, le=50, description="How many candidates to return.")
+
+
+class AuditRequest(_EngineRequest):
+    """A one-shot audit of a claimed ε (or (ε, δ)) on candidate pairs: the engine samples in rounds until the
+    claim is refuted at level α or the budget is spent (docs/audit.md)."""
 
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [
             {"pairs": [{"x": [0, 0, 0, 0, 0], "x_prime": [1, 1, 1, 1, 1]}], "epsilon": 1.0},
-            {"pattern": "table1", "queries": 5, "epsilon": 0.5, "alpha": 0.05},
+            {"pattern": "table1", "queries": 5, "epsilon": 0.5, "alpha": 0.05, "budget": 1024000},
         ]},
     )
 
-    pairs: list[PairIn] | None = Field(None, min_length=1, max_length=20, description="Candidate pairs (x, x').")
-    pattern: Literal["table1"] | None = Field(
-        None, description="Instead of `pairs`: the query-vector patterns of seed 003 Table I (StatDP's).")
-    queries: int = Field(5, ge=2, le=100, description="Length of the query vectors for `pattern`.")
     epsilon: float = Field(gt=0, le=50, description="The claimed ε to test.")
-    alpha: float = Field(0.05, gt=0, lt=1, description="Level: the claim is refuted when the bound LB exceeds it.")
-    samples: int | None = Field(None, ge=100, le=2_000_000,
-                                description="n per database to choose the event (default: by output kind).")
-    fresh_samples: int | None = Field(None, ge=100, le=5_000_000,
-                                      description="N fresh per database to bound the loss (default: by output kind).")
-    tau: float | None = Field(None, gt=0, lt=1, description="Density floor τ of MPL (default: by output kind).")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> AuditRequest:
-        if (self.pairs is None) == (self.pattern is None):
-            raise ValueError("give either `pairs` or `pattern`, not both")
-        return self
+    delta: float = Field(0.0, ge=0, lt=1, description="The claimed δ of an (ε, δ) claim.")
+    budget: int = Field(4_096_000, ge=400, le=50_000_000, description="Outputs per database at most.")
 
 
 class AuditResult(BaseModel):
-    """What an audit job found (the engine's report, JSON)."""
+    """What an audit job found: the engine's report (docs/audit.md), JSON."""
 
     model_config = ConfigDict(extra="allow")
 
-    epsilon_hat: float = Field(description="MPL's point estimate ε̂ (seed 003 eq. 23).")
-    lower_bound: float = Field(description="A lower confidence bound LB on ε at level α.")
+    verdict: Literal["refuted", "not refuted"]
+    refuted: bool = Field(description="A held-out lower bound exceeded the claim at level α.")
+    lower_bound: float | None = Field(description="LB: the largest held-out lower bound on ε (1 − α).")
+    epsilon_hat: float | None = Field(description="MPL's point estimate ε̂ (seed 003).")
     claimed_epsilon: float | None
-    refutes_claim: bool | None = Field(description="LB > the claimed ε.")
     alpha: float
+    samples_used: int = Field(description="Outputs drawn, all databases.")
+    seconds: float
+
+
+class DiscoveryResult(BaseModel):
+    """What a discovery job found: candidate checks, best first."""
+
+    model_config = ConfigDict(extra="allow")
+
+    candidates: list[dict[str, Any]] = Field(
+        description="Each a check (`x`, `x_prime`, `event`) with its held-out `lower_bound`, `informative` (bound "
+        "above 0 and the event holds some, not all, outputs: only those are worth watching), `exceeds_claim`, "
+        "`rank`.")
+    samples_used: int
     seconds: float
 
 

@@ -3,12 +3,11 @@
 Both take seconds to minutes, so they run outside any transaction, on a monitor this worker has
 leased; the result is written under the lease like a period.
 
-- A check with ``{"kind": "auto"}`` runs discovery (app.snapshots.discovery) on its pair: fresh
-  draws, DPL picks t̂ on one half, and the check then watches a small event around t̂, with x
-  and x' swapped if needed so that the event is likelier under x. The other half is held out:
-  the event is adopted only if it holds outputs there and its Clopper–Pearson lower bound on ε
-  is above 0 (app.monitors.rediscovery). Otherwise the check stays ``auto``, dormant, and
-  re-discovery keeps looking. What was found is recorded in ``checks.discovery``. The draws are
+- A check with ``{"kind": "auto"}`` runs the engine's discovery (app.audit.discovery) on its
+  pair: fresh draws in rounds, candidate events chosen on some and tested on others. The best
+  candidate the engine found informative (held-out lower bound above 0, an event that holds some
+  outputs) becomes the check's event, oriented so that it is likelier under x. Otherwise the
+  check stays ``auto``, dormant, and re-discovery keeps looking (app.monitors.rediscovery). What was found is recorded in ``checks.discovery``. The draws are
   separate from the detector's periods.
 - The threshold q(T, γ, α_j/m) by Monte Carlo when the table does not have it (method.md §3).
 """
@@ -31,7 +30,6 @@ from app.monitors.service import activate, awaits_discovery, check_alpha, get_ch
 from app.sampling.client import SamplingClient
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
-from app.snapshots.discovery import DiscoveryOptions
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 
 log = structlog.get_logger("dpwatch.calibration")
@@ -56,36 +54,35 @@ class Calibrator:
                                        monitor.threshold_std_error or 0.0, 0, 0, monitor.threshold_source or "table")
                      if monitor.threshold is not None else None)
             auto = [(c.id, c.x, c.x_prime) for c in checks if awaits_discovery(c)]
-            from app.monitors.runner import endpoint_of
+            from app.jobs.handlers import mechanism_shape, shaped_endpoint
 
             mechanism = session.get(Mechanism, monitor.mechanism_id)
-            sizes = (monitor.discovery_samples or self.settings.discovery_samples,
-                     monitor.discovery_fresh_samples or self.settings.discovery_fresh_samples)
-            return (monitor.horizon_index, design, known, auto, endpoint_of(mechanism), mechanism.output_kind,
-                    monitor.epsilon, monitor.alpha, sizes, monitor.t)
+            shape = mechanism_shape(mechanism)
+            budget = monitor.discovery_samples or self.settings.discovery_samples
+            return (monitor.horizon_index, design, known, auto, shaped_endpoint(mechanism, shape), shape,
+                    monitor.epsilon, monitor.alpha, budget, monitor.t)
 
     async def calibrate(self, monitor_id: uuid.UUID) -> bool:
         """Discover events and compute the threshold of a leased ``calibrating`` monitor; activate it."""
         plan = await asyncio.to_thread(self._plan, monitor_id)
         if plan is None:
             return False
-        horizon_index, design, known, auto, endpoint, output_kind, epsilon, alpha, sizes, t = plan
+        horizon_index, design, known, auto, endpoint, shape, epsilon, alpha, budget, t = plan
         found: dict[uuid.UUID, dict] = {}
         if auto:
             if self.client is None:
                 raise RuntimeError("event discovery needs a sampling client")
-            options = DiscoveryOptions(samples=sizes[0], fresh_samples=sizes[1], epsilon=epsilon, alpha=alpha)
             for check_id, x, xp in auto:
                 log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
                 try:
-                    candidates, _, ranked = await discover_and_assess(
-                        self.client, endpoint, output_kind, [(x, xp)], options, [],
-                        label=f"discover-{check_id.hex[:12]}", period=t + 1)
+                    candidates, _, summary = await discover_and_assess(
+                        self.client, endpoint, shape, [(x, xp)], [], epsilon=epsilon, alpha=alpha, budget=budget,
+                        fresh=0, label=f"discover-{check_id.hex[:12]}", period=t + 1, compare=False)
                 except Exception as exc:  # sampling failures, degenerate samples
                     log.warning("discovery_failed", monitor_id=str(monitor_id), error=str(exc)[:300])
                     await asyncio.to_thread(self._release, monitor_id)
                     return False
-                found[check_id] = initial_choice(candidates, x, ranked, self.clock().isoformat())
+                found[check_id] = initial_choice(candidates, x, summary, self.clock().isoformat())
         log.info("calibration_started", monitor_id=str(monitor_id), horizon=design[0], gamma=design[1], alpha=design[2])
         estimate = known or await asyncio.to_thread(threshold_for, *design)
         return await asyncio.to_thread(self._write, monitor_id, horizon_index, estimate, found)

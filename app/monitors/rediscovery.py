@@ -6,15 +6,17 @@ When (the trigger):
 - when a period's outputs break the mechanism's output contract (the shape changed),
 
 the period's transaction enqueues a ``rediscovery`` job (one at a time per monitor). The job runs
-discovery on the auto checks' pairs with **fresh** draws, sent with the monitor's current period
-(so an endpoint that versions its deployment by period answers with the current deployment):
+the engine's discovery (app.audit.discovery: rounds of fresh draws, candidate events for the
+output's shape chosen on some draws and tested on others) on the auto checks' pairs, with
+requests sent with the monitor's current period (so an endpoint that versions its deployment by
+period answers with the current deployment); then
 
-1. half of the draws (n per database) choose a candidate event per pair (MPL's t̂, seed 003);
-2. the other half (N per database) are held out: each candidate's event, and each existing
-   check's event on the same pair, is counted there, and gets an exact Clopper–Pearson lower
-   bound on ε (app.stats.evidence). A candidate is **informative** when its event holds outputs
-   and its held-out bound is above 0; it is **better** when its bound is also above every
-   existing check's bound on the same held-out draws.
+1. a candidate the engine found **informative** (its held-out bound above 0, its event holding
+   some but not all held-out outputs) is compared with the existing checks on its pair on
+   **fresh** comparison draws: each event is counted there and gets an exact Clopper–Pearson
+   lower bound on ε (app.stats.evidence);
+2. it is **better** when that bound is above 0 and above every existing check's bound on the
+   same draws, and no check watches the same event.
 3. the best better candidate, if any, is adopted:
    - for a dormant ``auto`` check (no informative candidate was found while calibrating), it
      becomes that check's event, at the level the check was given at the horizon's start;
@@ -30,6 +32,7 @@ never adopted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.alarms.models import Alarm
 from app.db import utcnow
 from app.jobs.models import Job
 from app.jobs.runner import JobContext
@@ -47,12 +51,11 @@ from app.jobs.service import active_job, enqueue_job
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.snapshots.compute import PairSamples
-from app.snapshots.discovery import DiscoveryOptions, draw_pairs, rank_candidates
 from app.stats.aggregator import WeightedAggregator
 from app.stats.events import event_contains, parse_event
 from app.stats.evidence import event_bound
 from app.stats.multiple import rediscovery_alpha
+from app.stats.shapes import OutputShape, n_outputs
 from app.stats.thresholds import threshold_for
 
 log = structlog.get_logger("dpwatch.rediscovery")
@@ -99,14 +102,14 @@ def request_rediscovery(session: Session, monitor: Monitor, *, trigger: str,
 # ---------------------------------------------------------------------------------- assessment
 
 
-def held_out(event: dict[str, Any], x_out: np.ndarray, xp_out: np.ndarray, alpha: float) -> dict[str, Any]:
+def held_out(event: dict[str, Any], x_out: Any, xp_out: Any, alpha: float) -> dict[str, Any]:
     """An event's counts on held-out draws (x side, x' side) and its Clopper–Pearson bound on ε."""
     parsed = parse_event(event)
     a = int(np.count_nonzero(event_contains(parsed, x_out)))
     b = int(np.count_nonzero(event_contains(parsed, xp_out)))
-    bound = event_bound(a, b, len(x_out), len(xp_out), alpha=alpha)
-    return {"a": a, "b": b, "n_x": len(x_out), "n_xp": len(xp_out), "p_hat": bound.p_hat, "q_hat": bound.q_hat,
-            "epsilon_lower_bound": bound.to_dict()["epsilon_lower_bound"]}
+    bound = event_bound(a, b, n_outputs(x_out), n_outputs(xp_out), alpha=alpha)
+    return {"a": a, "b": b, "n_x": n_outputs(x_out), "n_xp": n_outputs(xp_out), "p_hat": bound.p_hat,
+            "q_hat": bound.q_hat, "epsilon_lower_bound": bound.to_dict()["epsilon_lower_bound"]}
 
 
 def _bound_value(h: dict[str, Any]) -> float:
@@ -114,54 +117,115 @@ def _bound_value(h: dict[str, Any]) -> float:
     return -np.inf if value is None and h["a"] == 0 else (np.inf if value is None else float(value))
 
 
-def assess_candidates(samples: list[PairSamples], ranked: dict[str, Any], alpha: float,
-                      existing: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each candidate with its held-out bound and whether it is informative and better than the
-    existing checks on its pair (module docstring, step 2). ``existing``: dicts with ``x``,
-    ``x_prime``, ``event`` (and an ``id``). Returns (candidates, existing with their bounds)."""
-    by_pair = {_pair_key(p.label["x"], p.label["x_prime"]): p for p in samples}
+def _sides(draws: dict[str, Any], x: Any, xp: Any) -> tuple[Any, Any]:
+    return draws[json.dumps(x, sort_keys=True)], draws[json.dumps(xp, sort_keys=True)]
+
+
+def assess_candidates(candidates: list[dict[str, Any]], draws: dict[str, Any] | None, alpha: float,
+                      existing: list[dict[str, Any]],
+                      limit: int = 8) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The engine's candidates with, when ``draws`` (fresh comparison outputs by database) are
+    given, their bound and the existing checks' bounds on those draws, and whether each is
+    **better** (module docstring). Without draws (calibration: nothing to compare with), a
+    candidate is better when the engine found it informative. Returns (candidates, existing)."""
     assessed_existing = []
-    for item in existing:
-        pair = by_pair.get(_pair_key(item["x"], item["x_prime"]))
-        if pair is None:
-            continue
-        same = json.dumps(item["x"], sort_keys=True) == json.dumps(pair.label["x"], sort_keys=True)
-        x_out, xp_out = (pair.bound_x, pair.bound_xp) if same else (pair.bound_xp, pair.bound_x)
-        try:
-            h = held_out(item["event"], x_out, xp_out, alpha)
-        except ValueError:  # the event no longer fits the outputs (their shape changed)
-            h = {"a": 0, "b": 0, "n_x": len(x_out), "n_xp": len(xp_out), "epsilon_lower_bound": None,
-                 "error": "the event does not apply to the current outputs"}
-        assessed_existing.append({**item, "held_out": h, "_pair": _pair_key(item["x"], item["x_prime"])})
+    if draws is not None:
+        for item in existing:
+            try:
+                x_out, xp_out = _sides(draws, item["x"], item["x_prime"])
+            except KeyError:
+                continue
+            try:
+                h = held_out(item["event"], x_out, xp_out, alpha)
+            except ValueError:  # the event no longer fits the outputs (their shape changed)
+                h = {"a": 0, "b": 0, "n_x": n_outputs(x_out), "n_xp": n_outputs(xp_out), "epsilon_lower_bound": None,
+                     "error": "the event does not apply to the current outputs"}
+            assessed_existing.append({**item, "held_out": h, "_pair": _pair_key(item["x"], item["x_prime"])})
     out = []
-    for cand in ranked["candidates"]:
+    for cand in candidates:
+        base = {**cand, "comparison": None, "better": False, "best_existing_bound": None}
+        if not cand.get("informative"):
+            out.append({**base, "why": cand.get("reason") or "not informative"})
+            continue
+        if draws is None:
+            out.append({**base, "better": True, "why": "informative (held-out bound above 0)"})
+            continue
+        if len([c for c in out if c["comparison"] is not None]) >= limit:
+            out.append({**base, "why": "not compared (only the best few are)"})
+            continue
         key = _pair_key(cand["x"], cand["x_prime"])
-        pair = by_pair[key]
-        same = json.dumps(cand["x"], sort_keys=True) == json.dumps(pair.label["x"], sort_keys=True)
-        x_out, xp_out = (pair.bound_x, pair.bound_xp) if same else (pair.bound_xp, pair.bound_x)
+        x_out, xp_out = _sides(draws, cand["x"], cand["x_prime"])
         h = held_out(cand["event"], x_out, xp_out, alpha)
         value = _bound_value(h)
-        informative = h["a"] + h["b"] > 0 and value > 0
         rivals = [e for e in assessed_existing if e["_pair"] == key]
         best_rival = max((_bound_value(e["held_out"]) for e in rivals), default=-np.inf)
         duplicate = any(e["event"] == cand["event"] for e in rivals)
-        better = informative and value > best_rival and not duplicate
         if not h["a"] + h["b"]:
-            why = "its event holds no held-out output"
+            why = "its event holds no output of the comparison draws"
         elif value <= 0:
-            why = "its held-out lower bound on ε is not above 0"
+            why = "its lower bound on the comparison draws is not above 0"
         elif duplicate:
             why = "a check already watches this event"
-        elif not better:
-            why = f"an existing check's held-out bound ({best_rival:.3g}) is at least as high"
+        elif value <= best_rival:
+            why = f"an existing check's bound on the same draws ({best_rival:.3g}) is at least as high"
         else:
-            why = "informative and better than the existing checks on its pair"
-        out.append({**cand, "held_out": h, "informative": bool(informative), "better": bool(better), "why": why,
+            why = "informative, and better than the existing checks on its pair"
+        better = bool(h["a"] + h["b"] > 0 and value > 0 and value > best_rival and not duplicate)
+        out.append({**base, "comparison": h, "better": better, "why": why,
                     "best_existing_bound": None if not np.isfinite(best_rival) else float(best_rival)})
-    out.sort(key=lambda c: _bound_value(c["held_out"]), reverse=True)
+    out.sort(key=lambda c: (c["better"], _bound_value(c["comparison"]) if c["comparison"] else
+                            (c.get("lower_bound") if c.get("lower_bound") is not None else -np.inf)), reverse=True)
     for item in assessed_existing:
         item.pop("_pair", None)
     return out, assessed_existing
+
+
+async def discover_and_assess(client: SamplingClient, endpoint: MechanismEndpoint, shape: OutputShape,
+                              pairs: list[tuple[Any, Any]], existing: list[dict[str, Any]], *,
+                              epsilon: float, alpha: float, budget: int, fresh: int, label: str, period: int,
+                              compare: bool, progress: Any = None, cancel: Any = None,
+                              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """The engine's discovery on ``pairs``, then (``compare``) fresh comparison draws (module docstring)."""
+    from app.audit.discovery import discover_checks
+    from app.audit.engine import AuditSettings
+    from app.jobs.handlers import period_sampler
+
+    sampler = period_sampler(client, endpoint, label=label, period=period)
+    first_round = max(100, min(2_000, budget // 8))
+    # Without a claim the engine spends its budget instead of stopping at the first event that
+    # refutes the claim: a monitor wants the strongest event, not the first sufficient one (a
+    # large set barely above the claim refutes it early, and is a weak check).
+    found = await discover_checks(sampler, pairs, shape, epsilon=None,
+                                  settings=AuditSettings(alpha=alpha, budget=budget, first_round=first_round),
+                                  progress=progress, cancel=cancel)
+    for cand in found["candidates"]:
+        lb = cand.get("lower_bound")
+        cand["exceeds_claim"] = None if lb is None else bool(lb > epsilon)
+    draws = None
+    if compare and any(c.get("informative") for c in found["candidates"]):
+        databases = {json.dumps(db, sort_keys=True): db for pair in pairs for db in pair}
+        draws = {}
+        for key, db in databases.items():
+            draws[key] = await sampler(db, fresh)
+    candidates, assessed = assess_candidates(found["candidates"], draws, alpha, existing)
+    summary = {k: found.get(k) for k in ("samples_used", "seconds", "epsilon_hat", "lower_bound", "refuted",
+                                         "shape", "informative")}
+    summary["comparison_samples"] = 0 if draws is None else fresh
+    return candidates, assessed, summary
+
+
+def current_shape(mechanism: Mechanism, breach: dict[str, Any] | None) -> OutputShape:
+    """The shape discovery samples in: after a contract breach the shape observed then, otherwise
+    the contract (or the output kind's)."""
+    from app.jobs.handlers import mechanism_shape
+
+    observed = (breach or {}).get("observed_shape")
+    if observed:
+        try:
+            return OutputShape.model_validate(observed)
+        except ValueError:
+            pass
+    return mechanism_shape(mechanism)
 
 
 # ---------------------------------------------------------------------------------- the job
@@ -179,7 +243,7 @@ class RediscoveryPlan:
     epsilon: float
     r: int
     endpoint: MechanismEndpoint
-    output_kind: str
+    shape: OutputShape
     pairs: list[tuple[Any, Any]]
     existing: list[dict[str, Any]]
     dormant: list[dict[str, Any]]
@@ -207,43 +271,44 @@ def _plan(ctx: JobContext) -> RediscoveryPlan | str:
         dormant = [{"id": str(c.id), "x": c.x, "x_prime": c.x_prime} for c in checks
                    if c.event.get("kind") == "auto"]
         s = ctx.settings
+        breach = (ctx.params.get("detail") or {}) if ctx.params.get("trigger") == "shape_change" else None
+        if breach is None:  # a scheduled run after a breach: sample in the shape observed then
+            alarm = session.scalar(select(Alarm).where(Alarm.monitor_id == monitor.id, Alarm.kind == "contract",
+                                                       Alarm.resolved_at.is_(None))
+                                   .order_by(Alarm.created_at.desc()).limit(1))
+            breach = ((alarm.evidence or {}).get("contract") if alarm is not None else None)
+        shape = current_shape(mechanism, breach)
         return RediscoveryPlan(
             monitor_id=monitor.id, horizon_index=monitor.horizon_index, t=monitor.t, horizon=monitor.horizon,
             gamma=monitor.gamma, alpha=monitor.alpha, horizon_alpha=monitor.horizon_alpha, epsilon=monitor.epsilon,
-            r=monitor.rediscoveries + 1, endpoint=endpoint_of(mechanism), output_kind=mechanism.output_kind,
-            pairs=pairs, existing=existing, dormant=dormant,
+            r=monitor.rediscoveries + 1, endpoint=dataclasses.replace(endpoint_of(mechanism), shape=shape),
+            shape=shape, pairs=pairs, existing=existing, dormant=dormant,
             samples=monitor.discovery_samples or s.discovery_samples,
             fresh_samples=monitor.discovery_fresh_samples or s.discovery_fresh_samples, checks_count=len(checks))
-
-
-async def discover_and_assess(client: SamplingClient, plan_endpoint: MechanismEndpoint, output_kind: str,
-                              pairs: list[tuple[Any, Any]], options: DiscoveryOptions,
-                              existing: list[dict[str, Any]], *, label: str, period: int,
-                              progress: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict]:
-    """Fresh draws, MPL candidates on one half, held-out bounds on the other (steps 1-2)."""
-    samples = await draw_pairs(client, plan_endpoint, pairs, options, label=label, progress=progress, period=period)
-    ranked = await asyncio.to_thread(rank_candidates, samples, output_kind, options)
-    candidates, assessed = await asyncio.to_thread(assess_candidates, samples, ranked, options.alpha, existing)
-    return candidates, assessed, ranked
 
 
 async def run_rediscovery_job(ctx: JobContext) -> dict[str, Any]:
     plan = await asyncio.to_thread(_plan, ctx)
     if isinstance(plan, str):
         return {"adopted": False, "reason": plan, "candidates": []}
+    from app.audit.engine import AuditCancelled
+    from app.jobs.handlers import progress_reporter
+    from app.jobs.runner import JobCancelled
+
     trigger = ctx.params.get("trigger", "schedule")
-    options = DiscoveryOptions(samples=plan.samples, fresh_samples=plan.fresh_samples, alpha=plan.alpha,
-                               epsilon=plan.epsilon)
-    n_db = len({json.dumps(db, sort_keys=True) for pair in plan.pairs for db in pair})
-    ctx.progress(0.0, f"re-discovery ({trigger}) after period {plan.t}: drawing "
-                      f"{plan.samples + plan.fresh_samples} outputs on each of {n_db} databases", force=True)
-    candidates, assessed, ranked = await discover_and_assess(
-        ctx.client, plan.endpoint, plan.output_kind, plan.pairs, options, plan.existing,
-        label=f"rediscover-{plan.monitor_id.hex[:12]}", period=plan.t + 1, progress=ctx.steps(0.0, 0.7, n_db))
+    ctx.progress(0.0, f"re-discovery ({trigger}) after period {plan.t}: up to {plan.samples} outputs per database, "
+                      f"then {plan.fresh_samples} to compare", force=True)
+    try:
+        candidates, assessed, found = await discover_and_assess(
+            ctx.client, plan.endpoint, plan.shape, plan.pairs, plan.existing, epsilon=plan.epsilon, alpha=plan.alpha,
+            budget=plan.samples, fresh=plan.fresh_samples, label=f"rediscover-{plan.monitor_id.hex[:12]}",
+            period=plan.t + 1, compare=True, progress=progress_reporter(ctx, 0.0, 0.7), cancel=ctx.cancelled)
+    except AuditCancelled as exc:
+        raise JobCancelled(str(exc)) from None
     ctx.progress(0.75, "choosing among the candidates", force=True)
-    summary = {"trigger": trigger, "t": plan.t, "horizon_index": plan.horizon_index, "samples": plan.samples,
-               "fresh_samples": plan.fresh_samples, "kind": ranked.get("kind"),
-               "candidates": [_public(c) for c in candidates],
+    summary = {"trigger": trigger, "t": plan.t, "horizon_index": plan.horizon_index, "budget": plan.samples,
+               "comparison_samples": found["comparison_samples"], "samples_used": found["samples_used"],
+               "shape": found["shape"], "candidates": [_public(c) for c in candidates[:20]],
                "existing": [{"check_id": e["id"], "held_out": e["held_out"]} for e in assessed]}
     chosen = next((c for c in candidates if c["better"]), None)
     if chosen is None:
@@ -267,23 +332,22 @@ async def run_rediscovery_job(ctx: JobContext) -> dict[str, Any]:
     return {**written, **summary}
 
 
-def initial_choice(candidates: list[dict[str, Any]], x: Any, ranked: dict[str, Any], when: str) -> dict[str, Any]:
+def initial_choice(candidates: list[dict[str, Any]], x: Any, found: dict[str, Any], when: str) -> dict[str, Any]:
     """What calibration records for an ``auto`` check: the best informative candidate, adopted, or
     the reason none was (the check then stays dormant)."""
-    chosen = next((c for c in candidates if c["informative"]), None)
-    common = {"discovered_at": when, "fresh_samples": ranked.get("fresh_samples"), "alpha": ranked.get("alpha"),
-              "kind": ranked.get("kind")}
+    chosen = next((c for c in candidates if c["better"]), None)
+    common = {"discovered_at": when, "samples_used": found.get("samples_used"), "shape": found.get("shape")}
     if chosen is None:
         return {"adopted": False, "reason": "no candidate holds outputs with a held-out lower bound above 0 "
                 "(the check stays auto; re-discovery keeps looking)",
-                "candidates": [_public(c) for c in candidates], **common}
+                "candidates": [_public(c) for c in candidates[:10]], **common}
     return {**_public(chosen), "adopted": True,
             "swapped": json.dumps(chosen["x"], sort_keys=True) != json.dumps(x, sort_keys=True), **common}
 
 
 def _public(candidate: dict[str, Any]) -> dict[str, Any]:
-    keys = ("x", "x_prime", "event", "epsilon_hat", "t_hat", "lower_bound", "held_out", "informative", "better",
-            "why", "best_existing_bound", "samples")
+    keys = ("x", "x_prime", "event", "describe", "epsilon_hat", "lower_bound", "held_out", "informative",
+            "comparison", "better", "why", "best_existing_bound", "samples")
     return {k: candidate.get(k) for k in keys}
 
 

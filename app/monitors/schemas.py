@@ -126,11 +126,14 @@ class MonitorCreate(BaseModel):
         "Default ⌈T/10⌉ (at least 5); 0 turns it off (the checks then share all of α). Ignored without `auto` events.",
     )
     discovery_samples: int | None = Field(
-        None, ge=100, le=200_000, description="n per database with which discovery chooses t̂ (default: the service's)."
+        None, ge=400, le=5_000_000,
+        description="Discovery's budget: outputs per database the audit engine may draw, in rounds, to find the events "
+        "of `auto` checks (default: the service's `DPWATCH_DISCOVERY_SAMPLES`).",
     )
     discovery_fresh_samples: int | None = Field(
         None, ge=100, le=1_000_000,
-        description="Fresh outputs per database that discovery holds out to bound each candidate (default: the service's).",
+        description="Fresh outputs per database on which re-discovery compares candidates with the existing checks "
+        "(default: the service's `DPWATCH_DISCOVERY_FRESH_SAMPLES`).",
     )
 
     @field_validator("cron")

@@ -5,7 +5,10 @@ Routes (all ``POST``):
 - ``/reference/<slug>`` for every mechanism of ``REFERENCE_MECHANISMS`` at ε = ``epsilon``;
 - ``/reference/scenarios/<key>`` for the paper's scenarios (a)–(h): the ``before`` mechanism
   until the monitor's period ``change_period`` (from the request's ``period`` field), then the
-  ``after`` one, which models a deployment change at a known period.
+  ``after`` one, which models a deployment change at a known period;
+- ``/reference/corpus/<slug>`` for every mechanism of the testers' corpus
+  (app.reference.corpus) in its output shape, at ε = ``corpus_epsilon`` (0.1, the published
+  evaluations' setting).
 
 Used by ``dpwatch serve-reference``, mounted under ``/reference`` by ``dpwatch demo``, and by the
 end-to-end tests.
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, FastAPI
 
+from app.reference.corpus import CORPUS_EPSILON, corpus
 from app.reference.mechanisms import REFERENCE_MECHANISMS, get_mechanism
 from app.reference.scenarios import SCENARIOS, Scenario
 from app.sampling.endpoint import make_endpoint_router
@@ -58,24 +62,28 @@ def _mechanism_function(slug: str, epsilon: float) -> tuple[Any, OutputKind]:
     return mech.sample, mech.output_kind
 
 
-def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD) -> dict[str, tuple[Any, OutputKind]]:
-    routes: dict[str, tuple[Any, OutputKind]] = {}
+def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD,
+                     corpus_epsilon: float = CORPUS_EPSILON) -> dict[str, tuple[Any, Any]]:
+    routes: dict[str, tuple[Any, Any]] = {}
     for slug in REFERENCE_MECHANISMS:
         routes[f"/{slug}"] = _mechanism_function(slug, epsilon)
     for key, scenario in SCENARIOS.items():
         routes[f"/scenarios/{key}"] = (_scenario_function(scenario, change_period), scenario_output_kind(scenario))
+    for slug, mech in corpus(corpus_epsilon).items():
+        routes[f"/corpus/{slug}"] = (mech.sample, mech.shape)
     return routes
 
 
 def reference_router(secret: str | None, *, epsilon: float = 1.0,
-                     change_period: int = DEFAULT_CHANGE_PERIOD, seed: int | None = None) -> APIRouter:
+                     change_period: int = DEFAULT_CHANGE_PERIOD, seed: int | None = None,
+                     corpus_epsilon: float = CORPUS_EPSILON) -> APIRouter:
     """Every reference endpoint on one router; mount it with ``prefix="/reference"``."""
-    return make_endpoint_router(reference_routes(epsilon, change_period), secret=secret, seed=seed)
+    return make_endpoint_router(reference_routes(epsilon, change_period, corpus_epsilon), secret=secret, seed=seed)
 
 
 def reference_app(secret: str | None, *, epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD,
-                  seed: int | None = None) -> FastAPI:
+                  seed: int | None = None, corpus_epsilon: float = CORPUS_EPSILON) -> FastAPI:
     app = FastAPI(title="dpwatch reference mechanisms", docs_url=None, redoc_url=None, openapi_url=None)
-    app.include_router(reference_router(secret, epsilon=epsilon, change_period=change_period, seed=seed),
-                       prefix="/reference")
+    app.include_router(reference_router(secret, epsilon=epsilon, change_period=change_period, seed=seed,
+                                        corpus_epsilon=corpus_epsilon), prefix="/reference")
     return app

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
-import structlog
 from standardwebhooks import Webhook
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
@@ -48,11 +47,12 @@ from .protocol import (
 )
 from app.stats.shapes import ListSamples, OutputShape, concat_outputs
 
+from .logs import get_logger
 from .safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
 __all__ = ["MechanismEndpoint", "OnRequest", "SamplingClient", "SamplingClientConfig"]
 
-log = structlog.get_logger("dpwatch.sampling")
+log = get_logger("dpwatch.sampling")
 
 #: ``on_request(duration_seconds, outcome)``; outcome is ``"ok"``, a
 #: :data:`~app.sampling.protocol.SAMPLING_REASONS` value, or

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 import anyio
 import httpcore
 import httpx
-import structlog
 
 __all__ = [
     "METADATA_ADDRESSES",
@@ -55,7 +54,9 @@ __all__ = [
     "validate_url",
 ]
 
-log = structlog.get_logger("dpwatch.safe_http")
+from .logs import get_logger
+
+log = get_logger("dpwatch.safe_http")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -22,6 +22,12 @@ Events (pydantic v2 models, frozen, unknown fields rejected, told apart by ``kin
   as lists) for vector outputs, e.g. an SVT answer ``[0, 0, 1, -1]``.
 - :class:`Box` (``kind="box"``): a box ``Π_j [low_j, high_j]`` for real vectors; ``None`` means
   unbounded (and, as for intervals, open: infinite coordinates are not members).
+- :class:`LatticeSet` (``kind="lattice"``): points of a lattice ``offset + step·ℤ``.
+- :class:`RowSet` (``kind="rows"``): whole vector or list outputs, ``null`` entries allowed.
+- :class:`Projected` (``kind="projection"``): a scalar event on a statistic of a vector or list
+  output (a coordinate, max, min, argmax, sum, length, the count of nulls, a learned score).
+
+List outputs (``app.stats.shapes.ListSamples``) are accepted by row sets and projections.
 
 Membership: :func:`event_contains` returns a boolean mask and :func:`count_in` the count ``a_t``
 (or ``b_t``) of method.md §1. ``NaN`` outputs are never members. A shape that does not fit the
@@ -47,6 +53,12 @@ from pydantic import (
 
 __all__ = [
     "Box",
+    "LatticeSet",
+    "Projected",
+    "Projection",
+    "RowSet",
+    "feature_map",
+    "feature_size",
     "DiscreteSet",
     "Event",
     "EventAdapter",
@@ -414,12 +426,281 @@ class Box(BaseModel):
         return np.all(low_ok & high_ok, axis=1)
 
 
-Event = Annotated[Union[Interval, IntervalUnion, DiscreteSet, Box], Field(discriminator="kind")]
+# --------------------------------------------------------------------------------------------
+# events for every output shape (docs/audit.md §2): lattice point sets, row sets, projections
+
+
+class LatticeSet(BaseModel):
+    """Points ``offset + k·step`` for ``k`` in ``points`` of a real output on a lattice.
+
+    A lattice output is discrete: an interval between two lattice points holds nothing, so the
+    events proposed for it are sets of lattice points. Membership tolerates float rounding
+    (``app.stats.shapes.Lattice.on_lattice``)."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["lattice"] = "lattice"
+    step: float = Field(gt=0)
+    offset: float = 0.0
+    points: list[int]
+
+    @field_validator("points")
+    @classmethod
+    def _non_empty(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("a lattice set needs at least one point")
+        return sorted(set(value))
+
+    def describe(self) -> str:
+        head = ", ".join(_fmt(self.offset + k * self.step) for k in self.points[:8])
+        return "{" + head + (", …" if len(self.points) > 8 else "") + f"}} on {_fmt(self.step)}ℤ"
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        from app.stats.shapes import Lattice  # shapes imports nothing from events
+
+        arr = _numeric(_scalar_outputs(outputs, "a lattice set"), "a lattice set").astype(np.float64)
+        lat = Lattice(step=self.step, offset=self.offset)
+        on = lat.on_lattice(arr)
+        k = np.where(on, lat.index(np.where(np.isnan(arr), 0.0, arr)), np.nan)
+        shift = int(round((self.offset - lat.offset) / self.step))  # points are relative to self.offset
+        return on & np.isin(k, np.asarray(self.points, dtype=np.float64) + shift)
+
+
+#: Sentinels of the row keys: a null entry, and the padding after a list's length.
+_NULL_KEY = -1.7976931348623157e308
+_PAD_KEY = 1.7976931348623157e308
+
+
+def _row_keys(outputs: Any, width: int) -> np.ndarray:
+    """Outputs (vectors or ListSamples) as (n, width) float rows with null/padding sentinels."""
+    from app.stats.shapes import ListSamples
+
+    if isinstance(outputs, ListSamples):
+        vals = outputs.values[:, :width] if outputs.width >= width else outputs.padded(width)
+        keys = np.where(np.isnan(vals), _NULL_KEY, vals + 0.0)
+        keys[np.arange(width)[None, :] >= outputs.lengths[:, None]] = _PAD_KEY
+        too_long = outputs.lengths > width
+        keys[too_long] = np.nan  # never equal to anything
+        return keys
+    arr = _numeric(_as_outputs(outputs), "a row set").astype(np.float64)
+    if arr.ndim != 2:
+        raise ValueError("a row set applies to vector or list outputs")
+    if arr.shape[1] > width:
+        return np.full((arr.shape[0], width), np.nan)
+    keys = np.where(np.isnan(arr), _NULL_KEY, arr + 0.0)
+    if arr.shape[1] < width:
+        keys = np.concatenate([keys, np.full((arr.shape[0], width - arr.shape[1]), _PAD_KEY)], axis=1)
+    return keys
+
+
+class RowSet(BaseModel):
+    """A finite set of whole outputs of a vector or list shape; ``null`` entries allowed (SVT's ⊥,
+    or an aborted query). A list output is a member when it equals a value, length included."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["rows"] = "rows"
+    values: list[list[float | None]]
+
+    @field_validator("values")
+    @classmethod
+    def _non_empty(cls, value: list[list[float | None]]) -> list[list[float | None]]:
+        if not value:
+            raise ValueError("a row set needs at least one row")
+        return value
+
+    def describe(self) -> str:
+        rows = ["(" + ",".join("⊥" if v is None else _fmt(v) for v in row) + ")" for row in self.values[:4]]
+        return "{" + ", ".join(rows) + (", …" if len(self.values) > 4 else "") + "}"
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        from app.stats.shapes import ListSamples
+
+        width = max(max(len(v) for v in self.values), 1)
+        if not isinstance(outputs, ListSamples):
+            width = max(width, _as_outputs(outputs).shape[1] if _as_outputs(outputs).ndim == 2 else 1)
+        keys = _row_keys(outputs, width)
+        table = np.full((len(self.values), width), _PAD_KEY)
+        for i, row in enumerate(self.values):
+            table[i, : len(row)] = [_NULL_KEY if v is None else float(v) + 0.0 for v in row]
+        row_type = np.dtype((np.void, 8 * width))
+        a = np.ascontiguousarray(keys).view(row_type).ravel()
+        b = np.ascontiguousarray(table).view(row_type).ravel()
+        return np.isin(a, b) & ~np.isnan(keys).any(axis=1)
+
+
+ProjectionKind = Literal["coordinate", "max", "min", "sum", "argmax", "argmin", "length", "count_null",
+                         "count_value", "first_index", "first_value", "linear"]
+
+
+class Projection(BaseModel):
+    """A scalar statistic of a vector or list output (NaN, i.e. null, when undefined).
+
+    - ``coordinate`` (``index``): the entry at ``index`` (null when null or beyond the length);
+    - ``max``, ``min``, ``sum``, ``argmax``, ``argmin``: over the non-null entries;
+    - ``length``; ``count_null``; ``count_value`` (``value``): entries equal to ``value``;
+    - ``first_index``, ``first_value``: the position and value of the first non-null entry;
+    - ``linear``: a learned score ``w·(φ(o) − mean)/scale + b`` with the feature map φ of
+      :func:`feature_map` (``width`` entries, their null, padding and after-the-first flags, length,
+      null count, max, min, sum) — a DP-Sniper-style classifier stored as plain numbers.
+    """
+
+    model_config = _MODEL_CONFIG
+
+    kind: ProjectionKind
+    index: int | None = Field(default=None, ge=0)
+    value: float | None = None
+    width: int | None = Field(default=None, ge=1)
+    mean: list[float] | None = None
+    scale: list[float] | None = None
+    weights: list[float] | None = None
+    intercept: float = 0.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Projection:
+        if self.kind == "coordinate" and self.index is None:
+            raise ValueError("a coordinate projection needs its index")
+        if self.kind == "count_value" and self.value is None:
+            raise ValueError("count_value needs the value to count")
+        if self.kind == "linear":
+            if self.width is None or self.weights is None or self.mean is None or self.scale is None:
+                raise ValueError("a linear projection needs width, mean, scale and weights")
+            size = feature_size(self.width)
+            if not (len(self.weights) == len(self.mean) == len(self.scale) == size):
+                raise ValueError(f"a linear projection of width {self.width} needs {size} weights, means and scales")
+        return self
+
+    def describe(self) -> str:
+        if self.kind == "coordinate":
+            return f"o[{self.index}]"
+        if self.kind == "count_value":
+            return f"#{{j: o[j] = {_fmt(self.value)}}}"  # type: ignore[arg-type]
+        if self.kind == "linear":
+            return f"score(o) (learned, {len(self.weights or [])} features)"
+        return f"{self.kind}(o)"
+
+    def apply(self, outputs: Any) -> np.ndarray:
+        """The statistic of each output, float (n,), NaN where undefined (null)."""
+        values, valid = _entries_of(outputs)
+        present = valid & ~np.isnan(values)
+        n, width = values.shape
+        kind = self.kind
+        with np.errstate(invalid="ignore"):
+            if kind == "coordinate":
+                j = int(self.index)  # type: ignore[arg-type]
+                return values[:, j].copy() if j < width else np.full(n, np.nan)
+            if kind in ("max", "min", "argmax", "argmin"):
+                fill = -np.inf if kind in ("max", "argmax") else np.inf
+                filled = np.where(present, values, fill)
+                none = ~present.any(axis=1)
+                if kind in ("max", "min"):
+                    out = filled.max(axis=1) if kind == "max" else filled.min(axis=1)
+                else:
+                    out = (filled.argmax(axis=1) if kind == "argmax" else filled.argmin(axis=1)).astype(np.float64)
+                out[none] = np.nan
+                return out
+            if kind == "sum":
+                out = np.where(present, values, 0.0).sum(axis=1)
+                out[~present.any(axis=1)] = np.nan
+                return out
+            if kind == "length":
+                return valid.sum(axis=1).astype(np.float64)
+            if kind == "count_null":
+                return (valid & np.isnan(values)).sum(axis=1).astype(np.float64)
+            if kind == "count_value":
+                return (present & (values == self.value)).sum(axis=1).astype(np.float64)
+            if kind in ("first_index", "first_value"):
+                has = present.any(axis=1)
+                first = present.argmax(axis=1)
+                out = first.astype(np.float64) if kind == "first_index" else values[np.arange(n), first]
+                return np.where(has, out, np.nan)
+            # linear
+            phi = feature_map(outputs, int(self.width))  # type: ignore[arg-type]
+            z = (phi - np.asarray(self.mean)) / np.asarray(self.scale)
+            return z @ np.asarray(self.weights) + self.intercept
+
+
+def _entries_of(outputs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values (n, W) float with NaN, valid (n, W): entry exists) for vectors and lists."""
+    from app.stats.shapes import ListSamples
+
+    if isinstance(outputs, ListSamples):
+        return outputs.values.astype(np.float64), outputs.valid_mask()
+    arr = _numeric(_as_outputs(outputs), "a projection").astype(np.float64)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    return arr, np.ones(arr.shape, dtype=bool)
+
+
+def feature_size(width: int) -> int:
+    return 4 * width + 5
+
+
+def feature_map(outputs: Any, width: int) -> np.ndarray:
+    """φ(o) for the learned events (DP-Sniper's classifiers read a flattened output with flags for
+    special values, Bichsel et al. §V): the first ``width`` entries (null and absent → 0), a null
+    flag and an absent flag per entry, then length, null count, max, min and sum of the non-null
+    entries (0 when none), and a flag per entry for "after the first non-null entry" (SVT's
+    aborted answers once the cutoff is reached). Shape (n, 4·width + 5)."""
+    values, valid = _entries_of(outputs)
+    n, w = values.shape
+    if w < width:
+        values = np.concatenate([values, np.full((n, width - w), np.nan)], axis=1)
+        valid = np.concatenate([valid, np.zeros((n, width - w), dtype=bool)], axis=1)
+    values, valid = values[:, :width], valid[:, :width]
+    null = valid & np.isnan(values)
+    present = valid & ~null
+    clean = np.where(present, values, 0.0)
+    anyp = present.any(axis=1)
+    mx = np.where(anyp, np.where(present, values, -np.inf).max(axis=1), 0.0)
+    mn = np.where(anyp, np.where(present, values, np.inf).min(axis=1), 0.0)
+    summary = np.stack([valid.sum(axis=1), null.sum(axis=1), mx, mn, clean.sum(axis=1)], axis=1).astype(np.float64)
+    after = (np.cumsum(present, axis=1) - present) > 0
+    return np.concatenate([clean, null.astype(np.float64), (~valid).astype(np.float64), summary,
+                           after.astype(np.float64)], axis=1)
+
+
+ScalarEvent = Annotated[Union[Interval, IntervalUnion, DiscreteSet, LatticeSet], Field(discriminator="kind")]
+
+
+class Projected(BaseModel):
+    """``{o : s(o) ∈ event}`` for a scalar statistic ``s`` of a vector or list output
+    (:class:`Projection`); with ``nulls``, outputs whose statistic is null are members too, and
+    with no ``event``, only they are (e.g. "query 3 answered ⊥")."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["projection"] = "projection"
+    projection: Projection
+    event: ScalarEvent | None = None
+    nulls: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Projected:
+        if self.event is None and not self.nulls:
+            raise ValueError("a projection event needs an event on the statistic, or nulls=true (or both)")
+        return self
+
+    def describe(self) -> str:
+        s = self.projection.describe()
+        parts = ([f"{s} ∈ {self.event.describe()}"] if self.event is not None else []) + (
+            [f"{s} is ⊥"] if self.nulls else [])
+        return " or ".join(parts)
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        stat = self.projection.apply(outputs)
+        null = np.isnan(stat)
+        mask = np.zeros(stat.shape[0], dtype=bool) if self.event is None else self.event.contains(stat) & ~null
+        return mask | (null & self.nulls)
+
+
+Event = Annotated[Union[Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected],
+                  Field(discriminator="kind")]
 """Any event; JSON objects are told apart by their ``kind`` field."""
 
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(title="Event"))
 
-_EVENT_TYPES = (Interval, IntervalUnion, DiscreteSet, Box)
+_EVENT_TYPES = (Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected)
 
 
 def parse_event(obj: Any) -> Event:

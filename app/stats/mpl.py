@@ -512,14 +512,26 @@ class DPLResult:
         return out
 
 
-def _default_region(x: np.ndarray, y: np.ndarray, q: float) -> tuple[tuple[float, float], ...]:
-    lo = np.maximum(np.quantile(x, q, axis=0), np.quantile(y, q, axis=0))
-    hi = np.minimum(np.quantile(x, 1.0 - q, axis=0), np.quantile(y, 1.0 - q, axis=0))
+def default_region(x: np.ndarray, y: np.ndarray, q: float = DEFAULT_REGION_QUANTILE) -> tuple[tuple[float, float], ...]:
+    """The bounded region C when none is given: per coordinate, the intersection of the two
+    samples' central ``[q, 1 − q]`` ranges (the paper picks C by hand, seed 003 §V); where they do
+    not overlap (a flagrant violation, e.g. a noisy histogram at ε = 10), their **union**, so that C
+    holds the mass of both samples and the loss between them is seen rather than refused."""
+    x = x.reshape(x.shape[0], -1)
+    y = y.reshape(y.shape[0], -1)
+    qx = np.quantile(x, [q, 1.0 - q], axis=0)
+    qy = np.quantile(y, [q, 1.0 - q], axis=0)
+    lo = np.maximum(qx[0], qy[0])
+    hi = np.minimum(qx[1], qy[1])
+    apart = lo >= hi
+    lo = np.where(apart, np.minimum(qx[0], qy[0]), lo)
+    hi = np.where(apart, np.maximum(qx[1], qy[1]), hi)
     if np.any(lo >= hi):
-        raise ValueError(
-            "the two samples' central ranges do not overlap, so no default region C exists; give region explicitly"
-        )
+        raise ValueError("the samples are constant in some coordinate, so no default region C exists; give region")
     return tuple((float(a), float(b)) for a, b in zip(lo, hi))
+
+
+_default_region = default_region
 
 
 def _dpl_discrete(x_raw: ArrayLike, y_raw: ArrayLike, params: MPLParams) -> DPLResult:

@@ -93,7 +93,7 @@ class Lattice(BaseModel):
             reduced += self.step
         if abs(reduced - self.step) <= LATTICE_RTOL * self.step:
             reduced = 0.0
-        object.__setattr__(self, "offset", reduced)
+        object.__setattr__(self, "offset", reduced + 0.0)
         return self
 
     def index(self, values: Any) -> np.ndarray:

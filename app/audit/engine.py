@@ -1,0 +1,431 @@
+"""The audit engine: sample in rounds until a claim is refuted at level α or the budget is spent
+(docs/audit.md §4).
+
+Round 0 (the pilot) draws ``first_round`` outputs on every database of the candidate pairs; they
+only choose. Round r = 1, 2, … R draws ``first_round·2^(r−1)`` **fresh** outputs per database of
+the pairs still in play:
+
+1. on everything drawn before round r (the choosing data), rank the pairs and their candidate
+   events (app.stats.candidates: projections, lattice point sets, tails, MPL's t̂, learned
+   events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events;
+2. test each event on round r's fresh outputs only (app.stats.heldout.test_claim) at level
+   α_r / K, where α_r = α·2^(r−1)/(2^R − 1) (so Σ_r α_r = α: more level where there are more
+   samples);
+3. stop as soon as a test refutes the claim; else round r's outputs join the choosing data.
+
+No event is ever tested on the samples that chose it, and the union bound over events and rounds
+keeps the probability of any false refutation ≤ α, whenever the engine stops (early stopping
+included). The reported LB, the largest bound over all tests, is a 1 − α lower confidence bound
+on ε. MPL's ε̂ (seed 003, Algorithm 3) on all the chosen pair's outputs is the point estimate.
+
+The engine is quiet (``logging`` only), reports progress through a callback, and checks a
+cancellation flag between draws and rounds, so the service can run it as a job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.stats.candidates import Candidate, ProposalSettings, propose
+from app.stats.events import event_contains
+from app.stats.heldout import Claim, Counts, EpsilonDelta, test_claim
+from app.stats.shapes import ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
+
+__all__ = ["AuditCancelled", "AuditResult", "AuditSettings", "Progress", "Sampler", "run_engine", "round_schedule"]
+
+log = logging.getLogger("dpwatch.audit")
+
+#: ``await sampler(database, n)`` → n outputs in the canonical form of the shape.
+Sampler = Callable[[Any, int], Awaitable[Any]]
+#: A flag the engine polls: an ``asyncio.Event``/``threading.Event`` (set = cancel) or a callable.
+CancelFlag = Any
+
+DEFAULT_BUDGET = 4_096_000
+"""Outputs per database at most (the pilot plus all rounds): 2 000·2¹¹, eleven rounds. Flagrant
+violations stop after one or two rounds (a few thousand outputs); the 10–20× cases of issue 8
+need the last rounds."""
+#: Outputs per sampler call while drawing a held-out round.
+CHUNK = 250_000
+DEFAULT_FIRST_ROUND = 2_000
+#: Choosing data kept per database (the most recent), to bound memory and selection time.
+MAX_CHOOSING = 200_000
+#: Outputs per side on which MPL's ε̂ is computed at the end.
+MPL_SAMPLES = 100_000
+
+
+class AuditCancelled(Exception):
+    """The audit was cancelled between two draws or rounds."""
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    alpha: float = 0.05
+    budget: int = DEFAULT_BUDGET  # outputs per database, pilot included
+    first_round: int = DEFAULT_FIRST_ROUND
+    events_per_round: int = 4
+    keep_pairs: int = 3
+    region: tuple[float, float] | None = None
+    learned: bool = True
+    stop_when_refuted: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must lie in (0, 1)")
+        if self.first_round < 100:
+            raise ValueError("first_round must be at least 100")
+        if self.budget < 2 * self.first_round:
+            raise ValueError(f"the budget ({self.budget}) must hold at least the pilot and one round "
+                             f"(2 × first_round = {2 * self.first_round} outputs per database)")
+        if self.events_per_round < 1 or self.keep_pairs < 1:
+            raise ValueError("events_per_round and keep_pairs must be >= 1")
+        if self.region is not None:
+            lo, hi = self.region
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError("region must be (low, high) with low < high, both finite")
+
+
+def round_schedule(settings: AuditSettings) -> list[tuple[int, float]]:
+    """``[(n_r, α_r)]`` for r = 1..R: fresh outputs per database and level of each round.
+
+    The pilot draws n₀ = first_round; round r draws n₀·2^(r−1), so that after round r every
+    database has n₀·2^r outputs; R is the largest with n₀·2^R ≤ budget. α_r ∝ n_r, Σ α_r = α."""
+    n0 = settings.first_round
+    rounds = int(math.floor(math.log2(settings.budget / n0)))
+    sizes = [n0 * 2 ** (r - 1) for r in range(1, rounds + 1)]
+    total = sum(sizes)
+    return [(n, settings.alpha * n / total) for n in sizes]
+
+
+@dataclass
+class Progress:
+    """What the progress callback receives after each draw and round."""
+
+    round: int
+    rounds: int
+    samples_used: int
+    budget_samples: int
+    lower_bound: float | None
+    seconds: float
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class AuditResult:
+    claim: str
+    claimed_epsilon: float | None
+    alpha: float
+    shape: dict[str, Any]
+    refuted: bool
+    lower_bound: float | None
+    epsilon_hat: float | None
+    mpl: dict[str, Any] | None
+    best: dict[str, Any] | None
+    rounds: list[dict[str, Any]]
+    tests: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+    samples_used: int
+    samples_per_database: dict[str, int]
+    seconds: float
+    stopped: str
+    note: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "refuted" if self.refuted else "not refuted"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["verdict"] = self.verdict
+        return out
+
+
+def _key(db: Any) -> str:
+    return json.dumps(db, sort_keys=True, separators=(",", ":"))
+
+
+def _cancelled(flag: CancelFlag) -> bool:
+    if flag is None:
+        return False
+    if callable(flag):
+        return bool(flag())
+    is_set = getattr(flag, "is_set", None)
+    return bool(is_set()) if is_set is not None else False
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _cap(outputs: Any, limit: int) -> Any:
+    n = n_outputs(outputs)
+    return outputs if n <= limit else take_outputs(outputs, slice(n - limit, n))
+
+
+def _count(event: Any, outputs: Any) -> int:
+    return int(np.count_nonzero(event_contains(event, outputs)))
+
+
+def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None,
+                  best: Candidate | None) -> dict[str, Any] | None:
+    """MPL's ε̂ (seed 003, Algorithm 3) on the chosen pair: TDDE for discrete outputs (integers,
+    labels, a lattice, atoms), TKDE for real scalars; for vectors and lists, on the statistic of
+    the best event (a projection), since a vector of reals is not a table row."""
+    from app.stats.mpl import MPLParams, dpl
+
+    x = _cap(x, MPL_SAMPLES)
+    y = _cap(y, MPL_SAMPLES)
+    try:
+        if shape.container == "scalar":
+            sx, sy = np.asarray(x), np.asarray(y)
+            on = "output"
+        else:
+            proj = getattr(getattr(best, "event", None), "projection", None)
+            if proj is None:
+                return None
+            sx, sy = proj.apply(x), proj.apply(y)
+            sx, sy = sx[~np.isnan(sx)], sy[~np.isnan(sy)]
+            on = proj.describe()
+            if sx.size < 100 or sy.size < 100:
+                return None
+        if sx.dtype == object or shape.values in ("integer", "label", "discrete"):
+            kind, data = "discrete", (sx, sy)
+        elif shape.lattice is not None and shape.container == "scalar":
+            kind = "discrete"
+            data = (shape.lattice.index(sx).astype(np.int64), shape.lattice.index(sy).astype(np.int64))
+        else:
+            sxf, syf = sx.astype(np.float64), sy.astype(np.float64)
+            pooled = np.concatenate([sxf, syf])
+            _, counts = np.unique(pooled, return_counts=True)
+            atoms = counts[counts > 1].sum() / pooled.size >= 0.5
+            integral = bool(np.all(pooled == np.round(pooled)))
+            if atoms or integral:
+                kind, data = "discrete", (sxf, syf)
+            else:
+                kind, data = "continuous", (sxf, syf)
+        n = min(data[0].shape[0], data[1].shape[0])
+        outcomes = None
+        if kind == "discrete" and data[0].dtype != object:
+            # the bounded region C for discrete outputs: the outcomes inside the central range of the
+            # pooled sample (or the given region); the far tails' frequencies are mostly noise
+            pooled = np.concatenate([data[0][:n], data[1][:n]]).astype(np.float64)
+            lo, hi = region if region is not None and shape.container == "scalar" and shape.lattice is None \
+                else np.quantile(pooled, [0.005, 0.995])
+            if shape.lattice is not None and region is not None and shape.container == "scalar":
+                lo, hi = shape.lattice.index(region[0]), shape.lattice.index(region[1])
+            values, counts = np.unique(pooled[(pooled >= lo) & (pooled <= hi)], return_counts=True)
+            # and among them those seen often enough that ℓ̂ is not mostly noise: the max over
+            # hundreds of rare outcomes' log-ratios is far above ε (sd of ℓ̂ ≈ √(2/count))
+            for floor in (1000, 100, 1):
+                if np.count_nonzero(counts >= floor) >= 2:
+                    values = values[counts >= floor]
+                    break
+            if values.size >= 2:
+                outcomes = values.astype(data[0].dtype).tolist()
+        params = MPLParams(n=max(2, n), N=2, tau=1e-4 if n >= 50_000 else 1e-3, outcomes=outcomes,
+                           region=region if (kind == "continuous" and shape.container == "scalar") else None)
+        res = dpl(data[0][:n], data[1][:n], kind, params)
+        return {"epsilon_hat": float(res.epsilon_hat), "kind": kind, "on": on,
+                "t_hat": res.to_dict(include_curve=False)["t_hat"], "samples": int(n)}
+    except (ValueError, FloatingPointError) as exc:
+        log.info("mpl estimate skipped: %s", exc)
+        return None
+
+
+async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: OutputShape,
+                     claim: Claim | None = None, settings: AuditSettings | None = None, *,
+                     progress: Callable[[Progress], Any] | None = None,
+                     cancel: CancelFlag = None) -> AuditResult:
+    """Audit a mechanism (``sampler``) on neighbouring ``pairs`` for ``claim`` (module docstring).
+
+    Without a claim the engine spends its whole budget and reports the largest ε lower bound.
+    Raises :class:`AuditCancelled` when ``cancel`` is set, ``ValueError`` for bad input."""
+    settings = settings or AuditSettings()
+    if not pairs:
+        raise ValueError("give at least one pair of neighbouring databases")
+    pairs = [(x, xp) for x, xp in pairs]
+    claim_used: Claim = claim if claim is not None else EpsilonDelta(0.0)
+    schedule = round_schedule(settings)
+    started = time.perf_counter()
+    keys: dict[str, Any] = {}
+    for x, xp in pairs:
+        keys.setdefault(_key(x), x)
+        keys.setdefault(_key(xp), xp)
+    data: dict[str, Any] = {}
+    drawn: dict[str, int] = {k: 0 for k in keys}
+    best_lb = -math.inf
+    best: dict[str, Any] | None = None
+    best_candidate: Candidate | None = None
+    best_pair: int | None = None
+    rounds_out: list[dict[str, Any]] = []
+    tests_out: list[dict[str, Any]] = []
+    budget_samples = settings.budget * len(keys)
+    refuted = False
+    stopped = "budget"
+
+    async def report(r: int, message: str) -> None:
+        if progress is None:
+            return
+        p = Progress(round=r, rounds=len(schedule), samples_used=sum(drawn.values()), budget_samples=budget_samples,
+                     lower_bound=_finite(best_lb), seconds=round(time.perf_counter() - started, 3), message=message)
+        out = progress(p)
+        if inspect.isawaitable(out):
+            await out
+
+    async def draw(needed: list[str], n: int, r: int) -> dict[str, Any]:
+        fresh: dict[str, Any] = {}
+        for i, k in enumerate(needed):
+            if _cancelled(cancel):
+                raise AuditCancelled("cancelled")
+            out = await sampler(keys[k], n)
+            if n_outputs(out) != n:
+                raise ValueError(f"the sampler returned {n_outputs(out)} outputs instead of {n}")
+            fresh[k] = out
+            drawn[k] += n
+            await report(r, f"round {r}: drew {n} outputs on database {i + 1}/{len(needed)}")
+        return fresh
+
+    log.info("audit: %d pairs, %d databases, %d rounds, claim %s", len(pairs), len(keys), len(schedule),
+             claim_used.describe())
+    pilot = await draw(list(keys), settings.first_round, 0)
+    data.update(pilot)
+    active = list(range(len(pairs)))
+    for r, (n_r, alpha_r) in enumerate(schedule, start=1):
+        if _cancelled(cancel):
+            raise AuditCancelled("cancelled")
+        k_events = settings.events_per_round
+        level = alpha_r / k_events
+        prop = ProposalSettings(n_test=n_r, level=level, delta=getattr(claim_used, "delta", 0.0),
+                                region=settings.region, learned=settings.learned, seed=settings.seed + r)
+
+        def choose() -> list[tuple[int, Candidate]]:
+            found: list[tuple[int, Candidate]] = []
+            per_pair: list[tuple[float, int]] = []
+            for i in active:
+                x, xp = pairs[i]
+                cands = propose(data[_key(x)], data[_key(xp)], shape, prop)
+                if cands:
+                    per_pair.append((cands[0].predicted, i))
+                    found.extend((i, c) for c in cands[: 2 * k_events])
+            per_pair.sort(reverse=True)
+            keep = {i for _, i in per_pair[: settings.keep_pairs]}
+            found = [(i, c) for i, c in found if i in keep]
+            found.sort(key=lambda ic: ic[1].predicted, reverse=True)
+            chosen: list[tuple[int, Candidate]] = []
+            seen: set[tuple[int, str]] = set()
+            for i, c in found:  # one event per (pair, statistic) first, then the rest
+                if (i, c.statistic) not in seen and len(chosen) < k_events:
+                    chosen.append((i, c))
+                    seen.add((i, c.statistic))
+            for i, c in found:
+                if len(chosen) >= k_events:
+                    break
+                if not any(c is cc for _, cc in chosen):
+                    chosen.append((i, c))
+            return chosen
+
+        chosen = await asyncio.to_thread(choose)
+        if not chosen:
+            stopped = "no candidate event (the outputs do not vary)"
+            break
+        active = sorted({i for i, _ in chosen})
+        needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
+        if any(drawn[k] + n_r > settings.budget for k in needed):
+            break
+        # the held-out draw, in chunks: count the chosen events as the outputs arrive, then keep the
+        # outputs as choosing data for the next rounds (memory stays bounded for any budget)
+        hits = [[0, 0] for _ in chosen]
+        for d, k in enumerate(needed):
+            remaining = n_r
+            while remaining > 0:
+                if _cancelled(cancel):
+                    raise AuditCancelled("cancelled")
+                size = min(CHUNK, remaining)
+                out = await sampler(keys[k], size)
+                if n_outputs(out) != size:
+                    raise ValueError(f"the sampler returned {n_outputs(out)} outputs instead of {size}")
+                drawn[k] += size
+                remaining -= size
+                for j, (i, cand) in enumerate(chosen):
+                    for side, db in enumerate(pairs[i]):
+                        if _key(db) == k:
+                            hits[j][side] += _count(cand.event, out)
+                data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
+                await report(r, f"round {r}: {drawn[k]:,} outputs on database {d + 1}/{len(needed)}")
+        round_tests = []
+        for (i, cand), (a, b) in zip(chosen, hits):
+            counts = Counts(a, n_r, b, n_r) if cand.x_first else Counts(b, n_r, a, n_r)
+            res = test_claim(claim_used, counts, level)
+            entry = {"round": r, "pair": i, **cand.to_dict(), "held_out": res.to_dict(),
+                     "x": pairs[i][0] if cand.x_first else pairs[i][1],
+                     "x_prime": pairs[i][1] if cand.x_first else pairs[i][0]}
+            round_tests.append(entry)
+            tests_out.append(entry)
+            if res.lower_bound > best_lb:
+                best_lb, best, best_candidate, best_pair = res.lower_bound, entry, cand, i
+            if claim is not None and res.refutes:
+                refuted = True
+        rounds_out.append({"round": r, "n_per_database": n_r, "alpha": alpha_r, "level_per_event": level,
+                           "pairs": active, "databases": len(needed),
+                           "lower_bound": _finite(max((t["held_out"]["lower_bound"] or -math.inf) for t in round_tests))})
+        await report(r, f"round {r}/{len(schedule)} tested {len(chosen)} events; LB so far {best_lb:.4g}")
+        log.info("audit round %d: n=%d, LB so far %.4g", r, n_r, best_lb)
+        if refuted and settings.stop_when_refuted:
+            stopped = "refuted"
+            break
+    mpl = None
+    if best_pair is not None:
+        x, xp = pairs[best_pair]
+        mpl = await asyncio.to_thread(_mpl_estimate, data[_key(x)], data[_key(xp)], shape, settings.region,
+                                      best_candidate)
+    eps_hat = None if mpl is None else mpl["epsilon_hat"]
+    note = _compare(best_lb, eps_hat, claim)
+    seconds = round(time.perf_counter() - started, 3)
+    return AuditResult(
+        claim=claim_used.describe() if claim is not None else "none (estimate only)",
+        claimed_epsilon=getattr(claim, "epsilon", None), alpha=settings.alpha, shape=shape.model_dump(mode="json"),
+        refuted=refuted, lower_bound=_finite(best_lb), epsilon_hat=eps_hat, mpl=mpl, best=best, rounds=rounds_out,
+        tests=tests_out, pairs=[{"x": x, "x_prime": xp} for x, xp in pairs], samples_used=sum(drawn.values()),
+        samples_per_database={k: v for k, v in drawn.items()}, seconds=seconds, stopped=stopped, note=note,
+        settings={"budget": settings.budget, "first_round": settings.first_round, "rounds": len(schedule),
+                  "events_per_round": settings.events_per_round, "keep_pairs": settings.keep_pairs,
+                  "region": settings.region})
+
+
+def _compare(lb: float, eps_hat: float | None, claim: Claim | None) -> str:
+    """Say which estimator is the weaker one when they disagree."""
+    if eps_hat is None or not math.isfinite(lb):
+        return ""
+    claimed = getattr(claim, "epsilon", None)
+    if lb > eps_hat + 1e-9:
+        return (f"the held-out bound LB = {lb:.3g} exceeds MPL's point estimate ε̂ = {eps_hat:.3g}: MPL is the "
+                "weaker estimator here (its density estimate or region misses part of the loss)")
+    if claimed is not None and eps_hat > claimed and lb <= claimed:
+        return (f"MPL's ε̂ = {eps_hat:.3g} exceeds the claim but the held-out bound does not: ε̂ is a point estimate "
+                "without a confidence level, so the held-out test is the weaker evidence here and nothing is refuted")
+    return ""
+
+
+def local_sampler(function: Callable[[Any, int, np.random.Generator], Any], seed: int | None = None) -> Sampler:
+    """A sampler for a Python function ``f(database, n, rng)`` (tests, benchmarks), run in a thread."""
+    rng = np.random.default_rng(seed)
+
+    async def sample(database: Any, n: int) -> Any:
+        out = await asyncio.to_thread(function, database, n, rng)
+        return out if isinstance(out, ListSamples) else np.asarray(out)
+
+    return sample

@@ -1,0 +1,151 @@
+"""Audits of a sampling endpoint over HTTP: pairs, a shape probe, the engine, the report.
+
+``audit_endpoint`` is what ``dpwatch audit`` and the service's audit jobs call; ``probe_shape``
+detects an endpoint's output shape from one raw answer; ``format_report`` renders a result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import pydantic_core
+
+from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_engine
+from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
+from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
+from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
+from app.stats.heldout import Claim
+from app.stats.mpl import table1_pairs
+from app.stats.shapes import OutputShape, ShapeDetection, detect_shape
+
+__all__ = ["audit_endpoint", "endpoint_sampler", "format_report", "probe_shape", "read_pairs"]
+
+log = logging.getLogger("dpwatch.audit")
+
+
+def read_pairs(source: str | Path) -> list[tuple[Any, Any]]:
+    """Pairs from a JSON file or inline JSON: ``[{"x": …, "x_prime": …}, …]``, ``[[x, x'], …]`` or
+    ``{"pattern": "table1", "queries": k}`` (seed 003's Table I, from StatDP)."""
+    text = str(source)
+    path = Path(text)
+    try:
+        raw = path.read_text() if not text.lstrip().startswith(("[", "{")) else text
+    except OSError as exc:
+        raise ValueError(f"cannot read pairs from {source}: {exc}") from exc
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read pairs from {source}: {exc}") from exc
+    if isinstance(data, dict) and data.get("pattern") == "table1":
+        return [(list(p.x), list(p.xp)) for p in table1_pairs(int(data.get("queries", 5)))]
+    if not isinstance(data, list) or not data:
+        raise ValueError('pairs must be a non-empty JSON list of {"x": …, "x_prime": …} or [x, x\'] items, '
+                         'or {"pattern": "table1", "queries": k}')
+    pairs = []
+    for i, item in enumerate(data):
+        if isinstance(item, dict) and {"x", "x_prime"} <= set(item):
+            pairs.append((item["x"], item["x_prime"]))
+        elif isinstance(item, list) and len(item) == 2:
+            pairs.append((item[0], item[1]))
+        else:
+            raise ValueError(f"pair {i}: expected {{\"x\": …, \"x_prime\": …}} or [x, x'], got {item!r}")
+    return pairs
+
+
+def endpoint_sampler(client: SamplingClient, endpoint: MechanismEndpoint, *, label: str = "audit") -> Sampler:
+    """A sampler drawing from ``endpoint`` with the shape it declares (``endpoint.shape``)."""
+    counter = {"i": 0}
+
+    async def sample(database: Any, n: int) -> Any:
+        counter["i"] += 1
+        return await client.sample(endpoint, database, n, monitor_id=label, period=0,
+                                   request_id_prefix=f"{label}-{counter['i']}")
+
+    return sample
+
+
+async def probe_shape(endpoint: MechanismEndpoint, database: Any, n: int, *,
+                      http_config: SafeHttpConfig) -> ShapeDetection:
+    """Draw ``n`` outputs once as raw JSON and detect their shape (app.stats.shapes.detect_shape)."""
+    body = encode_request(database, n, "probe-shape", "audit", 0)
+    headers = sign_headers(endpoint.secret, "probe-shape", body)
+    headers.update({"content-type": JSON_MEDIA_TYPE, "accept": ACCEPT_JSON})
+    async with SafeAsyncClient(http_config) as http:
+        try:
+            resp = await http.request("POST", endpoint.sampling_url, content=body, headers=headers,
+                                      max_bytes=64 * 1024 * 1024, timeout=endpoint.timeout_seconds)
+        except SafeHttpError as exc:
+            raise SamplingError(exc.reason, exc.detail) from None
+    if resp.status_code != 200:
+        raise SamplingError("http_status", f"HTTP {resp.status_code} while probing the output shape",
+                            status_code=resp.status_code)
+    try:
+        doc = pydantic_core.from_json(resp.content, allow_inf_nan=False)
+    except ValueError as exc:
+        raise SamplingError("invalid_json", f"the probe's answer is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("samples"), list):
+        raise SamplingError("invalid_json", "the probe's answer has no 'samples' array")
+    try:
+        return detect_shape(doc["samples"])
+    except ValueError as exc:
+        raise SamplingError("wrong_type", f"cannot tell the output shape: {exc}") from None
+
+
+async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any]], claim: Claim | None,
+                         settings: AuditSettings, *, http_config: SafeHttpConfig,
+                         progress: Callable[[Progress], Any] | None = None, cancel: Any = None,
+                         label: str = "audit") -> AuditResult:
+    """Run the engine against an HTTP endpoint whose ``shape`` is set (declare or probe it first)."""
+    if endpoint.shape is None:
+        raise ValueError("the endpoint needs a shape (declared, or from probe_shape)")
+    config = SamplingClientConfig(deadline_seconds=600)
+    async with SamplingClient(config=config, http_config=http_config) as client:
+        return await run_engine(endpoint_sampler(client, endpoint, label=label), pairs, endpoint.shape, claim,
+                                settings, progress=progress, cancel=cancel)
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def format_report(result: AuditResult | dict[str, Any]) -> str:
+    r = result.to_dict() if isinstance(result, AuditResult) else result
+    conf = 100 * (1 - r["alpha"])
+    shape = OutputShape.model_validate(r["shape"]).describe()
+    lines = [f"audit of {len(r['pairs'])} pair(s), outputs: {shape}",
+             f"samples used: {r['samples_used']:,} in {r['seconds']:.1f} s over {len(r['rounds'])} round(s) "
+             f"(stopped: {r['stopped']})", ""]
+    if r["rounds"]:
+        lines.append(f"{'round':>5}  {'n/db':>9}  {'α_r':>9}  {'pairs':>5}  LB this round")
+        for rd in r["rounds"]:
+            lines.append(f"{rd['round']:>5}  {rd['n_per_database']:>9,}  {rd['alpha']:>9.2e}  {len(rd['pairs']):>5}  "
+                         f"{_fmt(rd['lower_bound'])}")
+        lines.append("")
+    best = r.get("best")
+    if best:
+        h = best["held_out"]
+        lines += [f"best event: {best['describe']}",
+                  f"  on x = {json.dumps(best['x'])}, x' = {json.dumps(best['x_prime'])}",
+                  f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g})"]
+    lb = r["lower_bound"]
+    lines.append(f"LB = {_fmt(lb)}: a {conf:g}% lower confidence bound on ε (held-out Clopper–Pearson, "
+                 "valid over all rounds and events)")
+    lines.append(f"ε̂ = {_fmt(r['epsilon_hat'])} (MPL point estimate"
+                 + (f", {r['mpl']['kind']} on {r['mpl']['on']})" if r.get("mpl") else ")"))
+    if r.get("note"):
+        lines.append(f"note: {r['note']}")
+    if r["claimed_epsilon"] is not None:
+        if r["refuted"]:
+            lines.append(f"claim {r['claim']}: REFUTED at level α = {r['alpha']:g} (LB > ε)")
+        else:
+            lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
+                         f"(LB = {_fmt(lb)} ≤ ε); this does not show that the mechanism satisfies it")
+    return "\n".join(lines)
