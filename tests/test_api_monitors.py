@@ -87,7 +87,7 @@ def test_auto_event_starts_calibrating_with_the_table_threshold(client: TestClie
     assert monitor["state"] == "calibrating"
     assert monitor["checks"][0]["event"] == {"kind": "auto"}
     # With auto events, re-discovery (every ceil(T/10) periods by default) may add checks later:
-    # the initial checks get alpha/2 and the rest is kept for them (method.md section 10).
+    # the initial checks get alpha/2 and the rest is kept for them (method.md section 11).
     assert monitor["rediscover_every"] == 10 and monitor["rediscoveries"] == 0
     assert monitor["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.025).value)
     assert monitor["checks"][0]["origin"] == "auto" and monitor["checks"][0]["level"] == pytest.approx(0.025)

@@ -15,12 +15,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.monitors.models import Monitor, PeriodCheck, PeriodRun
-from app.stats.evidence import PureClaim, alarm_evidence, snapshot_reading
+from app.stats.evidence import alarm_evidence, snapshot_reading
+from app.stats.heldout import EpsilonDelta
 
 
-def monitor_claim(monitor: Monitor) -> PureClaim:
-    """The claim a monitor tests (pure ε today; issue 9 adds richer claims)."""
-    return PureClaim(float(monitor.epsilon))
+def monitor_claim(monitor: Monitor) -> EpsilonDelta:
+    """The claim a monitor tests (pure ε today; issue 9 adds richer claims: any
+    ``app.stats.heldout.Claim`` works from here on)."""
+    return EpsilonDelta(float(monitor.epsilon))
 
 
 def window_counts(session: Session, check_id: uuid.UUID, horizon_index: int,
@@ -47,7 +49,7 @@ def privacy_evidence(session: Session, monitor: Monitor, check_id: uuid.UUID, ho
 
 
 def with_snapshot(evidence: dict[str, Any] | None, result: dict[str, Any], snapshot_id: str,
-                  claim: PureClaim) -> dict[str, Any]:
+                  claim: EpsilonDelta) -> dict[str, Any]:
     """The alarm's evidence with its MPL snapshot added after it (a separate estimator)."""
     evidence = dict(evidence or {"kind": "privacy", "statement": "", "check": None, "contract": None})
     reading = snapshot_reading(float(result["lower_bound"]), float(result["epsilon_hat"]), claim,

@@ -22,7 +22,7 @@ period answers with the current deployment); then
      becomes that check's event, at the level the check was given at the horizon's start;
    - otherwise it becomes a **new check** at level α_j·2^−(r+1) (the r-th added in this
      horizon), whose detector runs over the remaining T − t periods with the threshold
-     q(T − t, γ, α_j·2^−(r+1)) (app.stats.multiple, method.md §10).
+     q(T − t, γ, α_j·2^−(r+1)) (app.stats.multiple, method.md §11).
 
 No event is ever tested on the draws that chose it: the detector only sees periods drawn after
 the check joins. A candidate whose held-out bound is ≤ 0, or whose event holds no output, is
@@ -109,7 +109,7 @@ def held_out(event: dict[str, Any], x_out: Any, xp_out: Any, alpha: float) -> di
     b = int(np.count_nonzero(event_contains(parsed, xp_out)))
     bound = event_bound(a, b, n_outputs(x_out), n_outputs(xp_out), alpha=alpha)
     return {"a": a, "b": b, "n_x": n_outputs(x_out), "n_xp": n_outputs(xp_out), "p_hat": bound.p_hat,
-            "q_hat": bound.q_hat, "epsilon_lower_bound": bound.to_dict()["epsilon_lower_bound"]}
+            "q_hat": bound.q_hat, "epsilon_lower_bound": bound.to_dict()["lower_bound"]}
 
 
 def _bound_value(h: dict[str, Any]) -> float:

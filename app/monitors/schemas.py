@@ -122,7 +122,7 @@ class MonitorCreate(BaseModel):
     rediscover_every: int | None = Field(
         None, ge=0, le=100_000,
         description="With `auto` events: run discovery again every this-many periods on fresh draws, and when the "
-        "outputs break their contract; a better event becomes a new check with its own share of α (method.md §10). "
+        "outputs break their contract; a better event becomes a new check with its own share of α (method.md §11). "
         "Default ⌈T/10⌉ (at least 5); 0 turns it off (the checks then share all of α). Ignored without `auto` events.",
     )
     discovery_samples: int | None = Field(

@@ -41,7 +41,7 @@ def horizon_level(alpha: float, renew: bool, horizon_index: int) -> float:
 
 def check_alpha(monitor: Monitor, checks_count: int) -> float:
     """The level of each check present at the start of a horizon: α_j/m (Bonferroni over the m
-    checks), or α_j/(2m) when re-discovery may add checks during the horizon (method.md §10)."""
+    checks), or α_j/(2m) when re-discovery may add checks during the horizon (method.md §11)."""
     from app.stats.multiple import initial_check_alpha
 
     return initial_check_alpha(monitor.horizon_alpha, checks_count, rediscovers(monitor))

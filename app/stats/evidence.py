@@ -1,6 +1,6 @@
 """The evidence an alarm carries: the counts that raised it and a lower confidence bound on ε.
 
-Pure functions (no I/O); method.md §9 writes the formulas out.
+Pure functions (no I/O); method.md §10 writes the formulas out.
 
 When a check's detector fires at period t, eq. (13) of seed 002 attains M_t at a lag k: the
 last k periods are the detector's own window of evidence. Over that window the pooled counts
@@ -12,9 +12,10 @@ Beta(A, N − A + 1) (0 when A = 0), and the upper bound is the (1 − β)-quant
 Beta(B + 1, N − B) (1 when B = N).
 
 **A lower bound on ε for the event** (the batch recipe of Jagielski et al. 2020 and Nasr et al.
-2023; DP-Sniper and StatDP bound ε the same way; /work/shared/docs/sequential.md §1): with each
-side at β = α/2, the pair (p ≥ p_lo, q ≤ q_hi) holds with probability ≥ 1 − α (Bonferroni), and
-on that event any (ε, δ) claim that the mechanism satisfies has p ≤ e^ε·q + δ ≤ e^ε·q_hi + δ, so
+2023; DP-Sniper and StatDP bound ε the same way; /work/shared/docs/sequential.md §1; computed by
+the engine's ``app.stats.heldout.test_claim``): with each side at β = α/2, the pair (p ≥ p_lo,
+q ≤ q_hi) holds with probability ≥ 1 − α (Bonferroni), and on that event any (ε, δ) claim that
+the mechanism satisfies has p ≤ e^ε·q + δ ≤ e^ε·q_hi + δ, so
 
     ε_lb = ln((p_lo − δ) / q_hi)            (pure ε: δ = 0)
 
@@ -33,8 +34,10 @@ is the (asymptotic) level-(1 − α) lower confidence bound on ln(p/q) that matc
 test. It is the headline ``epsilon_lower_bound`` of a pure-ε alarm; the exact bound is reported
 beside it. For (ε, δ) claims the headline is the exact bound.
 
-:func:`claim_evidence` is the one place where a claim meets the counts (and :func:`claim_test`
-where it meets exact bounds), so that richer claims (issue 9) can plug in there.
+:func:`claim_evidence` is the one place where a claim meets an alarm's counts; it takes any claim
+of ``app.stats.heldout`` (``Claim``: the engine's ``test_claim`` is where a claim meets exact
+bounds), so that richer claims (issue 9) plug in there: a pure ε gets the score bound as its
+headline, any other claim the exact test.
 
 The window is the one the detector chose, on the same data: the bound describes "that event over
 that window" (what the alarm saw), it is not a fresh test. The MPL snapshot (seed 003) that
@@ -47,131 +50,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from scipy.stats import beta as beta_dist
+from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
 
 __all__ = [
-    "ClaimLike",
+    "alarm_evidence",
+    "as_claim",
     "claim_evidence",
+    "event_bound",
     "score_lower_bound",
     "score_statistic",
-    "EventBound",
-    "PureClaim",
-    "alarm_evidence",
-    "claim_test",
-    "clopper_pearson_lower",
-    "clopper_pearson_upper",
-    "event_bound",
     "snapshot_reading",
 ]
 
 
-@runtime_checkable
-class ClaimLike(Protocol):
-    """What the claim test needs of a claim: ``epsilon`` and, optionally, ``delta``."""
-
-    epsilon: float
-
-
-@dataclass(frozen=True)
-class PureClaim:
-    """A pure ε claim, or an (ε, δ) one."""
-
-    epsilon: float
-    delta: float = 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return {"epsilon": self.epsilon, "delta": self.delta}
+def as_claim(claim: Any) -> Claim:
+    """A claim the held-out test takes (app.stats.heldout.Claim): a number is a pure ε; an object
+    with ``epsilon`` (and ``delta``) is (ε, δ); an object with ``bound``/``refuted_by`` is used as is."""
+    if isinstance(claim, (int, float)):
+        return EpsilonDelta(float(claim))
+    if isinstance(claim, Claim):
+        return claim
+    if hasattr(claim, "epsilon"):
+        return EpsilonDelta(float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0))
+    raise TypeError(f"not a claim: {claim!r}")
 
 
-def as_claim(claim: ClaimLike | float) -> ClaimLike:
-    return PureClaim(float(claim)) if isinstance(claim, (int, float)) else claim
+def _pure_epsilon(claim: Claim) -> float | None:
+    """The ε of a pure-ε claim (the score bound applies), else None."""
+    if isinstance(claim, EpsilonDelta) and claim.delta == 0:
+        return float(claim.epsilon)
+    return None
 
 
-def _delta(claim: ClaimLike) -> float:
-    return float(getattr(claim, "delta", 0.0) or 0.0)
-
-
-def clopper_pearson_lower(k: int, n: int, level: float) -> float:
-    """One-sided exact lower bound of a binomial proportion: P(p ≥ bound) ≥ 1 − ``level``
-    (Clopper & Pearson 1934; the ``level``-quantile of Beta(k, n − k + 1), 0 when k = 0)."""
-    _check_counts(k, n)
-    if k == 0:
-        return 0.0
-    return float(beta_dist.ppf(level, k, n - k + 1))
-
-
-def clopper_pearson_upper(k: int, n: int, level: float) -> float:
-    """One-sided exact upper bound: P(p ≤ bound) ≥ 1 − ``level`` (the (1 − ``level``)-quantile of
-    Beta(k + 1, n − k), 1 when k = n)."""
-    _check_counts(k, n)
-    if k == n:
-        return 1.0
-    return float(beta_dist.isf(level, k + 1, n - k))
-
-
-def _check_counts(k: int, n: int) -> None:
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
-
-
-def claim_test(claim: ClaimLike | float, p_lo: float, q_hi: float) -> tuple[float, bool]:
-    """The claim against exact bounds on one event: (ε_lb, contradicted).
-
-    ε_lb = ln((p_lo − δ)/q_hi) (−inf when p_lo ≤ δ, +inf when q_hi = 0); the claim (ε, δ) is
-    contradicted when p_lo > e^ε·q_hi + δ (sequential.md §1, the (ε, δ) boundary of one event).
-    The one place where a claim meets the counts' bounds (issue 9 plugs richer claims in here)."""
-    claim = as_claim(claim)
-    delta = _delta(claim)
-    excess = p_lo - delta
-    if excess <= 0:
-        eps_lb = -math.inf
-    elif q_hi <= 0:
-        eps_lb = math.inf
-    else:
-        eps_lb = math.log(excess / q_hi)
-    contradicted = p_lo > math.exp(float(claim.epsilon)) * q_hi + delta
-    return eps_lb, bool(contradicted)
-
-
-@dataclass(frozen=True)
-class EventBound:
-    """Exact bounds on one event's probabilities under x and x', and the ε bound they give."""
-
-    a: int
-    b: int
-    n_x: int
-    n_xp: int
-    p_hat: float
-    q_hat: float
-    p_lower: float
-    q_upper: float
-    epsilon_lower_bound: float
-    confidence: float
-    contradicts_claim: bool | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; an infinite ε_lb (no output in the event on x, or none possible on x') is null."""
-        d = asdict(self)
-        d["epsilon_lower_bound"] = _json_float(self.epsilon_lower_bound)
-        return d
+def _claim_dict(claim: Claim) -> dict[str, Any]:
+    if isinstance(claim, EpsilonDelta):
+        return {"epsilon": float(claim.epsilon), "delta": float(claim.delta), "describe": claim.describe()}
+    return {"epsilon": getattr(claim, "epsilon", None), "delta": getattr(claim, "delta", None),
+            "describe": claim.describe()}
 
 
 def event_bound(a: int, b: int, n_x: int, n_xp: int | None = None, *, alpha: float = 0.05,
-                claim: ClaimLike | float | None = None) -> EventBound:
-    """Clopper–Pearson bounds p_lo (on a of n_x) and q_hi (on b of n_xp), each at α/2, and the
-    lower confidence bound ε_lb = ln(p_lo/q_hi) at level 1 − α (module docstring)."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+                claim: Any = 0.0) -> HeldOutResult:
+    """The exact test of one event's counts (Clopper–Pearson, each side at α/2): the engine's
+    ``test_claim``, the one function where a claim meets exact bounds."""
     n_xp = n_x if n_xp is None else n_xp
-    p_lo = clopper_pearson_lower(a, n_x, alpha / 2)
-    q_hi = clopper_pearson_upper(b, n_xp, alpha / 2)
-    eps_lb, contradicted = claim_test(claim if claim is not None else PureClaim(math.inf), p_lo, q_hi)
-    return EventBound(a=int(a), b=int(b), n_x=int(n_x), n_xp=int(n_xp), p_hat=a / n_x, q_hat=b / n_xp,
-                      p_lower=p_lo, q_upper=q_hi, epsilon_lower_bound=eps_lb, confidence=1 - alpha,
-                      contradicts_claim=None if claim is None else contradicted)
+    return test_claim(as_claim(claim), Counts(int(a), int(n_x), int(b), int(n_xp)), alpha)
 
 
 def _json_float(value: float) -> float | None:
@@ -203,8 +128,8 @@ def score_lower_bound(a: int, b: int, n: int, alpha: float) -> float:
     from scipy.optimize import brentq
     from scipy.stats import norm
 
-    _check_counts(a, n)
-    _check_counts(b, n)
+    if n < 1 or not (0 <= a <= n and 0 <= b <= n):
+        raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
     critical = float(norm.isf(alpha))
 
     def excess(eps: float) -> float:
@@ -217,26 +142,26 @@ def score_lower_bound(a: int, b: int, n: int, alpha: float) -> float:
     return float(brentq(excess, -SCORE_SEARCH, SCORE_SEARCH, xtol=1e-6))
 
 
-def claim_evidence(claim: ClaimLike | float, a: int, b: int, n_x: int, n_xp: int, *,
-                   alpha: float = 0.05) -> dict[str, Any]:
+def claim_evidence(claim: Any, a: int, b: int, n_x: int, n_xp: int, *, alpha: float = 0.05) -> dict[str, Any]:
     """A claim against the counts of one event: the headline lower bound on ε and whether it
-    contradicts the claim, with the exact Clopper–Pearson bound beside it (module docstring).
+    contradicts the claim, with the exact Clopper–Pearson test beside it (module docstring).
 
     Pure ε with equal sizes: the headline is the inverted score statistic (the detector's own
-    test); otherwise the exact bound. The one place where a claim meets counts."""
+    test); any other claim (with δ, or issue 9's): the exact test. The one place where a claim
+    meets an alarm's counts."""
     claim = as_claim(claim)
     exact = event_bound(a, b, n_x, n_xp, alpha=alpha, claim=claim)
-    if _delta(claim) == 0 and n_x == n_xp:
+    epsilon = _pure_epsilon(claim)
+    if epsilon is not None and n_x == n_xp:
         score = score_lower_bound(a, b, n_x, alpha)
-        headline, method, contradicted = score, "score", score > float(claim.epsilon)
-    else:
-        headline, method, contradicted = exact.epsilon_lower_bound, "clopper_pearson", bool(exact.contradicts_claim)
-    return {"method": method, "epsilon_lower_bound": headline, "contradicts_claim": bool(contradicted),
-            "exact": exact}
+        return {"method": "score", "epsilon_lower_bound": score, "contradicts_claim": bool(score > epsilon),
+                "exact": exact}
+    return {"method": "clopper_pearson", "epsilon_lower_bound": exact.lower_bound,
+            "contradicts_claim": bool(exact.refutes), "exact": exact}
 
 
 def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
-                   lag: int, claim: ClaimLike | float, alpha: float = 0.05) -> dict[str, Any]:
+                   lag: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
     """The evidence of a check's alarm (JSON-ready).
 
     ``a``, ``b``, ``n``, ``t`` are the check's periods in order, the last being the alarm's;
@@ -250,19 +175,20 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
     claim = as_claim(claim)
     big_a, big_b, big_n = int(sum(a[-lag:])), int(sum(b[-lag:])), int(sum(n[-lag:]))
     found = claim_evidence(claim, big_a, big_b, big_n, big_n, alpha=alpha)
-    exact: EventBound = found["exact"]
+    exact: HeldOutResult = found["exact"]
+    claimed = _claim_dict(claim)
     eps_lb = found["epsilon_lower_bound"]
     confidence = round(100 * (1 - alpha), 1)
     counts = (f"{big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in the event")
     if found["contradicts_claim"]:
         shown = f"{eps_lb:.3g}" if math.isfinite(eps_lb) else "unbounded"
         statement = (f"Over the last {lag} period(s) ({counts}), ε is at least {shown} at {confidence:g}% "
-                     f"confidence, above the claimed {float(claim.epsilon):g}.")
+                     f"confidence, above the claimed {claimed['describe']}.")
     else:
         shown = f"{eps_lb:.3g}" if math.isfinite(eps_lb) else "−∞"
         statement = (f"Over the last {lag} period(s) ({counts}) the detector crossed its threshold, but the "
                      f"{confidence:g}% bound on ε for this window ({shown}) does not exceed the claimed "
-                     f"{float(claim.epsilon):g}: the aggregated evidence is stronger than this single-window bound. "
+                     f"{claimed['describe']}: the aggregated evidence is stronger than this single-window bound. "
                      "This does not clear the mechanism.")
     return {
         "method": found["method"],
@@ -271,23 +197,21 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
         "p_hat": exact.p_hat,
         "q_hat": exact.q_hat,
         "epsilon_lower_bound": _json_float(eps_lb),
-        "exact": {"method": "clopper_pearson", "p_lower": exact.p_lower, "q_upper": exact.q_upper,
-                  "epsilon_lower_bound": _json_float(exact.epsilon_lower_bound),
-                  "exceeds_claim": bool(exact.contradicts_claim)},
+        "exact": {"method": "clopper_pearson", "p_lower": exact.p_lo, "q_upper": exact.q_hi,
+                  "epsilon_lower_bound": _json_float(exact.lower_bound), "exceeds_claim": bool(exact.refutes)},
         "confidence": 1 - alpha,
-        "claim": {"epsilon": float(claim.epsilon), "delta": _delta(claim)},
+        "claim": {"epsilon": claimed["epsilon"], "delta": claimed["delta"]},
         "exceeds_claim": bool(found["contradicts_claim"]),
         "statement": statement,
     }
 
 
-def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: ClaimLike | float, *,
+def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
                      alpha: float = 0.05, after_alarm: bool = True) -> dict[str, Any]:
     """How to read an MPL snapshot (seed 003 eq. 26) next to a claim, in words that never clear
     the mechanism: LB is a lower bound on the loss at the snapshot's t̂, a separate estimator of
     where the loss is. Below the claim it is the weaker estimator there, nothing more."""
-    claim = as_claim(claim)
-    eps = float(claim.epsilon)
+    eps = float(claim) if isinstance(claim, (int, float)) else float(getattr(claim, "epsilon", math.inf))
     confidence = round(100 * (1 - alpha), 1)
     if lower_bound > eps:
         verdict = "exceeds_claim"

@@ -1,0 +1,103 @@
+"""The evidence an alarm carries (app.stats.evidence) and the α spending of re-discovery."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.stats.evidence import (
+    alarm_evidence,
+    as_claim,
+    claim_evidence,
+    score_lower_bound,
+    score_statistic,
+    snapshot_reading,
+)
+from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.multiple import initial_check_alpha, rediscovery_alpha
+from app.stats.period import period_statistic
+
+
+def test_the_score_statistic_is_the_detectors_and_decreases_in_epsilon():
+    for a, b, n in [(130, 22, 400), (10, 0, 400), (500, 184, 1000), (3, 1, 50)]:
+        for eps in (0.0, 0.5, 1.0, 2.0):
+            assert score_statistic(a, b, n, eps) == pytest.approx(float(period_statistic(a, b, n, eps).z), rel=1e-9)
+        values = [score_statistic(a, b, n, e) for e in np.linspace(-3, 6, 40)]
+        assert all(x >= y - 1e-12 for x, y in zip(values, values[1:]))
+
+
+@pytest.mark.parametrize("p,ratio,n", [(0.5, math.e, 200), (0.05, math.e, 400), (0.01, 3.0, 2000), (0.3, 1.0, 100)])
+def test_the_score_bound_covers_the_log_ratio(p, ratio, n):
+    """Measured coverage of ln(p/q) over 400 draws, rare events and small n included."""
+    rng = np.random.default_rng(11)
+    q = p / ratio
+    a = rng.binomial(n, p, 400)
+    b = rng.binomial(n, q, 400)
+    bounds = np.array([score_lower_bound(int(x), int(y), n, 0.05) for x, y in zip(a, b)])
+    coverage = float(np.mean(bounds <= math.log(ratio)))
+    assert coverage >= 0.92, coverage  # nominal 0.95; 400 draws have a standard error of 0.011
+
+
+def test_degenerate_counts():
+    assert score_lower_bound(0, 0, 100, 0.05) == -math.inf  # no output in the event: no evidence
+    assert score_lower_bound(400, 0, 400, 0.05) == pytest.approx(5.0, abs=0.1)  # everything vs nothing
+    assert score_lower_bound(50, 50, 100, 0.05) < 0
+
+
+def test_the_exact_bound_is_the_engines_and_delta_claims_use_it():
+    found = claim_evidence(1.0, 130, 22, 400, 400)
+    engine = test_claim(EpsilonDelta(1.0), Counts(130, 400, 22, 400), 0.05)
+    assert found["exact"] == engine and found["method"] == "score"
+    assert found["epsilon_lower_bound"] >= engine.lower_bound  # the score bound is the tighter one here
+    with_delta = claim_evidence(EpsilonDelta(1.0, 0.05), 130, 22, 400, 400)
+    assert with_delta["method"] == "clopper_pearson"
+    assert with_delta["epsilon_lower_bound"] == pytest.approx(math.log((engine.p_lo - 0.05) / engine.q_hi))
+
+    class Epsilon:  # any object with epsilon (and delta) is a claim
+        epsilon = 2.0
+
+    assert as_claim(Epsilon()) == EpsilonDelta(2.0)
+    with pytest.raises(TypeError):
+        as_claim("two")
+
+
+def test_alarm_evidence_pools_the_detectors_window():
+    ev = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0)
+    assert ev["window"] == {"lag": 2, "from_t": 5, "to_t": 6}
+    assert ev["counts"] == {"a": 130, "b": 22, "n": 400}
+    assert ev["p_hat"] == pytest.approx(0.325) and ev["q_hat"] == pytest.approx(0.055)
+    assert ev["exceeds_claim"] is True and ev["epsilon_lower_bound"] > 1.0
+    assert ev["epsilon_lower_bound"] >= ev["exact"]["epsilon_lower_bound"]
+    assert "at least" in ev["statement"] and "at best" not in ev["statement"]
+    weak = alarm_evidence([110], [100], [200], [3], lag=1, claim=1.0)
+    assert weak["exceeds_claim"] is False and "does not clear the mechanism" in weak["statement"]
+    with pytest.raises(ValueError):
+        alarm_evidence([1], [1], [10], [1], lag=2, claim=1.0)
+
+
+def test_a_snapshot_below_the_claim_never_reads_as_clearing():
+    """The issue's case: claim 0.1, true ε 10, snapshot LB −1.49."""
+    after = snapshot_reading(-1.49, 0.3, 0.1, after_alarm=True)
+    assert after["verdict"] == "weaker_estimator"
+    assert "weaker estimator" in after["statement"] and "does not clear" in after["statement"]
+    above = snapshot_reading(2.1, 2.3, 1.0)
+    assert above["verdict"] == "exceeds_claim" and "separate estimator" in above["statement"]
+    alone = snapshot_reading(0.4, 0.5, 1.0, after_alarm=False)
+    assert alone["verdict"] == "below_claim" and "does not show that the claim holds" in alone["statement"]
+    nothing = snapshot_reading(-0.2, 0.1, math.inf, after_alarm=False)
+    assert nothing["verdict"] == "no_loss_established" and "does not show that the mechanism is private" in \
+        nothing["statement"]
+    for reading in (after, above, alone, nothing):
+        assert "at best" not in reading["statement"]
+
+
+def test_rediscovery_levels_sum_to_alpha():
+    alpha = 0.05
+    spent = 2 * initial_check_alpha(alpha, 2, True) + sum(rediscovery_alpha(alpha, r) for r in range(1, 60))
+    assert spent == pytest.approx(alpha) and spent <= alpha
+    assert initial_check_alpha(alpha, 4, False) == pytest.approx(alpha / 4)
+    assert rediscovery_alpha(alpha, 1) == pytest.approx(alpha / 4) and rediscovery_alpha(alpha, 3) == pytest.approx(alpha / 16)
+    with pytest.raises(ValueError):
+        rediscovery_alpha(alpha, 0)
