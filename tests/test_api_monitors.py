@@ -343,3 +343,22 @@ def test_periods_newest_first_with_check_numbers(client: TestClient, mechanism: 
     assert status["t"] == 2 and status["periods_remaining"] == 98 and status["consecutive_failures"] == 1
     assert status["last_period_at"] is not None
     assert status["checks"][0]["last_statistic"] == 1.5 and status["checks"][0]["last_z"] == 0.75
+
+
+def test_discovery_event_kinds_paste_into_checks(client: TestClient) -> None:
+    """Discovery's candidates (lattice points, rows, projections) are events a check can hold."""
+    vector = create_mechanism(client, name="svt", output_kind="vector", dim=3)
+    rows = {"kind": "rows", "values": [[0, 0, 1], [0, None, 1]]}
+    projection = {"kind": "projection", "projection": {"kind": "max"},
+                  "event": {"kind": "interval", "low": 0.5}}
+    checks = [{"x": [0, 0, 2], "x_prime": [1, 1, 1], "event": rows},
+              {"x": [0, 0, 2], "x_prime": [1, 1, 1], "event": projection}]
+    created = create_monitor(client, vector["id"], checks=checks, name="vector events")
+    assert [c["event"]["kind"] for c in created["checks"]] == ["rows", "projection"]
+    scalar = create_mechanism(client, name="rounded", output_kind="real")
+    lattice = {"kind": "lattice", "step": 0.5, "points": [0, 1, 2]}
+    assert create_monitor(client, scalar["id"], name="lattice",
+                          checks=[{"x": [0], "x_prime": [1], "event": lattice}])["checks"][0]["event"]["kind"] == "lattice"
+    refused = client.post("/v1/monitors", json={**MONITOR, "mechanism_id": scalar["id"], "name": "bad",
+                                                "checks": [{"x": [0], "x_prime": [1], "event": projection}]})
+    assert refused.status_code == 422 and "vector or list" in refused.text

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from app.monitors.schedule import parse_cron
-from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion
+from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion, LatticeSet, Projected, RowSet
 
 MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
 Variance = Literal["score", "wald"]
@@ -29,12 +29,14 @@ class AutoEvent(BaseModel):
 
 
 CheckEvent = Annotated[
-    Interval | IntervalUnion | DiscreteSet | Box | AutoEvent,
+    Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | AutoEvent,
     Field(
         discriminator="kind",
         description="The event E whose probability under x and x' is compared: `interval`, `union` "
-        "(of intervals), `set` (of values, or of tuples for vectors), `box` (for vectors), or "
-        "`auto` (chosen by discovery before the first horizon starts).",
+        "(of intervals), `set` (of values, or of tuples for vectors), `lattice` (points of a lattice "
+        "output), `box`, `rows` (whole vector or list outputs) and `projection` (a statistic of a vector or "
+        "list output in a scalar event) for vectors and lists, or `auto` (chosen by discovery before the "
+        "first horizon starts, and again as the deployment changes). Discovery's candidates paste as is.",
     ),
 ]
 

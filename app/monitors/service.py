@@ -141,6 +141,12 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
     output = mechanism.output_kind
     if kind == "auto":
         return None
+    if kind in ("rows", "projection"):
+        return None if output == "vector" else f"a `{kind}` event applies to vector or list outputs, but the " \
+            f"mechanism's outputs are {output}"
+    if kind == "lattice":
+        return None if output != "vector" else "a `lattice` event applies to scalar outputs, but the mechanism's " \
+            "outputs are vectors"
     if output == "vector":
         if kind == "box":
             if len(event["low"]) != mechanism.dim:
