@@ -48,9 +48,10 @@ class JobRead(BaseModel):
     monitor_id: uuid.UUID | None = Field(None, description="For `rediscovery`: the monitor it serves.")
     params: dict[str, Any] = Field(description="What was asked (the request body, with defaults filled in).")
     progress: JobProgress
-    result: dict[str, Any] | None = Field(
+    result: DiscoveryResult | AuditResult | RediscoveryResult | dict[str, Any] | None = Field(
         None,
-        description="Set when `succeeded`. `discovery`: a `DiscoverResponse` (`candidates` ranked, each a check "
+        union_mode="left_to_right",
+        description="Set when `succeeded`. `discovery`: a `DiscoveryResult` (`candidates` ranked, each a check "
         "`x`, `x_prime`, `event` with `epsilon_hat`, `lower_bound`…). `audit`: an `AuditResult` (`epsilon_hat`, "
         "`lower_bound`, `refutes_claim`, `samples_used`, `seconds`…). `rediscovery`: a `RediscoveryResult` "
         "(`adopted`, the new check, the candidates and the level spent).",
@@ -171,3 +172,6 @@ class RediscoveryResult(BaseModel):
     level: float | None = Field(None, description="The new check's false-alarm level α_j·2^−(r+1).")
     threshold: float | None = Field(None, description="Its threshold for the remaining periods of the horizon.")
     candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+JobRead.model_rebuild()

@@ -76,12 +76,27 @@ def active_job(session: Session, monitor_id: uuid.UUID, kind: str) -> Job | None
                                             Job.state.in_(("queued", "running"))).limit(1))
 
 
+def _typed_result(kind: str, result: dict[str, Any] | None) -> Any:
+    """The result as its kind's schema (documented in the OpenAPI), or as stored if it does not fit."""
+    from pydantic import ValidationError
+
+    from app.jobs.schemas import AuditResult, DiscoveryResult, RediscoveryResult
+
+    if result is None:
+        return None
+    model = {"discovery": DiscoveryResult, "audit": AuditResult, "rediscovery": RediscoveryResult}.get(kind)
+    try:
+        return model.model_validate(result) if model is not None else result
+    except ValidationError:
+        return result
+
+
 def to_job_read(job: Job) -> JobRead:
     return JobRead(
         id=job.id, kind=job.kind, state=job.state, mechanism_id=job.mechanism_id,  # type: ignore[arg-type]
         monitor_id=job.monitor_id, params=job.params,
         progress=JobProgress(fraction=min(1.0, max(0.0, job.progress)), message=job.progress_message),
-        result=job.result, error=job.error, cancel_requested=job.cancel_requested, attempts=job.attempts,
+        result=_typed_result(job.kind, job.result), error=job.error, cancel_requested=job.cancel_requested, attempts=job.attempts,
         created_at=job.created_at, updated_at=job.updated_at, started_at=job.started_at,
         finished_at=job.finished_at,
     )
