@@ -182,6 +182,7 @@ def test_an_output_that_changes_type_raises_a_contract_alarm(client, db, make_wo
             _tick(worker, clock, arun, jobs=False)
     alarms = client.get("/v1/alarms").json()["items"]
     assert [a["kind"] for a in alarms] == ["contract"]  # once, although every later period breaks it
+    assert client.get("/v1/alarms", params={"kind": "privacy"}).json()["items"] == []
     alarm = alarms[0]
     assert alarm["check_id"] is None and alarm["statistic"] is None and alarm["t"] == 4
     contract = alarm["evidence"]["contract"]

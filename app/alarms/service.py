@@ -297,10 +297,13 @@ def list_alarms(
     monitor_id: uuid.UUID | None = None,
     acknowledged: bool | None = None,
     resolved: bool | None = None,
+    kind: str | None = None,
     limit: int,
     cursor: str | None,
 ) -> tuple[list[Alarm], str | None]:
     stmt = select(Alarm).where(Alarm.tenant_id == tenant_id)
+    if kind is not None:
+        stmt = stmt.where(Alarm.kind == kind)
     if monitor_id is not None:
         stmt = stmt.where(Alarm.monitor_id == monitor_id)
     if acknowledged is not None:
