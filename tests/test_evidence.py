@@ -101,3 +101,33 @@ def test_rediscovery_levels_sum_to_alpha():
     assert rediscovery_alpha(alpha, 1) == pytest.approx(alpha / 4) and rediscovery_alpha(alpha, 3) == pytest.approx(alpha / 16)
     with pytest.raises(ValueError):
         rediscovery_alpha(alpha, 0)
+
+
+def test_rediscovery_never_adopts_an_empty_or_uninformative_event():
+    """Issue 8: an interval that held no output, and a tuple chosen from counts of 4 against 1."""
+    import json
+
+    from app.monitors.rediscovery import assess_candidates
+
+    rng = np.random.default_rng(5)
+    x, xp = [0], [1]
+    draws = {json.dumps(x): rng.laplace(0, 1, 20_000), json.dumps(xp): rng.laplace(1, 1, 20_000)}
+    empty = {"x": xp, "x_prime": x, "event": {"kind": "interval", "low": 50.0, "high": 60.0}, "informative": True}
+    flagged = {"x": xp, "x_prime": x, "event": {"kind": "interval", "low": 1.0}, "informative": False,
+               "reason": "its held-out lower bound is not above 0"}
+    good = {"x": xp, "x_prime": x, "event": {"kind": "interval", "low": 1.0}, "informative": True}
+    existing = [{"id": "c0", "x": xp, "x_prime": x, "event": {"kind": "interval", "low": 3.0}}]
+    out, assessed = assess_candidates([empty, flagged, good], draws, 0.05, existing)
+    by_event = {json.dumps(c["event"]) + str(c["informative"]): c for c in out}
+    assert by_event[json.dumps(empty["event"]) + "True"]["better"] is False
+    assert "holds no output" in by_event[json.dumps(empty["event"]) + "True"]["why"]
+    assert by_event[json.dumps(flagged["event"]) + "False"]["better"] is False
+    assert by_event[json.dumps(good["event"]) + "True"]["better"] is True and out[0]["event"] == good["event"]
+    assert assessed[0]["held_out"]["a"] > 0
+    # Against an existing check with a higher bound on the same draws, it is not better.
+    stronger = [{"id": "c1", "x": xp, "x_prime": x, "event": {"kind": "interval", "low": 0.9}}]
+    out, _ = assess_candidates([good], draws, 0.05, stronger)
+    assert out[0]["better"] is False or out[0]["comparison"]["epsilon_lower_bound"] > out[0]["best_existing_bound"]
+    same = [{"id": "c2", "x": xp, "x_prime": x, "event": good["event"]}]
+    out, _ = assess_candidates([good], draws, 0.05, same)
+    assert out[0]["better"] is False and "already watches" in out[0]["why"]

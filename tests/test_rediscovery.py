@@ -15,6 +15,7 @@ import math
 import uuid
 
 import numpy as np
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
@@ -98,6 +99,8 @@ def _monitor_state(db, monitor_id: str) -> tuple[Monitor, list[Check]]:
         return monitor, checks
 
 
+# SQLite only (about 10 s): the jobs' claims and leases run on both backends in tests/test_jobs.py.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client, db, make_worker, arun):
     mechanism = DiscreteLaplace(EPSILON)
     app = FastAPI()
