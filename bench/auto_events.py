@@ -213,6 +213,12 @@ def run_service(selected: list[Case], runs: int, horizon: int, samples: int, eve
                 "checks": len(checks), "rediscoveries": len(jobs),
                 "adopted": sum(1 for j in jobs if (j.get("result") or {}).get("adopted")),
                 "contract_alarms": len(contract),
+                "job_results": [{"state": j["state"], "error": j["error"], "params": j["params"],
+                                 "adopted": (j.get("result") or {}).get("adopted"),
+                                 "reason": (j.get("result") or {}).get("reason"),
+                                 "top": [{k: c.get(k) for k in ("describe", "lower_bound", "informative", "why")}
+                                         for c in ((j.get("result") or {}).get("candidates") or [])[:3]]}
+                                for j in jobs],
             })
     engine.dispose()
     print(f"# {len(plan)} monitors, {time.perf_counter() - started:.0f} s", flush=True)

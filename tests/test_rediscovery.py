@@ -203,3 +203,13 @@ def test_an_output_that_changes_type_raises_a_contract_alarm(client, db, make_wo
     # A monitor without auto events asks for no re-discovery.
     with db() as session:
         assert session.scalars(select(Job)).all() == []
+
+
+def test_after_a_breach_discovery_samples_in_the_observed_shape():
+    from app.mechanisms.models import Mechanism as M
+    from app.monitors.rediscovery import current_shape
+
+    mech = M(output_kind="real", dim=None, output_shape={"values": "integer"})
+    assert current_shape(mech, None).values == "integer"  # the contract
+    assert current_shape(mech, {"observed_shape": {}}).values == "real"  # {} is a real scalar
+    assert current_shape(M(output_kind="vector", dim=3, output_shape=None), None).length == 3

@@ -220,7 +220,7 @@ def current_shape(mechanism: Mechanism, breach: dict[str, Any] | None) -> Output
     from app.jobs.handlers import mechanism_shape
 
     observed = (breach or {}).get("observed_shape")
-    if observed:
+    if observed is not None:  # {} is a real scalar (every field at its default)
         try:
             return OutputShape.model_validate(observed)
         except ValueError:

@@ -163,10 +163,12 @@ class PeriodRunner:
             databases: dict[str, Any] = {}
             plans = []
             for check in _checks(session, monitor_id):
-                if is_auto(check):  # dormant: no event worth watching was found yet
-                    continue
                 xk, xpk = database_key(check.x), database_key(check.x_prime)
                 databases[xk], databases[xpk] = check.x, check.x_prime
+                if is_auto(check):
+                    # Dormant (no event worth watching found yet): its databases are still sampled,
+                    # so that the output contract is checked and a change of shape is noticed.
+                    continue
                 plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event)))
             return PeriodPlan(
                 monitor_id=monitor.id, scheduled=monitor.next_run_at, slot=slot, skipped=skipped,
