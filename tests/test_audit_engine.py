@@ -200,3 +200,29 @@ def test_projection_events_on_lists_with_nulls():
     assert rows.contains(lists).tolist() == [False, True, True]
     with pytest.raises(ValueError):
         Projected(projection=Projection(kind="max"))
+
+
+def test_mpl_snapshot_reads_vectors_of_reals_per_coordinate_not_as_rows():
+    from app.snapshots.compute import PairSamples, compute_snapshot
+
+    m = C["noisy-hist-wrong-scale"]  # true ε = 10; as table rows ε̂ was 0
+    rng = np.random.default_rng(0)
+    x, xp = m.pairs[0]
+    pair = PairSamples({"x": x, "x_prime": xp}, *(m.sample(db, 4000, rng) for db in (x, xp, x, xp)))
+    result = compute_snapshot([pair], "vector", alpha=0.05, epsilon=0.1)
+    assert result["epsilon_hat"] > 3 and result["lower_bound"] > 0.1 and result["exceeds_claim"]
+    event = parse_event(result["pairs"][0]["suggested_event"])
+    assert event.kind == "projection" and event.projection.index == 0
+
+
+def test_mpl_neighbourhood_is_a_candidate_for_real_scalars():
+    from app.audit.engine import _mpl_neighbourhood
+
+    rng = np.random.default_rng(6)
+    m = C["laplace"]
+    x, y = m.sample([0], 5000, rng), m.sample([1], 5000, rng)
+    event = _mpl_neighbourhood(x, y, m.shape, None)
+    assert event is not None and event.kind == "interval" and event.low < event.high
+    families = {c.family for c in propose(x, y, m.shape, ProposalSettings(n_test=5000, level=0.01), mpl_event=event)}
+    assert "mpl t̂ ± h" in families
+    assert _mpl_neighbourhood(x, y, C["laplace-rounded"].shape, None) is None  # lattices: point sets instead

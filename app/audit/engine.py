@@ -54,11 +54,13 @@ DEFAULT_BUDGET = 4_096_000
 """Outputs per database at most (the pilot plus all rounds): 2 000·2¹¹, eleven rounds. Flagrant
 violations stop after one or two rounds (a few thousand outputs); the 10–20× cases of issue 8
 need the last rounds."""
+#: Choosing outputs per database before pairs are pruned to ``keep_pairs``.
+PRUNE_AFTER = 30_000
 #: Outputs per sampler call while drawing a held-out round.
 CHUNK = 250_000
 DEFAULT_FIRST_ROUND = 2_000
 #: Choosing data kept per database (the most recent), to bound memory and selection time.
-MAX_CHOOSING = 200_000
+MAX_CHOOSING = 100_000
 #: Outputs per side on which MPL's ε̂ is computed at the end.
 MPL_SAMPLES = 100_000
 
@@ -178,6 +180,27 @@ def _cap(outputs: Any, limit: int) -> Any:
 
 def _count(event: Any, outputs: Any) -> int:
     return int(np.count_nonzero(event_contains(event, outputs)))
+
+
+def _mpl_neighbourhood(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None) -> Any:
+    """The event ``t̂ ± h`` around MPL's t̂ (seed 003 §IV: the loss peaks at t̂) for real scalars,
+    from DPL (Algorithm 3) on at most 20 000 choosing outputs per side; ``None`` otherwise."""
+    from app.stats.events import Interval
+    from app.stats.mpl import MPLParams, dpl
+
+    if shape.container != "scalar" or shape.values != "real" or shape.lattice is not None:
+        return None
+    sx, sy = np.asarray(x, dtype=np.float64)[-20_000:], np.asarray(y, dtype=np.float64)[-20_000:]
+    sx, sy = sx[np.isfinite(sx)], sy[np.isfinite(sy)]
+    if sx.size < 100 or sy.size < 100:
+        return None
+    try:
+        res = dpl(sx, sy, "continuous", MPLParams(n=min(sx.size, sy.size), N=2, region=region))
+    except (ValueError, FloatingPointError):
+        return None
+    h = max(res.bandwidth_x or 0.0, res.bandwidth_xp or 0.0)
+    t = float(res.t_hat)
+    return Interval(low=t - h, high=t + h) if h > 0 else None
 
 
 def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None,
@@ -310,6 +333,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         k_events = settings.events_per_round
         level = alpha_r / k_events
         prop = ProposalSettings(n_test=n_r, level=level, delta=getattr(claim_used, "delta", 0.0),
+                                target=getattr(claim, "epsilon", None) if claim is not None else None,
                                 region=settings.region, learned=settings.learned, seed=settings.seed + r)
 
         def choose() -> list[tuple[int, Candidate]]:
@@ -317,32 +341,37 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             per_pair: list[tuple[float, int]] = []
             for i in active:
                 x, xp = pairs[i]
-                cands = propose(data[_key(x)], data[_key(xp)], shape, prop)
+                cands = propose(data[_key(x)], data[_key(xp)], shape, prop,
+                                mpl_event=_mpl_neighbourhood(data[_key(x)], data[_key(xp)], shape, settings.region))
                 if cands:
                     per_pair.append((cands[0].predicted, i))
                     found.extend((i, c) for c in cands[: 2 * k_events])
             per_pair.sort(reverse=True)
-            keep = {i for _, i in per_pair[: settings.keep_pairs]}
+            # prune only once the choosing data can tell the pairs apart: on a few thousand outputs
+            # every pair's predicted bound is ≤ 0 and the ranking would be a coin toss
+            informative = min(n_outputs(data[_key(db)]) for i in active for db in pairs[i]) >= PRUNE_AFTER
+            keep = {i for _, i in (per_pair[: settings.keep_pairs] if informative else per_pair)}
             found = [(i, c) for i, c in found if i in keep]
             found.sort(key=lambda ic: ic[1].predicted, reverse=True)
             chosen: list[tuple[int, Candidate]] = []
-            seen: set[tuple[int, str]] = set()
-            for i, c in found:  # one event per (pair, statistic) first, then the rest
-                if (i, c.statistic) not in seen and len(chosen) < k_events:
-                    chosen.append((i, c))
-                    seen.add((i, c.statistic))
-            for i, c in found:
-                if len(chosen) >= k_events:
-                    break
-                if not any(c is cc for _, cc in chosen):
-                    chosen.append((i, c))
-            return chosen
+            # the best event of each kept pair first, then one per (pair, statistic), then the rest:
+            # many statistics encode the same thing (SVT's position of the first ⊤), and testing
+            # four copies of one event spends the level for nothing
+            for key in (lambda i, c: i, lambda i, c: (i, c.statistic), lambda i, c: id(c)):
+                seen = {key(i, c) for i, c in chosen}
+                for i, c in found:
+                    if len(chosen) >= k_events:
+                        break
+                    if key(i, c) not in seen and not any(c is cc for _, cc in chosen):
+                        chosen.append((i, c))
+                        seen.add(key(i, c))
+            return chosen, sorted(keep)
 
-        chosen = await asyncio.to_thread(choose)
+        chosen, kept = await asyncio.to_thread(choose)
         if not chosen:
             stopped = "no candidate event (the outputs do not vary)"
             break
-        active = sorted({i for i, _ in chosen})
+        active = kept  # the kept pairs stay in play (their draws keep choosing), tested or not
         needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
         if any(drawn[k] + n_r > settings.budget for k in needed):
             break

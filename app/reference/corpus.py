@@ -214,8 +214,8 @@ def _geometric_pmf(epsilon: float, m: int, resample: bool, f: int) -> np.ndarray
     # clamping: P(o) = P(Z = o − f) inside, the tails' mass at 0 and m
     norm = (1 - a) / (1 + a)
     pmf = norm * a ** np.abs(o - f)
-    pmf[0] = norm * sum(a ** abs(z) for z in range(-200 - m, -f + 1))
-    pmf[m] = norm * sum(a ** abs(z) for z in range(m - f, m + 200))
+    pmf[0] = norm * sum(a ** abs(z) for z in range(-5000 - m, -f + 1))
+    pmf[m] = norm * sum(a ** abs(z) for z in range(m - f, m + 5000))
     return pmf / pmf.sum()
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.stats.empirical import privacy_profile
 from app.stats.evidence import snapshot_reading
-from app.stats.mpl import MPLParams, dpl, kind_for_output, mpl_lower_bound
+from app.stats.mpl import MPLParams, dpl, dpl_best_coordinate, kind_for_output, mpl_lower_bound, real_rows
 
 #: ε grid of the stored privacy profile.
 PROFILE_EPSILONS = tuple(round(0.1 * i, 2) for i in range(0, 41))
@@ -94,10 +94,18 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         params = MPLParams.for_output_kind(
             output_kind, n=max(2, min(len(pair.choose_x), len(pair.choose_xp))), N=max(2, n_bound), alpha=alpha,
             **({"tau": tau} if tau is not None else {}))
-        chosen = dpl(pair.choose_x, pair.choose_xp, kind, params)
-        bound = mpl_lower_bound(pair.bound_x[:n_bound], pair.bound_xp[:n_bound], chosen.t_hat, kind, params)
+        on, pair_kind = None, kind
+        if output_kind == "vector" and real_rows(pair.choose_x, pair.choose_xp):
+            # vectors of reals are not table rows: MPL on the coordinate with the largest ε̂
+            on, _ = dpl_best_coordinate(pair.choose_x, pair.choose_xp, params)
+            pair = PairSamples(pair.label, *(a[:, on] for a in (pair.choose_x, pair.choose_xp, pair.bound_x,
+                                                                 pair.bound_xp)))
+            pair_kind = "continuous"
+            params = MPLParams(n=params.n, N=params.N, alpha=alpha, **({"tau": tau} if tau is not None else {}))
+        chosen = dpl(pair.choose_x, pair.choose_xp, pair_kind, params)
+        bound = mpl_lower_bound(pair.bound_x[:n_bound], pair.bound_xp[:n_bound], chosen.t_hat, pair_kind, params)
         profile = privacy_profile(np.concatenate([pair.choose_x, pair.bound_x]),
-                                  np.concatenate([pair.choose_xp, pair.bound_xp]), PROFILE_EPSILONS, kind)
+                                  np.concatenate([pair.choose_xp, pair.bound_xp]), PROFILE_EPSILONS, pair_kind)
         rows.append({
             **pair.label,
             "epsilon_hat": chosen.epsilon_hat,
@@ -105,7 +113,10 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
             "lower_bound": bound.lower_bound,
             "exceeds_claim": bound.exceeds(epsilon),
             "x_denser_at_t_hat": density_orientation(chosen),
-            "suggested_event": suggested_event(output_kind, chosen),
+            "suggested_event": suggested_event(output_kind, chosen) if on is None else
+            {"kind": "projection", "projection": {"kind": "coordinate", "index": on},
+             "event": suggested_event("real", chosen)},
+            "coordinate": on,
             "samples": {"choose": [len(pair.choose_x), len(pair.choose_xp)], "bound": n_bound},
             "params": params.to_dict(),
             "loss_curve": _thin_curve(chosen.to_dict(include_curve=True)),

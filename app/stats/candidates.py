@@ -41,10 +41,11 @@ from app.stats.events import (
     feature_map,
     feature_size,
 )
-from app.stats.heldout import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
+from scipy.stats import norm
+
 from app.stats.shapes import ListSamples, OutputShape
 
-__all__ = ["Candidate", "ProposalSettings", "predicted_lower_bound", "propose", "scalar_statistics"]
+__all__ = ["Candidate", "ProposalSettings", "propose", "ranking_score", "scalar_statistics"]
 
 #: Pooled fraction of tied values above which real outputs are treated as atoms.
 ATOM_TIE_FRACTION = 0.5
@@ -58,6 +59,7 @@ class ProposalSettings:
     level: float  # the per-event level α of the held-out test
     delta: float = 0.0
     region: tuple[float, float] | None = None
+    target: float | None = None  # the claimed ε the test will try to refute (None: maximise the bound)
     grid: int = 48
     per_statistic: int = 3
     learned: bool = True
@@ -67,8 +69,8 @@ class ProposalSettings:
 
 @dataclass
 class Candidate:
-    """An event with its orientation (``x_first``: the event is likelier under x) and its
-    choosing-data proportions and predicted held-out lower bound."""
+    """An event with its orientation (``x_first``: the event is likelier under x), its
+    choosing-data proportions and its ranking score (:func:`ranking_score`)."""
 
     event: Any
     x_first: bool
@@ -82,32 +84,42 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return {"event": self.event.model_dump(mode="json"), "describe": self.event.describe(),
                 "x_first": self.x_first, "p_hat": self.p_hat, "q_hat": self.q_hat,
-                "predicted_lower_bound": self.predicted if math.isfinite(self.predicted) else None,
+                "score": self.predicted if math.isfinite(self.predicted) else None,
                 "statistic": self.statistic, "family": self.family}
 
 
-#: The choosing data rank thousands of candidates; their predicted bounds are taken at this
-#: fraction of the test's level, so that a candidate whose counts are few (and whose ratio is
-#: mostly noise) does not win the ranking by luck (the winner's curse).
-SELECTION_PENALTY = 1e-3
+#: Standard errors subtracted from a candidate's estimated log-ratio before ranking: the choosing
+#: data rank thousands of candidates, and the best of them by luck would win otherwise (the
+#: winner's curse).
+SELECTION_Z = 2.0
 
 
-def predicted_lower_bound(cx: Any, nx: int, cxp: Any, nxp: int, n_test: int, level: float,
-                          delta: float = 0.0) -> np.ndarray:
-    """The held-out bound ``ln((p_lo − δ)/q_hi)`` (heldout.test_claim) a candidate is expected to
-    give: the smaller of the bound at the choosing proportions scaled to ``n_test`` outputs per
-    side at ``level``, and the bound on the choosing counts themselves at ``level`` ×
-    :data:`SELECTION_PENALTY` (a conservative guard against selecting noise)."""
-    cx = np.asarray(cx, dtype=np.float64)
-    cxp = np.asarray(cxp, dtype=np.float64)
-    p = cx / nx
-    q = cxp / nxp
-    scaled = epsilon_lower_bound(clopper_pearson_lower(p * n_test, n_test, level / 2),
-                                 clopper_pearson_upper(q * n_test, n_test, level / 2), delta)
-    strict = level * SELECTION_PENALTY
-    guarded = epsilon_lower_bound(clopper_pearson_lower(cx, nx, strict / 2),
-                                  clopper_pearson_upper(cxp, nxp, strict / 2), delta)
-    return np.minimum(scaled, guarded)
+def ranking_score(a: Any, na: int, b: Any, nb: int, s: ProposalSettings) -> np.ndarray:
+    """How promising an event is for the held-out test, from its choosing counts a/na (the side
+    that should be likelier) and b/nb. With ℓ̂ = ln(p̃ − δ) − ln q̃ (p̃ = (a + ½)/(na + 1), likewise
+    q̃), its choosing standard error se_c and the held-out one se_t at ``n_test`` outputs per side,
+    and z the normal quantile of the test's level:
+
+    - with a target (the claimed ε): ``(ℓ̂ − 2·se_c − ε)/se_t − z``, the normal approximation of
+      the held-out test's power to refute (Clopper–Pearson bounds in :mod:`app.stats.heldout`);
+    - without: ``ℓ̂ − 2·se_c − z·se_t``, the held-out lower bound to expect.
+
+    An event that holds (almost) every output has ℓ̂ ≈ 0 with a tiny se_t and ranks last when
+    there is a claim to refute, however small its uncertainty."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    p = (a + 0.5) / (na + 1.0)
+    q = (b + 0.5) / (nb + 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ell = np.log(np.maximum(p - s.delta, 1e-300)) - np.log(q)
+        var = (1 - p) / p + (1 - q) / q
+        se_c = np.sqrt((1 - p) / (na * p) + (1 - q) / (nb * q))
+        se_t = np.sqrt(var / s.n_test)
+    z = float(norm.ppf(1 - s.level / 2))
+    cons = ell - SELECTION_Z * se_c
+    if s.target is None:
+        return cons - z * se_t
+    return (cons - s.target) / np.maximum(se_t, 1e-12) - z
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,11 +150,11 @@ def _best(cands: list[Candidate], k: int) -> list[Candidate]:
 
 def _oriented(cx: np.ndarray, cxp: np.ndarray, nx: int, nxp: int, s: ProposalSettings
               ) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted bounds for both orientations; a candidate must hold some but not all outputs."""
+    """Ranking scores for both orientations; a candidate must hold some but not all outputs."""
     total = cx + cxp
     valid = (total > 0) & (total < nx + nxp)
-    fwd = predicted_lower_bound(cx, nx, cxp, nxp, s.n_test, s.level, s.delta)
-    bwd = predicted_lower_bound(cxp, nxp, cx, nx, s.n_test, s.level, s.delta)
+    fwd = ranking_score(cx, nx, cxp, nxp, s)
+    bwd = ranking_score(cxp, nxp, cx, nx, s)
     return np.where(valid, fwd, -np.inf), np.where(valid, bwd, -np.inf)
 
 
@@ -392,8 +404,11 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
                     stats.append(_Stat("output", fx, fy, True, wrap))
                 stats.append(_Stat("output", fx, fy, False, wrap))
     else:
+        from app.stats.events import _entries_of
+
+        ex, ey = _entries_of(x), _entries_of(y)
         for proj in scalar_statistics(x, y, shape):
-            sx, sy = proj.apply(x), proj.apply(y)
+            sx, sy = proj.apply(x, ex), proj.apply(y, ey)
             both = np.concatenate([sx, sy])
             present = both[~np.isnan(both)]
             if present.size == 0 or (np.unique(present).size < 2 and not np.isnan(both).any()):
@@ -407,7 +422,8 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
             hx, hy = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
             learned = _learned(_take(x, hx), _take(y, hy), s)
             if learned is not None:
-                stats.append(_Stat("learned score", learned.apply(_take(x, ~hx)), learned.apply(_take(y, ~hy)),
+                stats.append(_Stat("learned score", learned.apply(_take(x, ~hx), (ex[0][~hx], ex[1][~hx])),
+                                   learned.apply(_take(y, ~hy), (ey[0][~hy], ey[1][~hy])),
                                    False, _wrap_projection(learned)))
     cands: list[Candidate] = []
     region = s.region if shape.container == "scalar" else None

@@ -579,9 +579,10 @@ class Projection(BaseModel):
             return f"score(o) (learned, {len(self.weights or [])} features)"
         return f"{self.kind}(o)"
 
-    def apply(self, outputs: Any) -> np.ndarray:
-        """The statistic of each output, float (n,), NaN where undefined (null)."""
-        values, valid = _entries_of(outputs)
+    def apply(self, outputs: Any, entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """The statistic of each output, float (n,), NaN where undefined (null). ``entries``:
+        ``_entries_of(outputs)`` when the caller already has it (many statistics of one sample)."""
+        values, valid = _entries_of(outputs) if entries is None else entries
         present = valid & ~np.isnan(values)
         n, width = values.shape
         kind = self.kind
@@ -615,7 +616,7 @@ class Projection(BaseModel):
                 out = first.astype(np.float64) if kind == "first_index" else values[np.arange(n), first]
                 return np.where(has, out, np.nan)
             # linear
-            phi = feature_map(outputs, int(self.width))  # type: ignore[arg-type]
+            phi = feature_map(outputs, int(self.width), entries=(values, valid))  # type: ignore[arg-type]
             z = (phi - np.asarray(self.mean)) / np.asarray(self.scale)
             return z @ np.asarray(self.weights) + self.intercept
 
@@ -636,13 +637,13 @@ def feature_size(width: int) -> int:
     return 4 * width + 5
 
 
-def feature_map(outputs: Any, width: int) -> np.ndarray:
+def feature_map(outputs: Any, width: int, entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """φ(o) for the learned events (DP-Sniper's classifiers read a flattened output with flags for
     special values, Bichsel et al. §V): the first ``width`` entries (null and absent → 0), a null
     flag and an absent flag per entry, then length, null count, max, min and sum of the non-null
     entries (0 when none), and a flag per entry for "after the first non-null entry" (SVT's
     aborted answers once the cutoff is reached). Shape (n, 4·width + 5)."""
-    values, valid = _entries_of(outputs)
+    values, valid = _entries_of(outputs) if entries is None else entries
     n, w = values.shape
     if w < width:
         values = np.concatenate([values, np.full((n, width - w), np.nan)], axis=1)
