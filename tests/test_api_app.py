@@ -216,7 +216,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
     monitor_create = schema["components"]["schemas"]["MonitorCreate"]
     assert monitor_create["examples"][0]["checks"]
     event_kinds = set(schema["components"]["schemas"]["CheckCreate"]["properties"]["event"]["discriminator"]["mapping"])
-    assert event_kinds == {"interval", "union", "set", "box", "auto"}
+    assert event_kinds == {"interval", "union", "set", "box", "lattice", "rows", "projection", "auto"}
 
 
 def test_unknown_route_and_method_are_problems(client: TestClient) -> None:

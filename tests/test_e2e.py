@@ -107,8 +107,8 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
 
 def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_path):
     """Issue: MPL snapshots. The check's event is discovered while calibrating (on SVT 2), the
-    deployment then changes to SVT 4, the monitor alarms, and the alarm's snapshot bounds ε above
-    the claim."""
+    deployment then changes to SVT 4, the monitor alarms, and the alarm's evidence bounds ε above
+    the claim, followed by its snapshot."""
     service, mechanism_secret, key = build_service(tmp_path, change_period=5, discovery_samples=20_000,
                                                    discovery_fresh_samples=50_000)
     scenario = SCENARIOS["d"]
@@ -121,7 +121,8 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         monitor = api.post("/v1/monitors", json={
             "name": "svt auto", "mechanism_id": mech.json()["id"], "epsilon": scenario.epsilon,
             "checks": [{"x": scenario.x, "x_prime": scenario.x_prime, "event": {"kind": "auto"}}],
-            "horizon": 100, "samples_per_period": 2000, "period_seconds": 1, "alarm_snapshot_samples": 50_000})
+            "horizon": 100, "samples_per_period": 2000, "period_seconds": 1, "alarm_snapshot_samples": 50_000,
+            "rediscover_every": 0})
         assert monitor.status_code == 201, monitor.text
         monitor_id = monitor.json()["id"]
         assert monitor.json()["state"] == "calibrating"
@@ -146,6 +147,10 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         assert evidence, alarms
         snapshot = api.get(f"/v1/snapshots/{evidence['snapshot']['snapshot_id']}").json()
     assert snapshot["status"] == "done" and snapshot["trigger"] == "alarm"
-    assert snapshot["lower_bound"] > scenario.epsilon, snapshot["result"]["pairs"][0]["bound"]
+    # What raised the alarm bounds epsilon above the claim; the snapshot, a separate estimator, may
+    # or may not (its LB at SVT 4's t-hat varies around 1-1.5): below the claim it must say that it
+    # is the weaker estimator, never that the mechanism is cleared.
     assert evidence["check"]["exceeds_claim"] is True and evidence["check"]["epsilon_lower_bound"] > scenario.epsilon
-    assert evidence["snapshot"]["verdict"] == "exceeds_claim" and "at best" not in evidence["statement"]
+    expected = "exceeds_claim" if snapshot["lower_bound"] > scenario.epsilon else "weaker_estimator"
+    assert evidence["snapshot"]["verdict"] == expected and evidence["snapshot"]["role"] == "separate_estimator"
+    assert "at best" not in evidence["statement"] and evidence["statement"].startswith(evidence["check"]["statement"])

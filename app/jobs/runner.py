@@ -96,17 +96,6 @@ class JobContext:
             self.cancelled.set()
             raise JobCancelled(f"job {self.job_id} was cancelled")
 
-    def steps(self, start: float, end: float, total: int) -> Callable[[str], None]:
-        """A message-only progress callback (``progress(str)``) that advances the fraction from
-        ``start`` to ``end`` over ``total`` calls: for library code that reports steps in words."""
-        done = [0]
-
-        def report(message: str) -> None:
-            done[0] += 1
-            self.progress(start + (end - start) * min(1.0, done[0] / max(1, total)), message)
-
-        return report
-
 
 Handler = Callable[[JobContext], Awaitable[dict[str, Any]]]
 
