@@ -158,7 +158,7 @@ class AlarmRead(BaseModel):
                     "evidence": {
                         "kind": "privacy",
                         "statement": "Over the last 4 period(s) (1650 of 40000 outputs on x and 1190 of 40000 on x' "
-                        "in the event), ε is at least 0.26 at 95% confidence, above the claimed 0.1.",
+                        "in the event), ε is at least 0.26 at 95% confidence, above the claimed ε = 0.1.",
                         "check": {
                             "method": "score",
                             "window": {"lag": 4, "from_t": 14, "to_t": 17},

@@ -86,7 +86,8 @@ def _pure_epsilon(claim: Claim) -> float | None:
 
 def _claim_dict(claim: Claim) -> dict[str, Any]:
     if isinstance(claim, EpsilonDelta):
-        return {"epsilon": float(claim.epsilon), "delta": float(claim.delta), "describe": claim.describe()}
+        text = f"ε = {claim.epsilon:g}" if claim.delta == 0 else claim.describe()
+        return {"epsilon": float(claim.epsilon), "delta": float(claim.delta), "describe": text}
     return {"epsilon": getattr(claim, "epsilon", None), "delta": getattr(claim, "delta", None),
             "describe": claim.describe()}
 
