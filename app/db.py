@@ -86,6 +86,7 @@ def load_models() -> type[Base]:
     """Import every domain's models so that ``Base.metadata`` knows all tables (Alembic, tests)."""
     import app.alarms.models  # noqa: F401
     import app.auth.models  # noqa: F401
+    import app.jobs.models  # noqa: F401
     import app.mechanisms.models  # noqa: F401
     import app.monitors.models  # noqa: F401
     import app.snapshots.models  # noqa: F401

@@ -186,12 +186,16 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
                 data = ev.get("data", {})
                 summary = data.get("annotations", {}).get("summary") or data.get("monitor") or ""
                 _say(f"  webhook {ev['type']} (signature verified): {summary}")
-                evidence = data.get("evidence")
-                if evidence and evidence.get("claim_terms") and set(evidence.get("claim") or {}) != {"epsilon"}:
-                    _say(f"    snapshot: {evidence['claim_terms']['statement']}")
-                elif evidence:
-                    _say(f"    MPL snapshot: {evidence['statement']} "
-                         f"(epsilon_hat={evidence['epsilon_hat']:.3f}, claimed {evidence['claimed_epsilon']:g})")
+                evidence = data.get("evidence") or {}
+                if evidence.get("check"):
+                    _say(f"    evidence: {evidence['check']['statement']}")
+                if evidence.get("contract"):
+                    _say(f"    contract: {evidence['contract']['detail']}")
+                if evidence.get("snapshot"):
+                    _say(f"    then: {evidence['snapshot']['statement']}")
+                    terms = evidence["snapshot"].get("claim_terms")
+                    if terms and terms.get("statement"):
+                        _say(f"    in the claim's terms: {terms['statement']}")
             seen_events = len(receiver.events)
             alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
             finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}

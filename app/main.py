@@ -26,6 +26,7 @@ from app.alarms.router import alarms_router, webhooks_router
 from app.api.deps import get_principal
 from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
+from app.jobs.router import router as jobs_router
 from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
@@ -59,6 +60,8 @@ TAGS = [
     {"name": "alarms", "description": "Alarms raised by monitors."},
     {"name": "webhooks", "description": "Event subscriptions and their delivery log."},
     {"name": "snapshots", "description": "MPL snapshots: estimates of ε and a lower confidence bound from raw outputs."},
+    {"name": "jobs", "description": "Long work run by workers (discovery, audits, a monitor's re-discovery): "
+     "progress, cancellation, and the result kept."},
     {"name": "operations", "description": "Health, readiness and metrics (no authentication)."},
 ]
 
@@ -164,6 +167,7 @@ def create_app(
     v1.include_router(alarms_router)
     v1.include_router(webhooks_router)
     v1.include_router(snapshots_router)
+    v1.include_router(jobs_router)
     app.include_router(v1)
     install_offline_docs(app)
     install_dashboard(app, settings)

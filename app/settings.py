@@ -83,11 +83,21 @@ class Settings(BaseSettings):
         0.5, ge=0, description="First backoff between sampling attempts; doubles per retry, with jitter."
     )
     discovery_samples: int = Field(
-        20_000, ge=100, le=200_000, description="Outputs per database with which discovery chooses t̂ (seed 003's n)."
+        32_000, ge=400, le=5_000_000,
+        description="A monitor's discovery budget: outputs per database the audit engine may draw, in rounds, to "
+        "find the events of `auto` checks (app.audit.discovery).",
     )
     discovery_fresh_samples: int = Field(
-        50_000, ge=100, le=1_000_000, description="Fresh outputs per database for discovery's bound (seed 003's N)."
+        20_000, ge=100, le=1_000_000,
+        description="Fresh outputs per database on which re-discovery compares its candidates with the existing "
+        "checks.",
     )
+
+    job_lease_seconds: int = Field(
+        60, ge=3, le=3600,
+        description="Lease of a running job (discovery, audit, re-discovery); its heartbeat renews it every third.",
+    )
+    max_jobs_in_flight: int = Field(2, ge=1, le=64, description="Jobs one worker runs at once.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"

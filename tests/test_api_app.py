@@ -162,11 +162,16 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("DELETE", mechanism),
         ("POST", mechanism + "/validate"),
         ("POST", mechanism + "/discover"),
+        ("POST", mechanism + "/audits"),
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/{job_id}"),
+        ("POST", "/v1/jobs/{job_id}/cancel"),
         ("POST", "/v1/monitors"),
         ("GET", "/v1/monitors"),
         ("GET", monitor),
         ("DELETE", monitor),
         ("GET", monitor + "/status"),
+        ("POST", monitor + "/validate"),
         ("POST", monitor + "/pause"),
         ("POST", monitor + "/resume"),
         ("POST", monitor + "/reset"),
@@ -207,11 +212,11 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
                 if "{" in path:
                     assert "404" in operation["responses"], (method, path)
     create = schema["paths"]["/v1/monitors"]["post"]
-    assert create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorRead")
+    assert create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorCreated")
     monitor_create = schema["components"]["schemas"]["MonitorCreate"]
     assert monitor_create["examples"][0]["checks"]
     event_kinds = set(schema["components"]["schemas"]["CheckCreate"]["properties"]["event"]["discriminator"]["mapping"])
-    assert event_kinds == {"interval", "union", "set", "box", "auto"}
+    assert event_kinds == {"interval", "union", "set", "box", "lattice", "rows", "projection", "auto"}
 
 
 def test_unknown_route_and_method_are_problems(client: TestClient) -> None:

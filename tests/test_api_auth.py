@@ -32,6 +32,7 @@ def _fill(path: str, value: str) -> str:
         .replace("{alarm_id}", value)
         .replace("{webhook_id}", value)
         .replace("{snapshot_id}", value)
+        .replace("{job_id}", value)
     )
 
 
@@ -42,7 +43,7 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 29
+    assert len(operations) == 34
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -94,7 +95,9 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         record_period(session, monitor["id"], statistic=99.0, settings=settings)
     alarm = client.get("/v1/alarms").json()["items"][0]
     snapshot = client.post(f"/v1/monitors/{monitor['id']}/snapshots", json={}).json()
+    job = client.post(f"/v1/mechanisms/{mechanism['id']}/discover", json={"pattern": "table1"}).json()
     ids = {
+        "job_id": job["id"],
         "snapshot_id": snapshot["id"],
         "mechanism_id": mechanism["id"],
         "monitor_id": monitor["id"],
@@ -106,6 +109,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         ("PATCH", "/v1/webhooks/{webhook_id}"): {"enabled": False},
         ("POST", "/v1/alarms/{alarm_id}/acknowledge"): {"note": "not yours"},
         ("POST", "/v1/mechanisms/{mechanism_id}/discover"): {"pattern": "table1"},
+        ("POST", "/v1/mechanisms/{mechanism_id}/audits"): {"pattern": "table1", "epsilon": 1.0},
     }
     checked = 0
     for method, path in _v1_operations(client):
@@ -116,9 +120,9 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 22
+    assert checked == 26
 
-    for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks"):
+    for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks", "/v1/jobs"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path
     assert client.get("/v1/alarms", params={"monitor_id": monitor["id"]}, headers=other_headers).json()["items"] == []
 

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from app.mechanisms.router import get_prober
 from app.mechanisms.service import ProbeResult
 from app.sampling.endpoint import make_endpoint_app
-from tests.api_helpers import MECHANISM, create_mechanism, create_monitor
+from tests.api_helpers import MECHANISM, MONITOR, create_mechanism, create_monitor
 from tests.sampling_server import serve_app
 
 
@@ -194,7 +194,7 @@ def test_validate_on_create_refuses_a_bad_endpoint(client: TestClient) -> None:
     calls: list[dict] = []
     bad = ProbeResult(ok=False, problems=["expected 10 samples, got 9"], reason="wrong_count", outputs_received=0)
     client.app.dependency_overrides[get_prober] = lambda: _prober(bad, calls)
-    response = client.post("/v1/mechanisms?validate=true", json=MECHANISM)
+    response = client.post("/v1/mechanisms?validate=true", json={**MECHANISM, "probe_database": [1, 0]})
     assert response.status_code == 422
     problem = response.json()
     assert problem["type"].endswith("/endpoint-validation-failed")
@@ -206,7 +206,7 @@ def test_validate_on_create_refuses_a_bad_endpoint(client: TestClient) -> None:
             "type": "endpoint_wrong_count",
         }
     ]
-    assert calls and calls[0]["url"] == MECHANISM["sampling_url"]
+    assert calls and calls[0]["url"] == MECHANISM["sampling_url"] and calls[0]["database"] == [1, 0]
     assert client.get("/v1/mechanisms").json()["items"] == []  # nothing saved
 
 
@@ -214,15 +214,17 @@ def test_validate_on_create_and_patch_with_a_good_endpoint(client: TestClient) -
     calls: list[dict] = []
     good = ProbeResult(ok=True, outputs_received=10, elapsed_seconds=0.01, preview=[0.5, 1.5])
     client.app.dependency_overrides[get_prober] = lambda: _prober(good, calls)
-    response = client.post("/v1/mechanisms?validate=true", json=MECHANISM)
+    response = client.post("/v1/mechanisms?validate=true", json={**MECHANISM, "probe_database": [3, 1]})
     assert response.status_code == 201
     assert response.json()["validation"]["ok"] is True and response.json()["validation"]["preview"] == [0.5, 1.5]
+    assert response.json()["validation"]["database"] == [3, 1] and response.json()["probe_database"] == [3, 1]
     mechanism_id = response.json()["id"]
     patched = client.patch(
         f"/v1/mechanisms/{mechanism_id}?validate=true", json={"sampling_url": "https://dp.example.org/v2"}
     )
     assert patched.status_code == 200
     assert calls[-1]["url"] == "https://dp.example.org/v2"  # the new URL is probed before saving
+    assert calls[-1]["database"] == [3, 1]  # on the stored probe database
     assert patched.json()["sampling_url"] == "https://dp.example.org/v2"
     # Without ?validate the endpoint is not called.
     client.patch(f"/v1/mechanisms/{mechanism_id}", json={"max_batch": 10})
@@ -234,7 +236,8 @@ def test_validate_on_patch_failure_keeps_old_values(client: TestClient) -> None:
     bad = ProbeResult(ok=False, problems=["connection refused"], reason="connection_error")
     client.app.dependency_overrides[get_prober] = lambda: _prober(bad, [])
     response = client.patch(
-        f"/v1/mechanisms/{mechanism['id']}?validate=true", json={"sampling_url": "https://new.example.org/"}
+        f"/v1/mechanisms/{mechanism['id']}?validate=true",
+        json={"sampling_url": "https://new.example.org/", "probe_database": [0]},
     )
     assert response.status_code == 422
     assert client.get(f"/v1/mechanisms/{mechanism['id']}").json()["sampling_url"] == MECHANISM["sampling_url"]
@@ -254,6 +257,7 @@ def test_validate_endpoint_passes_database_and_n(client: TestClient) -> None:
         "outputs_received": 0,
         "elapsed_seconds": 0.0,
         "preview": [],
+        "database": [1, 2],
     }
     assert calls == [{"url": MECHANISM["sampling_url"], "database": [1, 2], "n": 5, "allow": ["127.0.0.0/8"]}]
     assert client.post(f"/v1/mechanisms/{uuid.uuid4()}/validate").status_code == 404
@@ -285,7 +289,8 @@ def test_validate_reports_a_wrong_answer_from_a_live_endpoint(client: TestClient
 
     endpoint_app = Starlette(routes=[Route("/sample", short_answer, methods=["POST"])])
     with serve_app(endpoint_app) as base_url:
-        response = client.post("/v1/mechanisms?validate=true", json={**MECHANISM, "sampling_url": f"{base_url}/sample"})
+        response = client.post("/v1/mechanisms?validate=true",
+                               json={**MECHANISM, "sampling_url": f"{base_url}/sample", "probe_database": [1]})
     assert response.status_code == 422
     error = response.json()["errors"][0]
     assert error["type"] == "endpoint_wrong_count"
@@ -306,3 +311,66 @@ def test_client_supplied_secret_is_used_and_validated(client):
                                               "output_kind": "real", "secret": "hunter2"})
     assert bad.status_code == 422
     assert "whsec_" in bad.text
+
+
+def test_probes_never_guess_an_input(client: TestClient) -> None:
+    """Issue 8: validation probes use a database the user gives, or the monitors' own, never `[]`."""
+    calls: list[dict] = []
+    good = ProbeResult(ok=True, outputs_received=10, elapsed_seconds=0.01, preview=[0.5])
+    client.app.dependency_overrides[get_prober] = lambda: _prober(good, calls)
+    refused = client.post("/v1/mechanisms?validate=true", json=MECHANISM)
+    assert refused.status_code == 422 and refused.json()["errors"][0]["type"] == "no_probe_database"
+    assert "probe_database" in refused.json()["detail"] and calls == []
+    mechanism = create_mechanism(client)
+    assert client.post(f"/v1/mechanisms/{mechanism['id']}/validate").status_code == 422
+    assert client.patch(f"/v1/mechanisms/{mechanism['id']}?validate=true", json={"max_batch": 5}).status_code == 422
+    # With a monitor, the probe uses its checks' databases.
+    create_monitor(client, mechanism["id"])
+    report = client.post(f"/v1/mechanisms/{mechanism['id']}/validate").json()
+    assert report["ok"] is True and calls[-1]["database"] == MONITOR["checks"][0]["x"] == report["database"]
+    # A stored probe database comes first.
+    client.patch(f"/v1/mechanisms/{mechanism['id']}", json={"probe_database": {"rows": [1]}})
+    client.post(f"/v1/mechanisms/{mechanism['id']}/validate")
+    assert calls[-1]["database"] == {"rows": [1]}
+
+
+def test_monitor_validation_probes_each_database_of_its_checks(client: TestClient) -> None:
+    calls: list[dict] = []
+
+    async def probe(mechanism, settings, *, database=None, n=10):  # noqa: ANN001, ANN202
+        calls.append(database)
+        if database == [9, 9]:
+            return ProbeResult(ok=False, problems=["the endpoint refused this input"], reason="http_status")
+        return ProbeResult(ok=True, outputs_received=n, preview=[0.1])
+
+    client.app.dependency_overrides[get_prober] = lambda: probe
+    mechanism = create_mechanism(client)
+    checks = [{"x": [1, 1], "x_prime": [1, 0], "event": {"kind": "interval", "low": 1.5}},
+              {"x": [1, 1], "x_prime": [9, 9], "event": {"kind": "interval", "low": 1.5}}]
+    refused = client.post("/v1/monitors?validate=true",
+                          json={**MONITOR, "mechanism_id": mechanism["id"], "checks": checks})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["location"] == ["body", "checks", 1, "x"]
+    assert calls == [[1, 1], [1, 0], [9, 9]]  # each distinct database once
+    assert client.get("/v1/monitors").json()["items"] == []
+    created = client.post("/v1/monitors?validate=true",
+                          json={**MONITOR, "mechanism_id": mechanism["id"], "checks": checks[:1]})
+    assert created.status_code == 201 and created.json()["validation"]["ok"] is True
+    assert [p["database"] for p in created.json()["validation"]["probes"]] == [[1, 1], [1, 0]]
+    again = client.post(f"/v1/monitors/{created.json()['id']}/validate").json()
+    assert again["ok"] is True and again["probes"][0]["checks"] == [0]
+
+
+def test_a_declared_output_shape_is_stored_and_must_agree_with_the_kind(client: TestClient) -> None:
+    shape = {"container": "vector", "length": 3, "values": "integer"}
+    created = create_mechanism(client, output_kind="vector", dim=3, output_shape=shape)
+    assert created["output_shape"] == shape and created["output_shape_source"] == "declared"
+    wrong = client.post("/v1/mechanisms", json={**MECHANISM, "name": "w", "output_kind": "vector", "dim": 4,
+                                                "output_shape": shape})
+    assert wrong.status_code == 422 and "length" in wrong.text
+    plain = create_mechanism(client, name="plain")
+    assert plain["output_shape"] is None and plain["output_shape_source"] is None
+    patched = client.patch(f"/v1/mechanisms/{plain['id']}", json={"output_shape": {"values": "integer"}})
+    assert patched.json()["output_shape"] == {"values": "integer"}
+    forgot = client.patch(f"/v1/mechanisms/{plain['id']}", json={"output_shape": None})
+    assert forgot.json()["output_shape"] is None

@@ -86,7 +86,16 @@ def test_auto_event_starts_calibrating_with_the_table_threshold(client: TestClie
     monitor = create_monitor(client, mechanism["id"], checks=checks)
     assert monitor["state"] == "calibrating"
     assert monitor["checks"][0]["event"] == {"kind": "auto"}
-    assert monitor["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.05).value)
+    # With auto events, re-discovery (every ceil(T/10) periods by default) may add checks later:
+    # the initial checks get alpha/2 and the rest is kept for them (method.md section 11).
+    assert monitor["rediscover_every"] == 10 and monitor["rediscoveries"] == 0
+    assert monitor["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.025).value)
+    assert monitor["checks"][0]["origin"] == "auto" and monitor["checks"][0]["level"] == pytest.approx(0.025)
+    off = create_monitor(client, mechanism["id"], checks=checks, rediscover_every=0, name="no rediscovery")
+    assert off["rediscover_every"] == 0
+    assert off["threshold"] == pytest.approx(threshold_from_table(100, 0.25, 0.05).value)
+    fixed = create_monitor(client, mechanism["id"], rediscover_every=7, name="fixed events")
+    assert fixed["rediscover_every"] == 0 and fixed["checks"][0]["origin"] == "given"  # no auto event
 
 
 def test_renew_uses_the_renewal_level(client: TestClient, mechanism: dict) -> None:
@@ -202,6 +211,7 @@ def test_get_list_filters_and_delete(client: TestClient, mechanism: dict) -> Non
     calibrating = create_monitor(client, mechanism["id"], horizon=37)
     elsewhere = create_monitor(client, other_mechanism["id"])
 
+    assert active.pop("validation") is None  # only the creation answers with ?validate=true's probes
     assert client.get(f"/v1/monitors/{active['id']}").json() == active
     every = client.get("/v1/monitors").json()
     assert [m["id"] for m in every["items"]] == [elsewhere["id"], calibrating["id"], active["id"]]
@@ -333,3 +343,22 @@ def test_periods_newest_first_with_check_numbers(client: TestClient, mechanism: 
     assert status["t"] == 2 and status["periods_remaining"] == 98 and status["consecutive_failures"] == 1
     assert status["last_period_at"] is not None
     assert status["checks"][0]["last_statistic"] == 1.5 and status["checks"][0]["last_z"] == 0.75
+
+
+def test_discovery_event_kinds_paste_into_checks(client: TestClient) -> None:
+    """Discovery's candidates (lattice points, rows, projections) are events a check can hold."""
+    vector = create_mechanism(client, name="svt", output_kind="vector", dim=3)
+    rows = {"kind": "rows", "values": [[0, 0, 1], [0, None, 1]]}
+    projection = {"kind": "projection", "projection": {"kind": "max"},
+                  "event": {"kind": "interval", "low": 0.5}}
+    checks = [{"x": [0, 0, 2], "x_prime": [1, 1, 1], "event": rows},
+              {"x": [0, 0, 2], "x_prime": [1, 1, 1], "event": projection}]
+    created = create_monitor(client, vector["id"], checks=checks, name="vector events")
+    assert [c["event"]["kind"] for c in created["checks"]] == ["rows", "projection"]
+    scalar = create_mechanism(client, name="rounded", output_kind="real")
+    lattice = {"kind": "lattice", "step": 0.5, "points": [0, 1, 2]}
+    assert create_monitor(client, scalar["id"], name="lattice",
+                          checks=[{"x": [0], "x_prime": [1], "event": lattice}])["checks"][0]["event"]["kind"] == "lattice"
+    refused = client.post("/v1/monitors", json={**MONITOR, "mechanism_id": scalar["id"], "name": "bad",
+                                                "checks": [{"x": [0], "x_prime": [1], "event": projection}]})
+    assert refused.status_code == 422 and "vector or list" in refused.text

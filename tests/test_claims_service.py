@@ -242,7 +242,8 @@ def test_auto_event_under_a_gdp_claim_is_discovered_and_alarms(client, db, gauss
     base, secret = gaussian_server
     mon = _gdp_monitor(client, base, secret, "/gdp-switch", event={"kind": "auto"})
     assert mon["state"] == "calibrating"
-    worker, clock = make_worker(discovery_samples=4_000, discovery_fresh_samples=4_000)
+    # discovery_samples is discovery's budget per database: half chooses the event, half scores it
+    worker, clock = make_worker(discovery_samples=8_000)
     assert arun(worker.tick_calibration()) == 1
     status = client.get(f"/v1/monitors/{mon['id']}/status").json()
     assert status["state"] == "active"

@@ -239,12 +239,24 @@ def test_a_smaller_noise_scale_raises_an_alarm_and_a_signed_webhook(client, db, 
     assert len(received) == 1 and received[0]["type"] == "alarm.firing"
     data = received[0]["data"]
     assert data["status"] == "firing" and data["labels"]["monitor_id"] == mon["id"]
-    # Scale 0.5 doubles the true epsilon: the snapshot's lower bound exceeds the claimed 1.
+    # Scale 0.5 doubles the true epsilon. What raised the alarm comes first: the detector's window,
+    # its pooled counts, and an exact bound on epsilon above the claimed 1.
     evidence = data["evidence"]
-    assert evidence["lower_bound"] > 1.0 and evidence["exceeds_claim"] is True, evidence
-    assert "at best" in evidence["statement"]
+    assert evidence["kind"] == "privacy" and data["labels"]["kind"] == "privacy"
+    check = evidence["check"]
+    assert check["exceeds_claim"] is True and check["epsilon_lower_bound"] > 1.0, check
+    assert check["window"]["to_t"] == m.t and check["window"]["from_t"] == m.t - check["window"]["lag"] + 1
+    assert check["counts"]["n"] == 1000 * check["window"]["lag"]
+    assert check["method"] == "score" and check["exact"]["epsilon_lower_bound"] <= check["epsilon_lower_bound"]
+    assert check["exact"]["p_lower"] <= check["p_hat"] and check["exact"]["q_upper"] >= check["q_hat"]
+    # Then the snapshot, a separate estimator: here its bound exceeds the claim too.
+    snapshot = evidence["snapshot"]
+    assert snapshot["role"] == "separate_estimator" and snapshot["lower_bound"] > 1.0, snapshot
+    assert snapshot["verdict"] == "exceeds_claim" and "at best" not in evidence["statement"]
+    assert evidence["statement"].startswith(check["statement"])
     alarms = client.get("/v1/alarms").json()["items"]
-    assert len(alarms) == 1 and alarms[0]["t"] == m.t
+    assert len(alarms) == 1 and alarms[0]["t"] == m.t and alarms[0]["kind"] == "privacy"
+    assert alarms[0]["evidence"]["check"]["epsilon_lower_bound"] == check["epsilon_lower_bound"]
     with db() as session:
         assert session.scalar(select(func.count()).select_from(WebhookMessage)
                               .where(WebhookMessage.status == "delivered")) == 1
@@ -458,31 +470,3 @@ def test_a_snapshot_without_data_fails_clearly(client, mechanism_server, make_wo
     arun(worker.tick_snapshots())
     snap = client.get(f"/v1/snapshots/{job['id']}").json()
     assert snap["status"] == "failed" and "no outputs are kept" in snap["error"]
-
-
-def test_discover_ranks_candidate_checks(client, mechanism_server):
-    base, secret = mechanism_server
-    mech = client.post("/v1/mechanisms", json={"name": "rnm-value", "sampling_url": f"{base}/rnm-value",
-                                               "output_kind": "real", "secret": secret}).json()
-    answer = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={
-        "pattern": "table1", "queries": 5, "samples": 5000, "fresh_samples": 20000, "epsilon": 1.0, "top": 3})
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
-    cands = body["candidates"]
-    assert [c["rank"] for c in cands] == [1, 2, 3] and body["kind"] == "continuous"
-    assert cands[0]["lower_bound"] >= cands[1]["lower_bound"] >= cands[2]["lower_bound"]
-    # Report Noisy Max reporting the value has true epsilon 2.5 (k=5): the best candidate shows it.
-    assert cands[0]["lower_bound"] > 1.0 and cands[0]["exceeds_claim"] is True
-    event = cands[0]["event"]
-    assert event["kind"] == "interval" and event["low"] < event["high"]
-    assert len(cands[0]["x"]) == 5
-    bad = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={"pattern": "table1", "pairs": [{"x": 1, "x_prime": 2}]})
-    assert bad.status_code == 422 and "either" in bad.text
-
-
-def test_discover_reports_a_failing_endpoint_as_502(client, bad_server):
-    mech = client.post("/v1/mechanisms", json={"name": "bad", "sampling_url": f"{bad_server}/garbage",
-                                               "output_kind": "real"}).json()
-    answer = client.post(f"/v1/mechanisms/{mech['id']}/discover", json={"pairs": [{"x": [0], "x_prime": [1]}],
-                                                                        "samples": 100, "fresh_samples": 100})
-    assert answer.status_code == 502 and "invalid_json" in answer.json()["detail"]

@@ -31,6 +31,7 @@ TABLES = {
     "webhooks",
     "webhook_messages",
     "webhook_attempts",
+    "jobs",
 }
 REPO = Path(__file__).resolve().parent.parent
 

@@ -35,3 +35,14 @@ def test_strings_round_trip():
 def test_unknown_encoding_is_refused():
     with pytest.raises(ValueError, match="unknown"):
         decode_outputs("zz", [1], b"")
+
+
+def test_variable_length_lists_round_trip():
+    from app.stats.shapes import ListSamples
+
+    values = np.array([[1.5, np.nan, np.nan], [2.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
+    lengths = np.array([1, 3, 0])
+    encoding, shape, data = encode_outputs(ListSamples(values, lengths))
+    back = decode_outputs(encoding, shape, data)
+    assert encoding == "list" and shape == [3, 3]
+    assert back.lengths.tolist() == [1, 3, 0] and back.tolist() == [[1.5], [2.0, None, 3.0], []]

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, JSONType, new_uuid, utcnow
 
+ALARM_KINDS = ("privacy", "contract")
 EVENT_TYPES = ("alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed")
 #: Sent only by ``POST /v1/webhooks/{id}/test``, to that one webhook; not subscribable.
 TEST_EVENT_TYPE = "webhook.test"
@@ -28,10 +29,13 @@ def new_message_id() -> str:
 
 
 class Alarm(Base):
-    """A check's statistic M_t crossed the threshold in period t of horizon j."""
+    """A check's statistic M_t crossed the threshold in period t of horizon j (``kind`` privacy), or
+    a period's outputs broke the mechanism's output contract (``kind`` contract, no check)."""
 
     __tablename__ = "alarms"
     __table_args__ = (
+        CheckConstraint("kind IN ('privacy', 'contract')", name="kind"),
+        CheckConstraint("(kind = 'contract') OR (check_id IS NOT NULL)", name="privacy_has_check"),
         Index("ix_alarms_tenant_id_created_at", "tenant_id", "created_at"),
         Index("ix_alarms_monitor_id_resolved_at", "monitor_id", "resolved_at"),
     )
@@ -39,23 +43,27 @@ class Alarm(Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     monitor_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("monitors.id", ondelete="CASCADE"))
-    check_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("checks.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16), default="privacy", server_default="privacy")
+    check_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("checks.id", ondelete="CASCADE"), index=True)
     period_run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("period_runs.id", ondelete="CASCADE"), index=True)
     horizon_index: Mapped[int]
     t: Mapped[int]
-    statistic: Mapped[float]
-    threshold: Mapped[float]
-    a: Mapped[int]
-    b: Mapped[int]
-    n: Mapped[int]
-    z: Mapped[float]
+    # The detector's numbers (null for a contract alarm).
+    statistic: Mapped[float | None]
+    threshold: Mapped[float | None]
+    a: Mapped[int | None]
+    b: Mapped[int | None]
+    n: Mapped[int | None]
+    z: Mapped[float | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     acknowledged_at: Mapped[datetime | None]
     acknowledged_note: Mapped[str | None] = mapped_column(Text)
     resolved_at: Mapped[datetime | None]
     # Alertmanager-style: the same (monitor, check, horizon) always has the same fingerprint.
     fingerprint: Mapped[str] = mapped_column(String(64))
-    # The alarm's MPL snapshot in short: LB, ε̂, t̂ and a sentence ("at best LB-DP at 95%").
+    # What raised the alarm (app.stats.evidence: the check's window, pooled counts and a
+    # Clopper–Pearson bound on ε; or the contract breach with an offending sample), then the
+    # MPL snapshot as a separate estimator.
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     # The claim the alarm refutes ({"epsilon": e}, {"gdp_mu": m}, …); None on older alarms.
     claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

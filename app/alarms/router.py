@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Query, Response, status
 from app.alarms import service
 from app.alarms.schemas import (
     AcknowledgeRequest,
+    AlarmKind,
     AlarmRead,
     AttemptRead,
     DeliveryRead,
@@ -41,6 +42,7 @@ def list_alarms(
         bool | None, Query(description="true: only acknowledged; false: only unacknowledged.")
     ] = None,
     resolved: Annotated[bool | None, Query(description="true: only resolved; false: only firing.")] = None,
+    kind: Annotated[AlarmKind | None, Query(description="Only `privacy` or only `contract` alarms.")] = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[AlarmRead]:
@@ -50,6 +52,7 @@ def list_alarms(
         monitor_id=monitor_id,
         acknowledged=acknowledged,
         resolved=resolved,
+        kind=kind,
         limit=limit,
         cursor=cursor,
     )

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.api.urls import check_http_url
 
@@ -18,8 +18,133 @@ WebhookUrl = Annotated[
 ]
 
 
+AlarmKind = Literal["privacy", "contract"]
+
+
+class EvidenceWindow(BaseModel):
+    lag: int = Field(description="k, the number of recent periods that attain M_t (eq. 13): the detector's window.")
+    from_t: int = Field(description="First period of the window (in the horizon).")
+    to_t: int = Field(description="The alarm's period.")
+
+
+class EvidenceCounts(BaseModel):
+    a: int = Field(description="Outputs on x in the event, pooled over the window.")
+    b: int = Field(description="Outputs on x' in the event, pooled over the window.")
+    n: int = Field(description="Outputs drawn per side over the window.")
+
+
+class ClaimRead(BaseModel):
+    """The claim in its API form: exactly one of `{epsilon}`, `{epsilon, delta}`, `{gdp_mu}`, `{zcdp_rho}`."""
+
+    epsilon: float | None = None
+    delta: float | None = None
+    gdp_mu: float | None = None
+    zcdp_rho: float | None = None
+
+
+class ExactBound(BaseModel):
+    method: Literal["clopper_pearson"] = "clopper_pearson"
+    p_lower: float = Field(description="Clopper–Pearson lower bound on p at α/2.")
+    q_upper: float = Field(description="Clopper–Pearson upper bound on q at α/2.")
+    lower_bound: float | None = Field(
+        None, description="The claim's parameter implied by (p_lower, q_upper): ε (ln(p_lower/q_upper), with δ for "
+        "(ε, δ) claims), μ for μ-GDP (Φ⁻¹(p_lower) − Φ⁻¹(q_upper)), ρ for ρ-zCDP; null when infinite.")
+    epsilon_lower_bound: float | None = Field(
+        None, description="`lower_bound` when the parameter is ε; null otherwise or when infinite.")
+    exceeds_claim: bool = Field(description="(p_lower, q_upper) lies outside the claim's region.")
+
+
+class CheckEvidence(BaseModel):
+    """What raised a privacy alarm: the check's window, its pooled counts and a lower bound on ε."""
+
+    model_config = ConfigDict(extra="allow")
+
+    method: Literal["score", "clopper_pearson"] = Field(
+        description="How `epsilon_lower_bound` is computed: `score` inverts the detector's own statistic (pure ε "
+        "claims), `clopper_pearson` is the exact bound (claims with δ).")
+    window: EvidenceWindow
+    counts: EvidenceCounts
+    p_hat: float = Field(description="A/N over the window.")
+    q_hat: float = Field(description="B/N over the window.")
+    parameter: Literal["ε", "μ", "ρ"] = Field(
+        "ε", description="The claim's parameter that `lower_bound` bounds: ε, μ (GDP) or ρ (zCDP).")
+    lower_bound: float | None = Field(
+        None, description="A lower confidence bound on the claim's parameter for this event over this window, at "
+        "`confidence` (null when no loss is shown).")
+    epsilon_lower_bound: float | None = Field(
+        None, description="`lower_bound` when the parameter is ε (null for GDP and zCDP claims).")
+    orientation: Literal["x", "x_prime"] = Field(
+        "x", description="Which side the event is likelier under, in the bound reported.")
+    exact: ExactBound = Field(description="The exact Clopper–Pearson bound, each side at α/2 (more conservative).")
+    confidence: float
+    claim: ClaimRead
+    claim_description: str | None = None
+    exceeds_claim: bool = Field(description="`lower_bound` contradicts the claim.")
+    statement: str
+
+
+class ContractEvidence(BaseModel):
+    """What broke the mechanism's output contract, with an offending output."""
+
+    model_config = ConfigDict(extra="allow")
+
+    breach: str = Field(description="What broke: `type`, `length`, `support`, … (the engine's breach kind).")
+    detail: str = Field(description="In words.")
+    sample: Any = Field(None, description="An offending output, as received.")
+    database: Any = Field(None, description="The input it was drawn on.")
+    expected_shape: dict[str, Any] | None = Field(None, description="The contract: the mechanism's output shape.")
+    observed_shape: dict[str, Any] | None = Field(None, description="The shape detected on this period's outputs.")
+    period: int | None = Field(None, description="The period (seq) whose outputs broke it.")
+
+
+class SnapshotEvidence(BaseModel):
+    """The alarm's MPL snapshot (seed 003): a separate estimator of where the loss is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    snapshot_id: uuid.UUID
+    role: Literal["separate_estimator"] = "separate_estimator"
+    lower_bound: float = Field(description="LB (seed 003 eq. 26) at the snapshot's t̂, on fresh draws.")
+    epsilon_hat: float
+    t_hat: Any = None
+    confidence: float
+    verdict: Literal["exceeds_claim", "weaker_estimator", "below_claim", "no_loss_established", "not_comparable"] = Field(
+        description="`exceeds_claim`: LB is above the claim too. `weaker_estimator`: LB does not reach the claim; the "
+        "snapshot is the weaker estimator there and does not clear the mechanism. `not_comparable`: the claim "
+        "((ε, δ), GDP, zCDP) bounds no pure ε, so MPL's pure-loss bound is not compared with it (see `claim_terms`).")
+    statement: str
+
+
+class AlarmEvidence(BaseModel):
+    """Why the alarm fired, in the order to read it: what raised it (`check` for a privacy alarm, `contract`
+    for a contract alarm), then the MPL snapshot, labelled as a separate estimator."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: AlarmKind
+    statement: str = Field(description="The evidence in one paragraph, the alarm's own evidence first.")
+    check: CheckEvidence | None = None
+    contract: ContractEvidence | None = None
+    snapshot: SnapshotEvidence | None = Field(
+        None, description="Null until the alarm's snapshot is done, or when the monitor keeps no outputs.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, value: Any) -> Any:
+        # Alarms stored before the evidence had a `check` part held the snapshot's summary only.
+        if isinstance(value, dict) and "kind" not in value and "snapshot_id" in value:
+            return {"kind": "privacy", "statement": value.get("statement", ""),
+                    "snapshot": {"snapshot_id": value["snapshot_id"], "lower_bound": value.get("lower_bound"),
+                                 "epsilon_hat": value.get("epsilon_hat"), "t_hat": value.get("t_hat"),
+                                 "confidence": value.get("confidence", 0.95),
+                                 "verdict": "exceeds_claim" if value.get("exceeds_claim") else "weaker_estimator",
+                                 "statement": value.get("statement", "")}}
+        return value
+
+
 class AlarmRead(BaseModel):
-    """A check's statistic M_t crossed its threshold."""
+    """A check's statistic M_t crossed its threshold (`privacy`), or the outputs broke their contract
+    (`contract`)."""
 
     model_config = ConfigDict(
         from_attributes=True,
@@ -27,6 +152,7 @@ class AlarmRead(BaseModel):
             "examples": [
                 {
                     "id": "5b0f5d5e-8c1e-4d4f-9a57-6a1f0b1f3a11",
+                    "kind": "privacy",
                     "monitor_id": "0b6c7f9e-3f0e-4a43-9a0f-7c0f63a2b7f1",
                     "check_id": "a3c1d9a4-7b55-4a1e-8f0e-52f1c5e6d7b8",
                     "period_run_id": "e1f3c0a2-4b6d-4e8f-9a0b-1c2d3e4f5a6b",
@@ -45,23 +171,43 @@ class AlarmRead(BaseModel):
                     "status": "firing",
                     "fingerprint": "9f3c2b1a0e4d5c6b",
                     "claim": {"epsilon": 1.0, "delta": 1e-05},
+                    "evidence": {
+                        "kind": "privacy",
+                        "statement": "Over the last 4 period(s) (1650 of 40000 outputs on x and 1190 of 40000 on x' "
+                        "in the event), ε is at least 0.26 at 95% confidence, above the claimed ε = 0.1.",
+                        "check": {
+                            "method": "score",
+                            "window": {"lag": 4, "from_t": 14, "to_t": 17},
+                            "counts": {"a": 1650, "b": 1190, "n": 40000},
+                            "p_hat": 0.04125, "q_hat": 0.02975, "epsilon_lower_bound": 0.26,
+                            "exact": {"method": "clopper_pearson", "p_lower": 0.0390, "q_upper": 0.0316,
+                                      "epsilon_lower_bound": 0.21, "exceeds_claim": True},
+                            "confidence": 0.95,
+                            "parameter": "ε", "lower_bound": 0.26, "claim": {"epsilon": 0.1}, "exceeds_claim": True,
+                            "statement": "…",
+                        },
+                        "contract": None,
+                        "snapshot": None,
+                    },
                 }
             ]
         },
     )
 
     id: uuid.UUID
+    kind: AlarmKind = Field(description="`privacy`: a check's detector crossed its threshold. `contract`: a period's "
+                            "outputs broke the mechanism's output contract (type, length or support).")
     monitor_id: uuid.UUID
-    check_id: uuid.UUID
+    check_id: uuid.UUID | None = Field(description="The check whose detector fired; null for a contract alarm.")
     period_run_id: uuid.UUID
     horizon_index: int = Field(description="The horizon j in which the alarm fired.")
     t: int = Field(description="The period (1..T) of the horizon in which M_t crossed the threshold.")
-    statistic: float = Field(description="M_t, the weighted aggregator's statistic.")
-    threshold: float = Field(description="q_{1−α_j/m}(T, γ).")
-    a: int = Field(description="Outputs on x that fell in the event E.")
-    b: int = Field(description="Outputs on x' that fell in the event E.")
-    n: int = Field(description="Outputs drawn on each of x and x'.")
-    z: float = Field(description="The period's z statistic.")
+    statistic: float | None = Field(description="M_t, the weighted aggregator's statistic (null for `contract`).")
+    threshold: float | None = Field(description="q_{1−α_j/m}(T, γ).")
+    a: int | None = Field(description="Outputs on x that fell in the event E (this period).")
+    b: int | None = Field(description="Outputs on x' that fell in the event E (this period).")
+    n: int | None = Field(description="Outputs drawn on each of x and x' (this period).")
+    z: float | None = Field(description="The period's z statistic.")
     created_at: datetime
     acknowledged_at: datetime | None
     acknowledged_note: str | None
@@ -70,13 +216,14 @@ class AlarmRead(BaseModel):
     fingerprint: str = Field(description="Stable for a (monitor, check, horizon): Alertmanager-style grouping key.")
     claim: dict[str, float] | None = Field(
         None, description="The claim the alarm contradicts: `{\"epsilon\": e}`, `{\"epsilon\": e, \"delta\": d}`, "
-        "`{\"gdp_mu\": m}` or `{\"zcdp_rho\": r}` (null on alarms recorded before claims).",
+        "`{\"gdp_mu\": m}` or `{\"zcdp_rho\": r}` (null on alarms recorded before claims, and on contract alarms).",
     )
-    evidence: dict[str, Any] | None = Field(
+    evidence: AlarmEvidence | None = Field(
         None,
-        description="The alarm's MPL snapshot in short (seed 003): `lower_bound` LB, `epsilon_hat`, `t_hat`, "
-        "`confidence`, `snapshot_id` and a `statement` such as \"the mechanism is at best 2.1-DP at 95% confidence\". "
-        "Null until the snapshot is done, or when the monitor keeps no outputs.",
+        description="What raised the alarm: for `privacy`, the check's window (the lag k that attains M_t), its "
+        "pooled counts, p̂, q̂ and an exact Clopper–Pearson lower bound on ε (`check`); for `contract`, the breach "
+        "with an offending output (`contract`). Then the MPL snapshot, a separate estimator of where the loss is "
+        "(`snapshot`, filled in when it is done).",
     )
 
 

@@ -91,6 +91,11 @@ def alarm_fingerprint(monitor_id: uuid.UUID, check_id: uuid.UUID, horizon_index:
     return hashlib.sha256(f"{monitor_id}:{check_id}:{horizon_index}".encode()).hexdigest()[:16]
 
 
+def contract_fingerprint(monitor_id: uuid.UUID, breach: str) -> str:
+    """One contract alarm per monitor and breach kind (type, length, support) until it is resolved."""
+    return hashlib.sha256(f"{monitor_id}:contract:{breach}".encode()).hexdigest()[:16]
+
+
 def alarm_status(alarm: Alarm) -> str:
     return "resolved" if alarm.resolved_at is not None else "firing"
 
@@ -117,40 +122,62 @@ def _describe(claim: dict[str, Any]) -> str:
     return parse_claim(claim).describe()
 
 
-def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check, settings: Settings) -> dict[str, Any]:
-    """The data of ``alarm.firing`` / ``alarm.resolved``, shaped like an Alertmanager alert."""
+CONTRACT_ALERT_NAME = "OutputContractBreach"
+
+
+def _evidence_statement(alarm: Alarm) -> str | None:
+    evidence = alarm.evidence or {}
+    return evidence.get("statement") if isinstance(evidence, dict) else None
+
+
+def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settings: Settings) -> dict[str, Any]:
+    """The data of ``alarm.firing`` / ``alarm.resolved``, shaped like an Alertmanager alert.
+
+    ``evidence`` carries what raised the alarm first (the check's window and its bound on the
+    claim's parameter, or the contract breach), then the MPL snapshot labelled as a separate
+    estimator."""
     status = alarm_status(alarm)
-    claim = alarm.claim or _claim_of(monitor, check)
-    claimed = _describe(claim)
-    what = (f"exceeds its claimed epsilon={claim['epsilon']:g}" if set(claim) == {"epsilon"}
-            else f"contradicts its claim {claimed}")
-    summary = (
-        f"Monitor {monitor.name!r}: check {check.position} {what} "
-        f"(M_t={alarm.statistic:.3f} > threshold {alarm.threshold:.3f} "
-        f"at period {alarm.t} of horizon {alarm.horizon_index})"
-    )
+    labels = {
+        "alertname": ALERT_NAME if alarm.kind == "privacy" else CONTRACT_ALERT_NAME,
+        "kind": alarm.kind,
+        "monitor_id": str(monitor.id),
+        "monitor": monitor.name,
+        "mechanism_id": str(monitor.mechanism_id),
+        "horizon_index": str(alarm.horizon_index),
+    }
+    statement = _evidence_statement(alarm)
+    claim: dict[str, Any] | None = None
+    if alarm.kind == "contract":
+        contract = (alarm.evidence or {}).get("contract") or {}
+        summary = (f"Monitor {monitor.name!r}: the mechanism's outputs broke their contract "
+                   f"({contract.get('breach', 'breach')}) in period {alarm.t} of horizon {alarm.horizon_index}")
+        description = statement or contract.get("detail") or summary
+    else:
+        assert check is not None
+        claim = alarm.claim or _claim_of(monitor, check)
+        claimed = _describe(claim)
+        pure = set(claim) == {"epsilon"}
+        what = f"exceeds its claimed epsilon={claim['epsilon']:g}" if pure else f"contradicts its claim {claimed}"
+        labels["check_id"] = str(check.id)
+        labels["check_position"] = str(check.position)
+        labels["claim"] = claimed
+        summary = (
+            f"Monitor {monitor.name!r}: check {check.position} {what} "
+            f"(M_t={alarm.statistic:.3f} > threshold {alarm.threshold:.3f} "
+            f"at period {alarm.t} of horizon {alarm.horizon_index})"
+        )
+        description = (
+            f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
+            f"the check's event (z={alarm.z:.3f}). The weighted statistic crossed the level-"
+            f"{monitor.horizon_alpha:g} threshold, so the mechanism is unlikely to satisfy "
+            f"{'epsilon=' + format(claim['epsilon'], 'g') + '-DP' if pure else claimed} on this pair."
+        )
+        if statement:
+            description += " " + statement
     return {
         "status": status,
-        "labels": {
-            "alertname": ALERT_NAME,
-            "monitor_id": str(monitor.id),
-            "monitor": monitor.name,
-            "mechanism_id": str(monitor.mechanism_id),
-            "check_id": str(check.id),
-            "check_position": str(check.position),
-            "horizon_index": str(alarm.horizon_index),
-            "claim": claimed,
-        },
-        "annotations": {
-            "summary": summary,
-            "description": (
-                f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
-                f"the check's event (z={alarm.z:.3f}). The weighted statistic crossed the level-"
-                f"{monitor.horizon_alpha:g} threshold, so the mechanism is unlikely to satisfy "
-                f"{'epsilon=' + format(claim['epsilon'], 'g') + '-DP' if set(claim) == {'epsilon'} else claimed} "
-                "on this pair."
-            ),
-        },
+        "labels": labels,
+        "annotations": {"summary": summary, "description": description},
         "startsAt": _iso(alarm.created_at),
         "endsAt": _iso(alarm.resolved_at),
         "fingerprint": alarm.fingerprint,
@@ -171,17 +198,20 @@ def fire_alarm(
     *,
     now: datetime | None = None,
     notify: bool = True,
+    evidence: dict[str, Any] | None = None,
 ) -> Alarm:
-    """Record the alarm of ``check`` in ``period_run`` and enqueue its ``alarm.firing`` messages.
+    """Record the privacy alarm of ``check`` in ``period_run`` (with the ``evidence`` that raised it,
+    app.stats.evidence) and enqueue its ``alarm.firing`` messages.
 
     With ``notify=False`` the messages are left to the caller: the engine sends them once the
-    alarm's MPL snapshot is done, so that they carry its evidence (:func:`notify_alarm`)."""
+    alarm's MPL snapshot is done, so that they carry its evidence too (:func:`notify_alarm`)."""
     now = now or utcnow()
     if period_run.t is None:
         raise ValueError("a failed period (t is None) cannot raise an alarm")
     alarm = Alarm(
         tenant_id=monitor.tenant_id,
         monitor_id=monitor.id,
+        kind="privacy",
         check_id=check.id,
         period_run_id=period_run.id,
         horizon_index=period_run.horizon_index,
@@ -195,6 +225,7 @@ def fire_alarm(
         created_at=now,
         fingerprint=alarm_fingerprint(monitor.id, check.id, period_run.horizon_index),
         claim=period_check.claim or _claim_of(monitor, check),
+        evidence=evidence,
     )
     session.add(alarm)
     session.flush()
@@ -203,7 +234,28 @@ def fire_alarm(
     return alarm
 
 
-def notify_alarm(session: Session, alarm: Alarm, monitor: Monitor, check: Check, settings: Settings, *,
+def fire_contract_alarm(session: Session, monitor: Monitor, period_run: PeriodRun, contract: dict[str, Any],
+                        settings: Settings, *, now: datetime | None = None) -> Alarm:
+    """Record a contract alarm (the outputs broke the mechanism's output contract) with the breach
+    and an offending output, and enqueue its ``alarm.firing`` messages at once."""
+    now = now or utcnow()
+    statement = (f"The mechanism's outputs broke their contract ({contract.get('breach')}): "
+                 f"{contract.get('detail')}")
+    alarm = Alarm(
+        tenant_id=monitor.tenant_id, monitor_id=monitor.id, kind="contract", check_id=None,
+        period_run_id=period_run.id, horizon_index=period_run.horizon_index, t=period_run.t or monitor.t,
+        created_at=now,
+        fingerprint=contract_fingerprint(monitor.id, str(contract.get("breach"))),
+        evidence={"kind": "contract", "statement": statement, "check": None, "contract": contract,
+                  "snapshot": None},
+    )
+    session.add(alarm)
+    session.flush()
+    notify_alarm(session, alarm, monitor, None, settings, now=now)
+    return alarm
+
+
+def notify_alarm(session: Session, alarm: Alarm, monitor: Monitor, check: Check | None, settings: Settings, *,
                  now: datetime | None = None) -> list[WebhookMessage]:
     """Enqueue the ``alarm.firing`` messages of ``alarm`` (with its evidence, when it has some)."""
     return enqueue_event(session, monitor.tenant_id, "alarm.firing", alarm_event_data(alarm, monitor, check, settings),
@@ -229,7 +281,7 @@ def resolve_open_alarms(
             session,
             monitor.tenant_id,
             "alarm.resolved",
-            alarm_event_data(alarm, monitor, checks[alarm.check_id], settings),
+            alarm_event_data(alarm, monitor, checks.get(alarm.check_id) if alarm.check_id else None, settings),
             now=now,
         )
     return list(alarms)
@@ -266,10 +318,13 @@ def list_alarms(
     monitor_id: uuid.UUID | None = None,
     acknowledged: bool | None = None,
     resolved: bool | None = None,
+    kind: str | None = None,
     limit: int,
     cursor: str | None,
 ) -> tuple[list[Alarm], str | None]:
     stmt = select(Alarm).where(Alarm.tenant_id == tenant_id)
+    if kind is not None:
+        stmt = stmt.where(Alarm.kind == kind)
     if monitor_id is not None:
         stmt = stmt.where(Alarm.monitor_id == monitor_id)
     if acknowledged is not None:

@@ -109,17 +109,32 @@ def rank_claim_candidates(pairs: list[PairSamples], output_kind: str, claim: Any
     return out
 
 
-async def discover_for_claim(client: Any, endpoint: Any, output_kind: str, pairs: list[tuple[Any, Any]],
-                             options: Any, claim: Any, *, label: str = "discovery",
+async def discover_for_claim(client: Any, endpoint: Any, shape: Any, pairs: list[tuple[Any, Any]], claim: Any, *,
+                             budget: int, alpha: float = 0.05, label: str = "discovery", period: int = 0,
                              progress: Any = None) -> dict[str, Any]:
-    """Discovery for a monitor's ``auto`` event under a claim other than pure ε: draw the
-    choosing and bounding samples as :func:`app.snapshots.discovery.discover` does, then rank the
-    pairs' claim-aware events (:func:`rank_claim_candidates`). Same result shape."""
+    """Discovery for a monitor's ``auto`` event under a claim other than pure ε: ``budget`` fresh
+    outputs per database, half to choose each pair's claim-aware event and half to score it
+    (:func:`rank_claim_candidates`). These draws are never reused by the monitor's detector."""
     import asyncio
+    import json
 
-    from app.snapshots.discovery import draw_pairs
-
-    samples = await draw_pairs(client, endpoint, pairs, options, label=label, progress=progress)
-    candidates = await asyncio.to_thread(rank_claim_candidates, samples, output_kind, claim, options.alpha)
-    return {"candidates": candidates, "alpha": options.alpha, "samples": options.samples,
-            "fresh_samples": options.fresh_samples, "kind": kind_for_output(output_kind)}
+    keys: dict[str, Any] = {}
+    for x, xp in pairs:
+        for db in (x, xp):
+            keys.setdefault(json.dumps(db, sort_keys=True), db)
+    total = max(4, int(budget))
+    half = total // 2
+    drawn: dict[str, np.ndarray] = {}
+    for i, (key, db) in enumerate(keys.items()):
+        drawn[key] = np.asarray(await client.sample(endpoint, db, total, monitor_id=label, period=period,
+                                                    request_id_prefix=f"{label}-{i}"))
+        if progress:
+            progress(f"drew {total} outputs on database {i + 1}/{len(keys)}")
+    samples = []
+    for x, xp in pairs:
+        ax, axp = drawn[json.dumps(x, sort_keys=True)], drawn[json.dumps(xp, sort_keys=True)]
+        samples.append(PairSamples({"x": x, "x_prime": xp}, ax[:half], axp[:half], ax[half:], axp[half:]))
+    output_kind = shape.output_kind if hasattr(shape, "output_kind") else str(shape)
+    candidates = await asyncio.to_thread(rank_claim_candidates, samples, output_kind, claim, alpha)
+    return {"candidates": candidates, "alpha": alpha, "samples": half, "fresh_samples": total - half,
+            "kind": kind_for_output(output_kind)}

@@ -103,3 +103,7 @@ class HeldOutClaim:
 
     def describe(self) -> str:
         return self.claim.describe()
+
+    def to_dict(self) -> dict[str, float]:
+        """The claim's API form (``{"gdp_mu": m}``, …)."""
+        return self.claim.to_dict()

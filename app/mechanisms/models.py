@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import CheckConstraint, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, new_uuid, utcnow
+from app.db import Base, JSONType, new_uuid, utcnow
 
 OUTPUT_KINDS = ("real", "discrete", "vector")
 
@@ -35,5 +36,11 @@ class Mechanism(Base):
     # Stored in clear: the service signs every sampling request with it (Standard Webhooks
     # scheme), so it must be able to read it. It is shown to the client once, at creation.
     secret: Mapped[str] = mapped_column(String(100))
+    # The output contract: an ``app.stats.shapes.OutputShape`` as JSON, declared at registration
+    # or detected from the first outputs; a period whose outputs break it raises a contract alarm.
+    output_shape: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    output_shape_source: Mapped[str | None] = mapped_column(String(16))  # declared | detected
+    # The input that validation probes use when no monitor gives one (never an empty guess).
+    probe_database: Mapped[Any | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

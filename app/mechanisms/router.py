@@ -7,9 +7,10 @@ from typing import Annotated
 
 import anyio.from_thread
 from fastapi import APIRouter, Body, Depends, Query, Response, status
+from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
-from app.api.errors import ProblemError, field_problem, problem_responses
+from app.api.errors import InvalidInputError, ProblemError, field_problem, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
 from app.mechanisms import service
 from app.mechanisms.models import Mechanism
@@ -29,8 +30,9 @@ router = APIRouter(prefix="/mechanisms", tags=["mechanisms"])
 ValidateQuery = Annotated[
     bool,
     Query(
-        description="Call the endpoint once before saving. If its answer is wrong, nothing is saved "
-        "and the response is a 422 whose `errors` say what is wrong."
+        description="Call the endpoint once before saving, on the `probe_database` (or, for an update, the "
+        "databases of the mechanism's monitors). If its answer is wrong, nothing is saved and the response is a "
+        "422 whose `errors` say what is wrong; with no input to probe with, 422 too."
     ),
 ]
 
@@ -44,12 +46,23 @@ ProberDep = Annotated[service.Prober, Depends(get_prober)]
 
 
 def _probe(
-    prober: service.Prober, mechanism: Mechanism, settings: Settings, request: ProbeRequest | None = None
+    prober: service.Prober, mechanism: Mechanism, settings: Settings, session: Session,
+    request: ProbeRequest | None = None,
 ) -> ProbeReport:
+    """Probe with the request's database, else the mechanism's ``probe_database``, else one of its
+    monitors' databases; 422 when there is none (no input is guessed)."""
     request = request or ProbeRequest()
+    database = request.database
+    if database is None:
+        known = service.probe_databases(session, mechanism, limit=1)
+        if not known:
+            raise InvalidInputError(service.NO_PROBE_DATABASE, field=["body", "probe_database"],
+                                    error_type="no_probe_database")
+        database = known[0]
     # Handlers run in a worker thread; the probe is async (httpx), so hop back onto the loop.
-    result = anyio.from_thread.run(lambda: prober(mechanism, settings, database=request.database, n=request.n))
-    return ProbeReport.model_validate(result)
+    result = anyio.from_thread.run(lambda: prober(mechanism, settings, database=database, n=request.n))
+    report = ProbeReport.model_validate(result)
+    return report.model_copy(update={"database": database})
 
 
 def _refuse_if_failed(report: ProbeReport) -> None:
@@ -88,7 +101,7 @@ def create_mechanism(
     mechanism = service.build_mechanism(principal.tenant_id, body)
     report = None
     if validate:
-        report = _probe(prober, mechanism, settings)
+        report = _probe(prober, mechanism, settings, session)
         _refuse_if_failed(report)
     service.add_mechanism(session, mechanism)
     return MechanismCreated.model_validate(
@@ -141,7 +154,7 @@ def update_mechanism(
     draft = service.check_update(session, mechanism, body, settings)
     report = None
     if validate:
-        report = _probe(prober, draft, settings)
+        report = _probe(prober, draft, settings, session)
         _refuse_if_failed(report)
     service.apply_update(session, mechanism, draft)
     return MechanismUpdated.model_validate(
@@ -166,8 +179,10 @@ def delete_mechanism(mechanism_id: uuid.UUID, principal: CurrentPrincipal, sessi
     "/{mechanism_id}/validate",
     response_model=ProbeReport,
     summary="Validate a mechanism's endpoint",
-    description="Call the endpoint once (for `n` outputs on `database`) and report what, if "
-    "anything, is wrong with its answer. Always 200: `ok` tells whether it passed.",
+    description="Call the endpoint once (for `n` outputs on `database`; default: the mechanism's `probe_database`, "
+    "else a database of its monitors' checks) and report what, if anything, is wrong with its answer, including "
+    "a breach of its output contract. 200 with `ok` telling whether it passed; 422 when there is no input to "
+    "probe with.",
     responses=problem_responses(401, 404, 422),
 )
 def validate_mechanism(
@@ -179,4 +194,4 @@ def validate_mechanism(
     body: Annotated[ProbeRequest | None, Body()] = None,
 ) -> ProbeReport:
     mechanism = service.get_mechanism(session, principal.tenant_id, mechanism_id)
-    return _probe(prober, mechanism, settings, body)
+    return _probe(prober, mechanism, settings, session, body)

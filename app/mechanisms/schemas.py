@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.api.urls import check_http_url
+from app.stats.shapes import OutputShape
 
 OutputKind = Literal["real", "discrete", "vector"]
 HttpUrl = Annotated[
@@ -26,6 +27,19 @@ _EXAMPLE = {
     "timeout_seconds": 10,
     "prefer_binary": False,
 }
+
+
+def _check_shape(shape: OutputShape, output_kind: str, dim: int | None) -> None:
+    numeric_scalar = shape.container == "scalar" and shape.values in ("real", "integer")
+    if shape.output_kind != output_kind and not (output_kind == "real" and numeric_scalar):
+        raise ValueError(f"output_shape ({shape.describe()}) is read as output_kind '{shape.output_kind}', "
+                         f"not '{output_kind}'")
+    expected = shape.length if shape.container == "vector" else shape.max_length
+    if shape.container == "list" and shape.max_length is None:
+        raise ValueError("a list output_shape needs max_length (the longest answer), given as dim too")
+    if shape.container != "scalar" and dim != expected:
+        what = "length" if shape.container == "vector" else "max_length"
+        raise ValueError(f"dim ({dim}) must equal the output_shape's {what} ({expected})")
 
 
 def _check_dim(output_kind: str | None, dim: int | None) -> None:
@@ -54,6 +68,19 @@ class MechanismCreate(BaseModel):
         "generated one, e.g. when the endpoint was started with its secret already configured. Never shown again.",
         json_schema_extra={"writeOnly": True},
     )
+    output_shape: OutputShape | None = Field(
+        None,
+        description="The output contract (a real/integer/label scalar, a real on a lattice, a vector of `length`, a "
+        "list, with or without `null`s). Optional: without it, the shape is detected from the first period's "
+        "outputs. Periods whose outputs break it raise a `contract` alarm. It must agree with `output_kind`/`dim` "
+        "(a list gives its `max_length` as `dim`).",
+    )
+    probe_database: Any = Field(
+        None,
+        description="An input (any JSON the mechanism accepts) for validation probes: `?validate=true` samples the "
+        "mechanism on it. Without it, probes use the databases of the mechanism's monitors; dpwatch never guesses "
+        "an input.",
+    )
 
     @field_validator("secret")
     @classmethod
@@ -67,6 +94,8 @@ class MechanismCreate(BaseModel):
     @model_validator(mode="after")
     def _dim_matches_kind(self) -> MechanismCreate:
         _check_dim(self.output_kind, self.dim)
+        if self.output_shape is not None:
+            _check_shape(self.output_shape, self.output_kind, self.dim)
         return self
 
 
@@ -84,6 +113,9 @@ class MechanismUpdate(BaseModel):
     max_batch: int | None = Field(None, ge=1, le=10_000_000)
     timeout_seconds: float | None = Field(None, gt=0, le=600)
     prefer_binary: bool | None = None
+    output_shape: OutputShape | None = Field(
+        None, description="A new output contract; `null` forgets it, and the next period detects it again.")
+    probe_database: Any = Field(None, description="A new input for validation probes (`null` forgets it).")
 
     @model_validator(mode="after")
     def _no_nulls(self) -> MechanismUpdate:
@@ -118,14 +150,16 @@ class ProbeReport(BaseModel):
     outputs_received: int = Field(description="Number of outputs in the answer.")
     elapsed_seconds: float
     preview: list[Any] = Field(description="The first few outputs, to eyeball.")
+    database: Any = Field(None, description="The input the probe sampled the mechanism on.")
 
 
 class ProbeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"database": [1, 0, 1], "n": 10}]})
 
     database: Any = Field(
-        default_factory=list,
-        description="The input x to sample the mechanism on (any JSON). Defaults to an empty list.",
+        None,
+        description="The input x to sample the mechanism on (any JSON). Default: the mechanism's `probe_database`, "
+        "else the databases of its monitors' checks; with none of these, 422 (no input is guessed).",
     )
     n: int = Field(10, ge=1, le=1000, description="How many outputs to ask for (capped at max_batch).")
 
@@ -141,6 +175,10 @@ class MechanismRead(BaseModel):
     max_batch: int
     timeout_seconds: float
     prefer_binary: bool
+    output_shape: dict[str, Any] | None = Field(
+        None, description="The output contract (an `OutputShape`), or null until the first period detects it.")
+    output_shape_source: Literal["declared", "detected"] | None = None
+    probe_database: Any = Field(None, description="The input validation probes use.")
     created_at: datetime
     updated_at: datetime
 

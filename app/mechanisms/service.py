@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -78,7 +79,19 @@ def build_mechanism(tenant_id: uuid.UUID, data: MechanismCreate) -> Mechanism:
         timeout_seconds=data.timeout_seconds,
         prefer_binary=data.prefer_binary,
         secret=data.secret or generate_signing_secret(),
+        output_shape=_shape_json(data.output_shape),
+        output_shape_source="declared" if data.output_shape is not None else None,
+        probe_database=data.probe_database,
     )
+
+
+def _shape_json(shape: Any) -> dict[str, Any] | None:
+    """A contract as stored: compact JSON of the ``OutputShape``."""
+    if shape is None:
+        return None
+    from app.stats.shapes import OutputShape
+
+    return OutputShape.model_validate(shape).model_dump(mode="json", exclude_defaults=True)
 
 
 def check_create(session: Session, tenant_id: uuid.UUID, data: MechanismCreate, settings: Settings) -> None:
@@ -113,9 +126,15 @@ def draft_update(mechanism: Mechanism, data: MechanismUpdate) -> Mechanism:
             "timeout_seconds",
             "prefer_binary",
             "secret",
+            "output_shape",
+            "output_shape_source",
+            "probe_database",
         )
     }
     changes = data.model_dump(exclude_unset=True)
+    if "output_shape" in changes:
+        changes["output_shape"] = _shape_json(changes["output_shape"])
+        changes["output_shape_source"] = "declared" if changes["output_shape"] is not None else None
     values.update(changes)
     if changes.get("output_kind") in ("real", "discrete") and "dim" not in changes:
         values["dim"] = None
@@ -146,6 +165,16 @@ def check_update(session: Session, mechanism: Mechanism, data: MechanismUpdate, 
                 f"output_kind and dim cannot change while {count} monitor(s) use this mechanism: their "
                 "events are defined on the current outputs. Delete or recreate those monitors first."
             )
+    if draft.output_shape is not None and (
+        "output_shape" in data.model_fields_set or {"output_kind", "dim"} & data.model_fields_set
+    ):
+        from app.mechanisms.schemas import _check_shape
+        from app.stats.shapes import OutputShape
+
+        try:
+            _check_shape(OutputShape.model_validate(draft.output_shape), draft.output_kind, draft.dim)
+        except ValueError as exc:
+            raise InvalidInputError(f"output_shape: {exc}.", field=["body", "output_shape"]) from exc
     if "sampling_url" in data.model_fields_set:
         _check_destination(draft.sampling_url, settings)
     if draft.name != mechanism.name and _name_taken(session, mechanism.tenant_id, draft.name, exclude=mechanism.id):
@@ -154,7 +183,8 @@ def check_update(session: Session, mechanism: Mechanism, data: MechanismUpdate, 
 
 
 def apply_update(session: Session, mechanism: Mechanism, draft: Mechanism) -> Mechanism:
-    for name in ("name", "sampling_url", "output_kind", "dim", "max_batch", "timeout_seconds", "prefer_binary"):
+    for name in ("name", "sampling_url", "output_kind", "dim", "max_batch", "timeout_seconds", "prefer_binary",
+                 "output_shape", "output_shape_source", "probe_database"):
         value = getattr(draft, name)
         if getattr(mechanism, name) != value:
             setattr(mechanism, name, value)
@@ -187,17 +217,56 @@ class ProbeResult:
 Prober = Callable[..., Awaitable[ProbeResult]]
 
 
+def _strict_shape(mechanism: Mechanism) -> Any:
+    from app.monitors.contract import contract_of
+
+    return contract_of(mechanism)
+
+
+def _finite_json(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_finite_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    return value
+
+
 def _preview(outputs: Any) -> list[Any]:
-    values = outputs[:PROBE_PREVIEW].tolist()
-    return [v if not isinstance(v, float) or math.isfinite(v) else str(v) for v in values]
+    return _finite_json(outputs[:PROBE_PREVIEW].tolist())
+
+
+def probe_databases(session: Session, mechanism: Mechanism, limit: int = 4) -> list[Any]:
+    """The inputs a validation probe uses when none is given: the mechanism's ``probe_database``,
+    else the distinct databases of its monitors' checks (never a guessed, empty input)."""
+    if mechanism.probe_database is not None:
+        return [mechanism.probe_database]
+    from app.monitors.models import Check
+
+    rows = session.execute(
+        select(Check.x, Check.x_prime).join(Monitor, Monitor.id == Check.monitor_id)
+        .where(Monitor.mechanism_id == mechanism.id).order_by(Monitor.created_at, Check.position).limit(4 * limit)
+    ).all()
+    seen: dict[str, Any] = {}
+    for x, x_prime in rows:
+        for db in (x, x_prime):
+            seen.setdefault(json.dumps(db, sort_keys=True), db)
+    return list(seen.values())[:limit]
+
+
+NO_PROBE_DATABASE = (
+    "No input to probe the mechanism with: give `probe_database` (on the mechanism, or `database` in the "
+    "validation request), or validate a monitor of it, which probes with its checks' databases. dpwatch does "
+    "not guess an input (many mechanisms refuse an empty one)."
+)
 
 
 async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: Any = None, n: int = 10) -> ProbeResult:
     """Ask the endpoint once for ``n`` outputs on ``database`` and report what is wrong.
 
     Goes through the same safe sampling client as the monitors (address checks, signing, byte
-    and time caps, strict validation of the answer), so a mechanism that validates here is one
-    the scheduler can sample. One attempt only: a probe reports, it does not retry.
+    and time caps, strict validation of the answer, against the declared output contract when
+    there is one), so a mechanism that validates here is one the scheduler can sample. One
+    attempt only: a probe reports, it does not retry.
     """
     from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
     from app.sampling.protocol import SamplingError
@@ -213,6 +282,7 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
             timeout_seconds=mechanism.timeout_seconds,
             prefer_binary=mechanism.prefer_binary,
             vector_dim=mechanism.dim,
+            shape=_strict_shape(mechanism),
         )
         config = SamplingClientConfig(
             max_attempts=1,
@@ -220,9 +290,11 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
             max_response_bytes=settings.sampling_max_bytes,
         )
         async with SamplingClient(config=config, http_config=settings.safe_http_config()) as client:
+            if database is None:
+                raise ValueError(NO_PROBE_DATABASE)
             outputs = await client.sample(
                 endpoint,
-                [] if database is None else database,
+                database,
                 n,
                 monitor_id=f"validate:{mechanism.id}",
                 period=0,

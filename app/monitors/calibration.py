@@ -3,10 +3,12 @@
 Both take seconds to minutes, so they run outside any transaction, on a monitor this worker has
 leased; the result is written under the lease like a period.
 
-- A check with ``{"kind": "auto"}`` runs discovery (app.snapshots.discovery) on its pair: fresh
-  draws, DPL picks t̂, LB bounds the loss there, and the check then watches a small event around
-  t̂, with x and x' swapped if needed so that the event is likelier under x. What was found is
-  recorded in ``checks.discovery``. The draws are separate from the detector's periods.
+- A check with ``{"kind": "auto"}`` runs the engine's discovery (app.audit.discovery) on its
+  pair: fresh draws in rounds, candidate events chosen on some and tested on others. The best
+  candidate the engine found informative (held-out lower bound above 0, an event that holds some
+  outputs) becomes the check's event, oriented so that it is likelier under x. Otherwise the
+  check stays ``auto``, dormant, and re-discovery keeps looking (app.monitors.rediscovery). What was found is recorded in ``checks.discovery``. The draws are
+  separate from the detector's periods.
 - The threshold q(T, γ, α_j/m) by Monte Carlo when the table does not have it (method.md §3).
 """
 
@@ -24,11 +26,11 @@ from app.claims.events import discover_for_claim
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Monitor
-from app.monitors.service import activate, check_alpha, check_claim, get_checks, is_auto
+from app.monitors.rediscovery import claim_choice, discover_and_assess, initial_choice
+from app.monitors.service import activate, awaits_discovery, check_alpha, check_claim, get_checks
 from app.sampling.client import SamplingClient
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
-from app.snapshots.discovery import DiscoveryOptions, discover
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 
 log = structlog.get_logger("dpwatch.calibration")
@@ -52,41 +54,42 @@ class Calibrator:
             known = (ThresholdEstimate(monitor.horizon, monitor.gamma, design[2], monitor.threshold,
                                        monitor.threshold_std_error or 0.0, 0, 0, monitor.threshold_source or "table")
                      if monitor.threshold is not None else None)
-            auto = [(c.id, c.x, c.x_prime, check_claim(monitor, c)) for c in checks if is_auto(c)]
-            from app.monitors.runner import endpoint_of
+            auto = [(c.id, c.x, c.x_prime, check_claim(monitor, c)) for c in checks if awaits_discovery(c)]
+            from app.jobs.handlers import mechanism_shape, shaped_endpoint
 
             mechanism = session.get(Mechanism, monitor.mechanism_id)
-            return (monitor.horizon_index, design, known, auto, endpoint_of(mechanism), mechanism.output_kind,
-                    monitor.epsilon)
+            shape = mechanism_shape(mechanism)
+            budget = monitor.discovery_samples or self.settings.discovery_samples
+            return (monitor.horizon_index, design, known, auto, shaped_endpoint(mechanism, shape), shape,
+                    monitor.epsilon, monitor.alpha, budget, monitor.t)
 
     async def calibrate(self, monitor_id: uuid.UUID) -> bool:
         """Discover events and compute the threshold of a leased ``calibrating`` monitor; activate it."""
         plan = await asyncio.to_thread(self._plan, monitor_id)
         if plan is None:
             return False
-        horizon_index, design, known, auto, endpoint, output_kind, epsilon = plan
+        horizon_index, design, known, auto, endpoint, shape, epsilon, alpha, budget, t = plan
         found: dict[uuid.UUID, dict] = {}
         if auto:
             if self.client is None:
                 raise RuntimeError("event discovery needs a sampling client")
-            options = DiscoveryOptions(samples=self.settings.discovery_samples,
-                                       fresh_samples=self.settings.discovery_fresh_samples, epsilon=epsilon)
             for check_id, x, xp, claim in auto:
                 log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
                 try:
                     if set(claim) != {"epsilon"}:  # (ε, δ), GDP, zCDP: claim-aware tail events (app/claims/events.py)
-                        result = await discover_for_claim(self.client, endpoint, output_kind, [(x, xp)], options, claim,
-                                                          label=f"discover-{check_id.hex[:12]}")
-                    else:
-                        result = await discover(self.client, endpoint, output_kind, [(x, xp)], options,
-                                                label=f"discover-{check_id.hex[:12]}")
+                        result = await discover_for_claim(self.client, endpoint, shape, [(x, xp)], claim,
+                                                          budget=budget, alpha=alpha,
+                                                          label=f"discover-{check_id.hex[:12]}", period=t + 1)
+                        found[check_id] = claim_choice(result, x, self.clock().isoformat())
+                        continue
+                    candidates, _, summary = await discover_and_assess(
+                        self.client, endpoint, shape, [(x, xp)], [], epsilon=epsilon, alpha=alpha, budget=budget,
+                        fresh=0, label=f"discover-{check_id.hex[:12]}", period=t + 1, compare=False)
                 except Exception as exc:  # sampling failures, degenerate samples
                     log.warning("discovery_failed", monitor_id=str(monitor_id), error=str(exc)[:300])
                     await asyncio.to_thread(self._release, monitor_id)
                     return False
-                best = result["candidates"][0]
-                found[check_id] = {**best, "swapped": best["x"] != x, "discovered_at": self.clock().isoformat(),
-                                   "fresh_samples": result["fresh_samples"], "alpha": result["alpha"]}
+                found[check_id] = initial_choice(candidates, x, summary, self.clock().isoformat())
         log.info("calibration_started", monitor_id=str(monitor_id), horizon=design[0], gamma=design[1], alpha=design[2])
         estimate = known or await asyncio.to_thread(threshold_for, *design)
         return await asyncio.to_thread(self._write, monitor_id, horizon_index, estimate, found)
@@ -102,9 +105,10 @@ class Calibrator:
             for check in checks:
                 if check.id in found:
                     info = found[check.id]
-                    check.x, check.x_prime = info["x"], info["x_prime"]
-                    check.event = info["event"]
-                    check.discovery = info
+                    if info["adopted"]:
+                        check.x, check.x_prime = info["x"], info["x_prime"]
+                        check.event = info["event"]
+                    check.discovery = info  # not adopted: the check stays `auto`, dormant
             activate(monitor, checks, estimate)
             release_lease(monitor)
             session.commit()

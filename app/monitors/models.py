@@ -65,6 +65,15 @@ class Monitor(Base):
     snapshot_every: Mapped[int | None]
     alarm_snapshot_samples: Mapped[int] = mapped_column(default=50000, server_default="50000")
 
+    # Events that follow the deployment (app.monitors.rediscovery): with ``auto`` checks,
+    # discovery runs again every ``rediscover_every`` periods (0: never) and when the outputs
+    # break their contract; ``rediscoveries`` counts the checks it added in this horizon, and
+    # sets the level of the next one (α_j·2^−(r+1)). Discovery sizes default to the settings.
+    rediscover_every: Mapped[int] = mapped_column(default=0, server_default="0")
+    rediscoveries: Mapped[int] = mapped_column(default=0, server_default="0")
+    discovery_samples: Mapped[int | None]
+    discovery_fresh_samples: Mapped[int | None]
+
     state: Mapped[str] = mapped_column(String(16))
     paused_from_state: Mapped[str | None] = mapped_column(String(16))
     horizon_index: Mapped[int] = mapped_column(default=1)
@@ -111,6 +120,12 @@ class Check(Base):
     # last periods that choose the next period's line, with that line (app/claims/service.py).
     claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     claim_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # ``given`` (the user's event), ``auto`` (discovered while calibrating) or ``rediscovery``
+    # (added during a horizon at period ``joined_t``, with its own level and threshold).
+    origin: Mapped[str] = mapped_column(String(16), default="given", server_default="given")
+    joined_t: Mapped[int] = mapped_column(default=0, server_default="0")
+    # The check's false-alarm level in this horizon (α_j/m, α_j/(2m) or α_j·2^−(r+1)).
+    level: Mapped[float | None]
     last_z: Mapped[float | None]
     last_statistic: Mapped[float | None]
     max_statistic: Mapped[float | None]

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated
 
+import anyio.from_thread
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
-from app.api.errors import problem_responses
+from app.api.errors import ProblemError, field_problem, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.mechanisms.models import Mechanism
+from app.mechanisms.router import ProberDep
+from app.mechanisms.schemas import ProbeReport
+from app.mechanisms.service import Prober, get_mechanism
 from app.monitors import service
 from app.monitors.models import Check, Monitor
+from app.settings import Settings
 from app.monitors.schemas import (
     CheckRead,
+    DatabaseProbe,
+    MonitorCreated,
+    MonitorValidation,
     MonitorCreate,
     MonitorRead,
     MonitorState,
@@ -36,10 +46,18 @@ def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
     return MonitorRead.model_validate({**data, "checks": check_reads})
 
 
+ValidateMonitorQuery = Annotated[
+    bool,
+    Query(description="Call the mechanism once on each distinct database of the checks (x and x') before saving. "
+          "If an answer is wrong (or breaks the mechanism's output contract), nothing is saved and the response is "
+          "a 422 whose `errors` point at the check."),
+]
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=MonitorRead,
+    response_model=MonitorCreated,
     summary="Create a monitor",
     description=(
         "Create a monitor of a mechanism. With `symmetric`, each (x, x') check gets a reversed "
@@ -50,9 +68,64 @@ def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
     ),
     responses=problem_responses(401, 404, 422),
 )
-def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: SessionDep, settings: SettingsDep,
+                   prober: ProberDep, validate: ValidateMonitorQuery = False) -> MonitorCreated:
+    validation = None
+    if validate:
+        mechanism = get_mechanism(session, principal.tenant_id, body.mechanism_id)
+        databases = _check_databases([(c.x, c.x_prime) for c in body.checks])
+        validation = _probe_databases(prober, mechanism, settings, databases)
+        if not validation.ok:
+            raise ProblemError(
+                "The sampling endpoint did not answer correctly on the checks' databases; nothing was saved. "
+                + "; ".join(f"{p.database!r}: {'; '.join(p.report.problems)}" for p in validation.probes
+                            if not p.report.ok),
+                status=422, slug="endpoint-validation-failed",
+                errors=[field_problem(["body", "checks", pos, "x"], problem, f"endpoint_{p.report.reason or 'invalid'}")
+                        for p in validation.probes if not p.report.ok for pos in p.checks[:1]
+                        for problem in p.report.problems],
+            )
     monitor = service.create_monitor(session, principal.tenant_id, body)
-    return _read(monitor, service.get_checks(session, monitor.id))
+    read = _read(monitor, service.get_checks(session, monitor.id))
+    return MonitorCreated.model_validate({**read.model_dump(), "validation": validation})
+
+
+def _check_databases(pairs: list[tuple[object, object]]) -> list[tuple[object, list[int]]]:
+    """The distinct databases of the checks, each with the positions of the checks that use it."""
+    seen: dict[str, tuple[object, list[int]]] = {}
+    for i, (x, x_prime) in enumerate(pairs):
+        for db in (x, x_prime):
+            entry = seen.setdefault(json.dumps(db, sort_keys=True), (db, []))
+            if i not in entry[1]:
+                entry[1].append(i)
+    return list(seen.values())
+
+
+def _probe_databases(prober: Prober, mechanism: Mechanism, settings: Settings,
+                     databases: list[tuple[object, list[int]]]) -> MonitorValidation:
+    probes = []
+    for database, positions in databases:
+        result = anyio.from_thread.run(lambda db=database: prober(mechanism, settings, database=db, n=10))
+        report = ProbeReport.model_validate(result).model_copy(update={"database": database})
+        probes.append(DatabaseProbe(database=database, checks=positions, report=report))
+    return MonitorValidation(ok=all(p.report.ok for p in probes), probes=probes)
+
+
+@router.post(
+    "/{monitor_id}/validate",
+    response_model=MonitorValidation,
+    summary="Validate a monitor's mechanism on its checks' databases",
+    description="Calls the mechanism's endpoint once on each distinct database (x and x') of the monitor's checks "
+    "and reports what, if anything, is wrong with each answer, including a breach of the mechanism's output "
+    "contract. Always 200: `ok` tells whether every probe passed.",
+    responses=problem_responses(401, 404, 422),
+)
+def validate_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep, settings: SettingsDep,
+                     prober: ProberDep) -> MonitorValidation:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
+    mechanism = get_mechanism(session, principal.tenant_id, monitor.mechanism_id)
+    checks = [c for c in service.get_checks(session, monitor.id) if not c.reversed]
+    return _probe_databases(prober, mechanism, settings, _check_databases([(c.x, c.x_prime) for c in checks]))
 
 
 @router.get(

@@ -31,7 +31,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alarms.service import enqueue_event, fire_alarm, monitor_event_data
+from app.alarms.evidence import privacy_evidence
+from app.alarms.models import Alarm
+from app.alarms.service import contract_fingerprint, enqueue_event, fire_alarm, fire_contract_alarm, monitor_event_data
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
@@ -39,12 +41,14 @@ from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
-from app.monitors.service import check_claim, start_horizon
+from app.monitors.contract import breach_of_error, check_outputs, contract_of, detect_contract
+from app.monitors.service import check_claim, is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
 from app.stats.aggregator import WeightedAggregator
 from app.stats.events import Event, event_contains, parse_event
 from app.claims.service import claim_period_step
+from app.stats.shapes import OutputShape
 
 log = structlog.get_logger("dpwatch.runner")
 
@@ -76,6 +80,16 @@ class PeriodPlan:
     endpoint: MechanismEndpoint
     databases: dict[str, Any]
     checks: tuple[CheckPlan, ...]
+    mechanism_id: uuid.UUID | None = None
+    contract: OutputShape | None = None  # None: detect it from this period's outputs
+
+
+@dataclass(frozen=True)
+class ContractCheck:
+    """What a period found about the output contract: a breach, or a first detected contract."""
+
+    breach: dict[str, Any] | None = None
+    detected: tuple[OutputShape, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,10 @@ def database_key(database: Any) -> str:
 
 
 def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
+    """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
+    output contract (app.monitors.contract), which periods then check strictly."""
+    from app.monitors.contract import parsing_shape
+
     return MechanismEndpoint(
         sampling_url=mechanism.sampling_url,
         secret=mechanism.secret,
@@ -100,6 +118,7 @@ def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
         timeout_seconds=mechanism.timeout_seconds,
         prefer_binary=mechanism.prefer_binary,
         vector_dim=mechanism.dim,
+        shape=parsing_shape(mechanism),
     )
 
 
@@ -146,12 +165,16 @@ class PeriodRunner:
             for check in _checks(session, monitor_id):
                 xk, xpk = database_key(check.x), database_key(check.x_prime)
                 databases[xk], databases[xpk] = check.x, check.x_prime
+                if is_auto(check):
+                    # Dormant (no event worth watching found yet): its databases are still sampled,
+                    # so that the output contract is checked and a change of shape is noticed.
+                    continue
                 plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event)))
             return PeriodPlan(
                 monitor_id=monitor.id, scheduled=monitor.next_run_at, slot=slot, skipped=skipped,
                 horizon_index=monitor.horizon_index, t=monitor.t, n=monitor.samples_per_period,
                 epsilon=monitor.epsilon, endpoint=endpoint_of(mechanism), databases=databases,
-                checks=tuple(plans),
+                checks=tuple(plans), mechanism_id=mechanism.id, contract=contract_of(mechanism),
             )
 
     # -- step 2 ---------------------------------------------------------------------------
@@ -190,9 +213,14 @@ class PeriodRunner:
             a = int(np.count_nonzero(event_contains(check.event, outputs[check.x_key])))
             b = int(np.count_nonzero(event_contains(check.event, outputs[check.x_prime_key])))
             counts[check.id] = (a, b)
+        period_no = plan.t + 1
+        if plan.contract is not None:
+            contract = ContractCheck(breach=check_outputs(plan.contract, outputs, plan.databases, period_no))
+        else:
+            contract = ContractCheck(detected=detect_contract(outputs) if outputs else None)
         with self.session_factory() as session:
             try:
-                outcome = self._write_success(session, plan, counts, outputs, started, sampling_seconds)
+                outcome = self._write_success(session, plan, counts, outputs, started, sampling_seconds, contract)
                 if outcome.outcome in ("lost_lease",):
                     session.rollback()
                 else:
@@ -203,7 +231,8 @@ class PeriodRunner:
                 return PeriodOutcome(plan.monitor_id, "duplicate")
 
     def _write_success(self, session: Session, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]],
-                       outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float) -> PeriodOutcome:
+                       outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float,
+                       contract: ContractCheck | None = None) -> PeriodOutcome:
         monitor = self._guarded_monitor(session, plan)
         if monitor is None:
             return PeriodOutcome(plan.monitor_id, "lost_lease")
@@ -218,6 +247,8 @@ class PeriodRunner:
         alarms = []
         checks = _checks(session, monitor.id)
         for check in checks:
+            if check.id not in counts:  # added (re-discovery) after this period was planned
+                continue
             a, b = counts[check.id]
             claim = check_claim(monitor, check)
             stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=monitor.variance,
@@ -236,9 +267,11 @@ class PeriodRunner:
             )
             session.add(period_check)
             if step.alarm:
-                alarms.append((check, period_check))
+                alarms.append((check, period_check, step.lag))
         session.flush()
         store_outputs(session, monitor, run, outputs)
+        if contract is not None:
+            self._contract(session, monitor, run, plan, contract)
 
         monitor.t = t
         monitor.consecutive_failures = 0
@@ -252,8 +285,10 @@ class PeriodRunner:
             # With outputs to analyse, the alarm's webhooks wait for its MPL snapshot, so that they
             # carry the evidence; the snapshot runner sends them (also when the snapshot fails).
             snapshot = snapshot_params_for_alarm(monitor)
-            for check, period_check in alarms:
-                alarm = fire_alarm(session, monitor, check, run, period_check, self.settings, notify=snapshot is None)
+            for check, period_check, lag in alarms:
+                evidence = privacy_evidence(session, monitor, check, plan.horizon_index, lag)
+                alarm = fire_alarm(session, monitor, check, run, period_check, self.settings, notify=snapshot is None,
+                                   evidence=evidence)
                 if snapshot is not None:
                     request_snapshot(session, monitor, "alarm", alarm_id=alarm.id, **snapshot)
         elif t >= monitor.horizon:
@@ -267,6 +302,10 @@ class PeriodRunner:
             monitor.state = "active"
         if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0:
             request_snapshot(session, monitor, "schedule")
+        if monitor.state in RUNNABLE_STATES and monitor.rediscover_every and t % monitor.rediscover_every == 0:
+            from app.monitors.rediscovery import request_rediscovery
+
+            request_rediscovery(session, monitor, trigger="schedule")
         log.info("period_done", monitor_id=str(monitor.id), t=t, horizon_index=plan.horizon_index,
                  skipped_slots=plan.skipped, alarms=len(alarms), sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, outcome, t=t)
@@ -279,12 +318,17 @@ class PeriodRunner:
                 if monitor is None:
                     session.rollback()
                     return PeriodOutcome(plan.monitor_id, "lost_lease")
-                session.add(PeriodRun(
+                run = PeriodRun(
                     monitor_id=monitor.id, seq=self._next_seq(session, monitor.id), scheduled_for=plan.slot,
                     horizon_index=plan.horizon_index, t=None, status="failed", failure_reason=error.reason,
                     failure_detail=str(error.detail)[:2000], started_at=started, finished_at=self.clock(),
                     sampling_seconds=sampling_seconds, worker_id=self.worker_id,
-                ))
+                )
+                session.add(run)
+                session.flush()
+                breach = breach_of_error(error, plan.contract, plan.t + 1)
+                if breach is not None:  # the answers no longer read as the contract says
+                    self._contract(session, monitor, run, plan, ContractCheck(breach=breach))
                 monitor.consecutive_failures += 1
                 monitor.next_run_at = Schedule.of(monitor).slot_after(plan.slot)
                 release_lease(monitor)
@@ -299,6 +343,39 @@ class PeriodRunner:
         log.warning("period_failed", monitor_id=str(plan.monitor_id), reason=error.reason,
                     detail=str(error.detail)[:300], consecutive_failures=monitor.consecutive_failures)
         return PeriodOutcome(plan.monitor_id, "failed", reason=error.reason)
+
+    def _contract(self, session: Session, monitor: Monitor, run: PeriodRun, plan: PeriodPlan,
+                  contract: ContractCheck) -> None:
+        """Store a detected contract, or raise a contract alarm for a breach (once per kind until
+        reset) and ask an ``auto`` monitor to look for events again."""
+        if contract.detected is not None:
+            mechanism = session.get(Mechanism, plan.mechanism_id)
+            if mechanism is not None and mechanism.output_shape is None:
+                shape, evidence = contract.detected
+                mechanism.output_shape = shape.model_dump(mode="json", exclude_defaults=True)
+                mechanism.output_shape_source = "detected"
+                log.info("contract_detected", mechanism_id=str(mechanism.id), shape=shape.describe(),
+                         evidence=evidence)
+            return
+        if contract.breach is None:
+            return
+        fingerprint = contract_fingerprint(monitor.id, contract.breach["breach"])
+        already = session.scalar(select(Alarm.id).where(Alarm.monitor_id == monitor.id, Alarm.kind == "contract",
+                                                        Alarm.fingerprint == fingerprint,
+                                                        Alarm.resolved_at.is_(None)).limit(1))
+        if already is not None:
+            return
+        fire_contract_alarm(session, monitor, run, contract.breach, self.settings)
+        log.warning("contract_breach", monitor_id=str(monitor.id), breach=contract.breach["breach"],
+                    detail=contract.breach["detail"][:300])
+        if self._on_alarm is not None:
+            self._on_alarm()
+        if monitor.rediscover_every:
+            from app.monitors.rediscovery import request_rediscovery
+
+            request_rediscovery(session, monitor, trigger="shape_change",
+                                detail={"breach": contract.breach["breach"], "observed_shape":
+                                        contract.breach.get("observed_shape")})
 
     # -- all three ------------------------------------------------------------------------
 

@@ -10,12 +10,15 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, fie
 
 from app.claims.schemas import CLAIM_DESCRIPTION, ClaimSpec
 from app.monitors.schedule import parse_cron
-from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion
+from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion, LatticeSet, Projected, RowSet
 
 MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
 Variance = Literal["score", "wald"]
 
 MAX_CHECKS = 64
+CheckOrigin = Literal["given", "auto", "rediscovery"]
+_ORIGIN = ("`given` (the event sent), `auto` (chosen by discovery while calibrating; still `auto` when no candidate "
+           "was worth adopting), or `rediscovery` (added during a horizon by re-discovery).")
 
 
 class AutoEvent(BaseModel):
@@ -27,12 +30,14 @@ class AutoEvent(BaseModel):
 
 
 CheckEvent = Annotated[
-    Interval | IntervalUnion | DiscreteSet | Box | AutoEvent,
+    Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | AutoEvent,
     Field(
         discriminator="kind",
         description="The event E whose probability under x and x' is compared: `interval`, `union` "
-        "(of intervals), `set` (of values, or of tuples for vectors), `box` (for vectors), or "
-        "`auto` (chosen by discovery before the first horizon starts).",
+        "(of intervals), `set` (of values, or of tuples for vectors), `lattice` (points of a lattice "
+        "output), `box`, `rows` (whole vector or list outputs) and `projection` (a statistic of a vector or "
+        "list output in a scalar event) for vectors and lists, or `auto` (chosen by discovery before the "
+        "first horizon starts, and again as the deployment changes). Discovery's candidates paste as is.",
     ),
 ]
 
@@ -144,6 +149,22 @@ class MonitorCreate(BaseModel):
     start_at: AwareDatetime | None = Field(
         None, description="When the first period starts (default: now). Anchors the schedule."
     )
+    rediscover_every: int | None = Field(
+        None, ge=0, le=100_000,
+        description="With `auto` events: run discovery again every this-many periods on fresh draws, and when the "
+        "outputs break their contract; a better event becomes a new check with its own share of α (method.md §11). "
+        "Default ⌈T/10⌉ (at least 5); 0 turns it off (the checks then share all of α). Ignored without `auto` events.",
+    )
+    discovery_samples: int | None = Field(
+        None, ge=400, le=5_000_000,
+        description="Discovery's budget: outputs per database the audit engine may draw, in rounds, to find the events "
+        "of `auto` checks (default: the service's `DPWATCH_DISCOVERY_SAMPLES`).",
+    )
+    discovery_fresh_samples: int | None = Field(
+        None, ge=100, le=1_000_000,
+        description="Fresh outputs per database on which re-discovery compares candidates with the existing checks "
+        "(default: the service's `DPWATCH_DISCOVERY_FRESH_SAMPLES`).",
+    )
 
     @field_validator("cron")
     @classmethod
@@ -180,8 +201,12 @@ class CheckRead(BaseModel):
     x_prime: Any
     event: dict[str, Any]
     reversed: bool = Field(description="True for the (x', x) copy added by `symmetric`.")
+    origin: CheckOrigin = Field("given", description=_ORIGIN)
+    joined_t: int = Field(0, description="The period of the horizon after which the check joined (0: from the start).")
+    level: float | None = Field(None, description="The check's false-alarm level in this horizon.")
     discovery: dict[str, Any] | None = Field(
-        None, description="For a check created with an `auto` event: what discovery found and chose."
+        None, description="For a check created with an `auto` event or added by re-discovery: what discovery found "
+        "and chose (the candidate, its held-out bound, the level and threshold it runs at)."
     )
     claim: dict[str, float] = Field(description="The claim this check is tested against (its own or the monitor's).")
     claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP` or `0.5-GDP`.")
@@ -209,6 +234,10 @@ class MonitorRead(BaseModel):
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
+    rediscover_every: int = Field(description="K: re-discovery every K periods (0: off).")
+    rediscoveries: int = Field(description="Checks re-discovery added in this horizon.")
+    discovery_samples: int | None
+    discovery_fresh_samples: int | None
     horizon_index: int = Field(description="j, the current horizon (1 for the first).")
     horizon_alpha: float = Field(description="α_j: α, or 6α/(π²j²) when `renew`.")
     threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")
@@ -227,6 +256,10 @@ class CheckStatus(BaseModel):
     position: int
     reversed: bool
     event: dict[str, Any]
+    origin: CheckOrigin = Field("given", description=_ORIGIN)
+    joined_t: int = Field(0, description="The period of the horizon after which the check joined (0: from the start).")
+    level: float | None = Field(None, description="The check's false-alarm level in this horizon.")
+    threshold: float | None = Field(None, description="The check's threshold (its own, for a re-discovered check).")
     discovery: dict[str, Any] | None = Field(None, description="For an `auto` event: what discovery found.")
     claim: dict[str, float] = Field(description="The claim this check is tested against.")
     claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP`.")
@@ -282,7 +315,8 @@ class MonitorStatus(BaseModel):
     periods_remaining: int
     alpha: float
     horizon_alpha: float
-    check_alpha: float = Field(description="Per-check level α_j/m (Bonferroni over the m checks).")
+    check_alpha: float = Field(description="Level of each check present at the horizon's start: α_j/m (Bonferroni "
+                               "over the m checks), or α_j/(2m) when re-discovery may add checks.")
     checks_count: int
     threshold: float | None
     threshold_std_error: float | None
@@ -330,3 +364,20 @@ class PeriodRead(BaseModel):
     sampling_seconds: float | None
     worker_id: str | None
     checks: list[PeriodCheckRead]
+
+
+class DatabaseProbe(BaseModel):
+    database: Any = Field(description="A database of the monitor's checks (x or x').")
+    checks: list[int] = Field(description="Positions of the checks that use it.")
+    report: Any = Field(description="What the probe on it showed (a `ProbeReport`).")
+
+
+class MonitorValidation(BaseModel):
+    """One probe of the mechanism on each distinct database of the monitor's checks."""
+
+    ok: bool = Field(description="True when every probe answered correctly (and within the output contract).")
+    probes: list[DatabaseProbe]
+
+
+class MonitorCreated(MonitorRead):
+    validation: MonitorValidation | None = Field(None, description="Result of `?validate=true`, when asked.")

@@ -41,10 +41,22 @@ def horizon_level(alpha: float, renew: bool, horizon_index: int) -> float:
 
 
 def check_alpha(monitor: Monitor, checks_count: int) -> float:
-    """The per-check level α_j/m (Bonferroni over the monitor's m checks)."""
-    from app.stats.multiple import bonferroni_alpha
+    """The level of each check present at the start of a horizon: α_j/m (Bonferroni over the m
+    checks), or α_j/(2m) when re-discovery may add checks during the horizon (method.md §11)."""
+    from app.stats.multiple import initial_check_alpha
 
-    return bonferroni_alpha(monitor.horizon_alpha, checks_count)
+    return initial_check_alpha(monitor.horizon_alpha, checks_count, rediscovers(monitor))
+
+
+def rediscovers(monitor: Monitor) -> bool:
+    """Whether re-discovery may add checks to this monitor (it has ``auto`` checks and a period K)."""
+    return bool(monitor.rediscover_every)
+
+
+def default_rediscover_every(horizon: int) -> int:
+    """K for monitors with ``auto`` events when none is given: ten re-discoveries per horizon at
+    most, and not more often than every 5 periods."""
+    return max(5, -(-horizon // 10))
 
 
 def lookup_threshold(horizon: int, gamma: float, alpha: float) -> Any:
@@ -55,7 +67,14 @@ def lookup_threshold(horizon: int, gamma: float, alpha: float) -> Any:
 
 
 def is_auto(check: Check) -> bool:
+    """An ``auto`` check whose event is not chosen yet (or none was worth adopting: it is then
+    dormant, its detector does not run, and re-discovery keeps looking)."""
     return check.event.get("kind") == "auto"
+
+
+def awaits_discovery(check: Check) -> bool:
+    """An ``auto`` check that discovery has not looked at yet (it keeps the monitor calibrating)."""
+    return is_auto(check) and check.discovery is None
 
 
 def initial_detector_state(monitor: Monitor) -> dict[str, Any]:
@@ -68,13 +87,13 @@ def initial_detector_state(monitor: Monitor) -> dict[str, Any]:
 def activate(monitor: Monitor, checks: Sequence[Check], estimate: Any) -> None:
     """Set the threshold from ``estimate`` (a ``ThresholdEstimate``), start fresh detectors and
     make the monitor ``active``. The engine calls this when calibration finishes."""
-    if any(is_auto(check) for check in checks):
-        raise ValueError("every check needs a concrete event before the monitor can be activated")
+    if any(awaits_discovery(check) for check in checks):
+        raise ValueError("every auto check must go through discovery before the monitor can be activated")
     monitor.threshold = float(estimate.value)
     monitor.threshold_std_error = float(estimate.std_error)
     monitor.threshold_source = str(estimate.source)
     for check in checks:
-        check.detector_state = initial_detector_state(monitor)
+        check.detector_state = None if is_auto(check) else initial_detector_state(monitor)
     monitor.state = "active"
 
 
@@ -87,20 +106,25 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
     monitor.t = 0
     monitor.consecutive_failures = 0
     monitor.paused_from_state = None
+    monitor.rediscoveries = 0
+    level = check_alpha(monitor, len(checks))
     for check in checks:
+        # Checks re-discovery added in an earlier horizon are ordinary checks of this one.
         check.detector_state = None
         check.claim_state = None
         check.last_z = None
         check.last_statistic = None
         check.max_statistic = None
-    estimate = lookup_threshold(monitor.horizon, monitor.gamma, check_alpha(monitor, len(checks)))
+        check.joined_t = 0
+        check.level = level
+    estimate = lookup_threshold(monitor.horizon, monitor.gamma, level)
     if estimate is None:
         monitor.threshold = None
         monitor.threshold_std_error = None
         monitor.threshold_source = None
         monitor.state = "calibrating"
         return
-    if any(is_auto(check) for check in checks):
+    if any(awaits_discovery(check) for check in checks):
         # The threshold does not depend on the events: keep it, discover the events first.
         monitor.threshold = float(estimate.value)
         monitor.threshold_std_error = float(estimate.std_error)
@@ -141,6 +165,12 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
     output = mechanism.output_kind
     if kind == "auto":
         return None
+    if kind in ("rows", "projection"):
+        return None if output == "vector" else f"a `{kind}` event applies to vector or list outputs, but the " \
+            f"mechanism's outputs are {output}"
+    if kind == "lattice":
+        return None if output != "vector" else "a `lattice` event applies to scalar outputs, but the mechanism's " \
+            "outputs are vectors"
     if output == "vector":
         if kind == "box":
             if len(event["low"]) != mechanism.dim:
@@ -226,6 +256,15 @@ def _claim_epsilon(data: MonitorCreate) -> float | None:
     return None if claim is None else claim.get("epsilon")
 
 
+def _rediscover_every(data: MonitorCreate) -> int:
+    """K of the monitor: 0 without ``auto`` checks; the given value, or the default, with them."""
+    if not any(check.event.kind == "auto" for check in data.checks):
+        return 0
+    if data.rediscover_every is not None:
+        return data.rediscover_every
+    return default_rediscover_every(data.horizon)
+
+
 def create_monitor(
     session: Session, tenant_id: uuid.UUID, data: MonitorCreate, *, now: datetime | None = None
 ) -> Monitor:
@@ -259,6 +298,10 @@ def create_monitor(
         outputs_window=data.outputs_window,
         snapshot_every=data.snapshot_every,
         alarm_snapshot_samples=data.alarm_snapshot_samples,
+        rediscover_every=_rediscover_every(data),
+        rediscoveries=0,
+        discovery_samples=data.discovery_samples,
+        discovery_fresh_samples=data.discovery_fresh_samples,
         state="calibrating",
         schedule_anchor=anchor,
         next_run_at=anchor,
@@ -280,6 +323,7 @@ def create_monitor(
                 Check(
                     monitor_id=monitor.id, position=len(checks), x=x, x_prime=x_prime, event=event, reversed=reversed_,
                     claim=claim,
+                    origin="auto" if event["kind"] == "auto" else "given", joined_t=0,
                 )
             )
     start_horizon(monitor, checks, 1)
@@ -362,7 +406,8 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         periods_remaining=monitor.horizon - monitor.t,
         alpha=monitor.alpha,
         horizon_alpha=monitor.horizon_alpha,
-        check_alpha=check_alpha(monitor, len(checks)),
+        check_alpha=next((c.level for c in checks if c.joined_t == 0 and c.level is not None),
+                         check_alpha(monitor, len(checks))),
         checks_count=len(checks),
         threshold=monitor.threshold,
         threshold_std_error=monitor.threshold_std_error,
@@ -377,6 +422,10 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
                 position=c.position,
                 reversed=c.reversed,
                 event=c.event,
+                origin=c.origin,  # type: ignore[arg-type]
+                joined_t=c.joined_t,
+                level=c.level,
+                threshold=_check_threshold(c, monitor),
                 discovery=c.discovery,
                 **check_claim_fields(monitor, c),
                 line=(c.claim_state or {}).get("line") if c.claim_state else _pure_line(monitor, c),
@@ -398,6 +447,13 @@ def _pure_line(monitor: Monitor, check: Check) -> dict[str, Any] | None:
     import math
 
     return {"orientation": "upper", "slope": math.exp(claim["epsilon"]), "intercept": 0.0}
+
+
+def _check_threshold(check: Check, monitor: Monitor) -> float | None:
+    """A re-discovered check runs with its own threshold (for its level and remaining periods)."""
+    if check.origin == "rediscovery" and check.joined_t > 0 and check.discovery:
+        return check.discovery.get("threshold", monitor.threshold)
+    return None if is_auto(check) else monitor.threshold
 
 
 def list_periods(

@@ -6,7 +6,8 @@ processes, as its FAQ says). Each tick claims due work through leases in the dat
 
 - ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
 - ``calibration``: claim monitors in ``calibrating`` and compute their thresholds off the table;
-- ``outbox``: deliver due webhook messages.
+- ``outbox``: deliver due webhook messages;
+- ``jobs``: claim queued jobs (discovery, audits, re-discovery) and run up to ``max_jobs_in_flight``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import observability as obs
 from app.alarms.delivery import WebhookDeliverer
 from app.db import utcnow
+from app.jobs.runner import JobRunner
 from app.monitors.calibration import Calibrator
 from app.monitors.runner import RUNNABLE_STATES, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
@@ -47,6 +49,7 @@ class Worker:
         self._stopping = False
         self.clock = clock  # injectable for tests; the scheduler itself always uses real time
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._jobs_in_flight: set[asyncio.Task[None]] = set()
         self._scheduler: AsyncIOScheduler | None = None
         self.http: SafeAsyncClient | None = None
 
@@ -71,6 +74,16 @@ class Worker:
         self.deliverer = WebhookDeliverer(self.session_factory, self.http, s, on_delivery=obs.observe_delivery)
         self.calibrator = Calibrator(self.session_factory, s, sampling, clock=self.clock)
         self.snapshots = SnapshotRunner(self.session_factory, sampling, s, clock=self.clock)
+        # Jobs draw tens of thousands of outputs per database: their sampling deadline is their
+        # own (the job's lease is renewed by its heartbeat), not a period's.
+        job_sampling = SamplingClient(
+            http=self.http,
+            config=SamplingClientConfig(deadline_seconds=300, max_response_bytes=s.sampling_max_bytes,
+                                        max_attempts=s.sampling_max_attempts,
+                                        backoff_initial=s.sampling_backoff_seconds),
+            on_request=obs.observe_sampling_request,
+        )
+        self.jobs = JobRunner(self.session_factory, job_sampling, s, clock=self.clock)
 
     async def start(self) -> None:
         """Open, then tick: claim and run due work every ``tick_seconds``."""
@@ -84,6 +97,7 @@ class Worker:
         sched.add_job(self.tick_outbox, id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
         sched.add_job(self.tick_calibration, id="calibration", seconds=max(s.tick_seconds, 2.0), **common)
         sched.add_job(self.tick_snapshots, id="snapshots", seconds=max(s.tick_seconds, 1.0), **common)
+        sched.add_job(self.tick_jobs, id="jobs", seconds=max(s.tick_seconds, 1.0), **common)
         sched.start()
         self._scheduler = sched
         log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
@@ -95,6 +109,10 @@ class Worker:
             self._scheduler = None
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+        for task in self._jobs_in_flight:  # a job's lease expires and another worker takes it
+            task.cancel()
+        if self._jobs_in_flight:
+            await asyncio.gather(*self._jobs_in_flight, return_exceptions=True)
         if self.http is not None:
             await self.http.aclose()
             self.http = None
@@ -164,6 +182,31 @@ class Worker:
             except Exception:
                 log.exception("snapshot_crashed", snapshot_id=str(snapshot_id))
         return len(ids)
+
+    async def tick_jobs(self) -> int:
+        """Claim queued jobs up to the free capacity and start them."""
+        free = self.settings.max_jobs_in_flight - len(self._jobs_in_flight)
+        if free <= 0 or self._stopping:
+            return 0
+        ids = await asyncio.to_thread(self.jobs.claim, free)
+        for job_id in ids:
+            task = asyncio.create_task(self._run_job(job_id))
+            self._jobs_in_flight.add(task)
+            task.add_done_callback(self._jobs_in_flight.discard)
+        return len(ids)
+
+    async def _run_job(self, job_id: uuid.UUID) -> None:
+        try:
+            await self.jobs.run(job_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must not kill the ticker; the lease expires and the job is retried
+            log.exception("job_crashed", job_id=str(job_id))
+
+    async def drain_jobs(self) -> None:
+        """Wait for the jobs in flight (tests and benchmarks)."""
+        while self._jobs_in_flight:
+            await asyncio.gather(*list(self._jobs_in_flight), return_exceptions=True)
 
     async def tick_calibration(self) -> int:
         # Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other

@@ -6,6 +6,8 @@
 - integer outputs (discrete labels, SVT answer vectors of 1/0/−1): the smallest integer type that
   holds them, then zlib. SVT rows are highly repetitive and compress several times over.
 - strings: JSON, then zlib.
+- variable-length lists (``app.stats.shapes.ListSamples``): the lengths as int32 and the
+  NaN-padded values as float32, then zlib (``list``).
 
 At n = 1000 outputs per database, a real-valued check costs 8 kB per period for x and x'
 (``docs/mpl.md`` has measured sizes).
@@ -22,8 +24,14 @@ import numpy as np
 _INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
 
 
-def encode_outputs(outputs: np.ndarray) -> tuple[str, list[int], bytes]:
+def encode_outputs(outputs: Any) -> tuple[str, list[int], bytes]:
     """(encoding, shape, bytes) for an array of outputs as the sampling client returns it."""
+    from app.stats.shapes import ListSamples
+
+    if isinstance(outputs, ListSamples):
+        values = np.asarray(outputs.values, dtype="<f4")
+        body = np.asarray(outputs.lengths, dtype="<i4").tobytes() + values.tobytes()
+        return "list", [int(v) for v in values.shape], zlib.compress(body, 6)
     arr = np.asarray(outputs)
     shape = [int(s) for s in arr.shape]
     if arr.dtype.kind == "f":
@@ -39,7 +47,15 @@ def encode_outputs(outputs: np.ndarray) -> tuple[str, list[int], bytes]:
     return "jsonz", shape, zlib.compress(json.dumps(arr.tolist()).encode(), 6)
 
 
-def decode_outputs(encoding: str, shape: list[int], data: bytes) -> np.ndarray:
+def decode_outputs(encoding: str, shape: list[int], data: bytes) -> Any:
+    if encoding == "list":
+        from app.stats.shapes import ListSamples
+
+        raw = zlib.decompress(data)
+        n = shape[0]
+        lengths = np.frombuffer(raw[: 4 * n], dtype="<i4").astype(np.int64)
+        values = np.frombuffer(raw[4 * n:], dtype="<f4").astype(np.float64).reshape(shape)
+        return ListSamples(values, lengths)
     if encoding == "f4":
         return np.frombuffer(data, dtype="<f4").astype(np.float64).reshape(shape)
     if encoding.startswith("i") and encoding.endswith("z"):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.stats.empirical import claim_terms, nested_events, outputs_kind, privacy_profile
+from app.stats.evidence import snapshot_reading
 from app.stats.mpl import MPLParams, dpl, dpl_best_coordinate, kind_for_output, mpl_lower_bound, real_rows
 
 #: ε grid of the stored privacy profile.
@@ -125,10 +126,10 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         })
     best = int(np.argmax([r["epsilon_hat"] for r in rows]))
     head = rows[best]
-    confidence = round(100 * (1 - alpha), 1)
     lb = head["lower_bound"]
-    statement = (f"the mechanism is at best {lb:.3g}-DP at {confidence:g}% confidence" if lb > 0 else
-                 f"no privacy loss is established at {confidence:g}% confidence (LB = {lb:.3g})")
+    # Worded so that a bound below the claim never reads as clearing the mechanism.
+    statement = snapshot_reading(lb, head["epsilon_hat"], epsilon if epsilon is not None and np.isfinite(epsilon)
+                                 else np.inf, alpha=alpha, after_alarm=False)["statement"]
     extra = {}
     if "claim_terms" in head:
         extra = {"claim": head["claim"], "claim_terms": {k: v for k, v in head["claim_terms"].items() if k != "tradeoff"}}
@@ -157,15 +158,3 @@ def _claim_terms(pair: PairSamples, kind: str, alpha: float, n_bound: int) -> di
                            pair.bound_xp[:n_bound], outputs_kind(pair.choose_x, kind))
     return {"claim_terms": claim_terms(events, claim, alpha)}
 
-
-def evidence_of(result: dict[str, Any], snapshot_id: str) -> dict[str, Any]:
-    """The short form an alarm carries (with the claim's own terms when the checks have claims)."""
-    keys = ("lower_bound", "epsilon_hat", "t_hat", "claimed_epsilon", "exceeds_claim", "statement", "alpha")
-    out = {"snapshot_id": snapshot_id, "confidence": 1 - result["alpha"], **{k: result[k] for k in keys}}
-    if "claim_terms" in result:
-        terms = result["claim_terms"]
-        out["claim"] = result["claim"]
-        out["claim_terms"] = {k: terms[k] for k in ("statement", "refutes", "mu_hat", "mu_lower_bound",
-                                                     "delta_hat", "delta_lower_bound", "epsilon_lower_bound")
-                              if k in terms}
-    return out

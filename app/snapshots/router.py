@@ -1,24 +1,18 @@
-"""/v1/monitors/{id}/snapshots and /v1/snapshots/{id}."""
+"""/v1/monitors/{id}/snapshots and /v1/snapshots/{id}. (Discovery is a job: app.jobs.router.)"""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from fastapi import APIRouter, Body, Response, status
 from sqlalchemy import select
 
-from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
-from app.api.errors import InvalidInputError, NotFoundError, ProblemError, problem_responses
+from app.api.deps import CurrentPrincipal, SessionDep
+from app.api.errors import NotFoundError, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page, SortKey, paginate
-from app.mechanisms.service import get_mechanism
-from app.monitors.runner import endpoint_of
 from app.monitors.service import get_monitor
-from app.sampling.client import SamplingClient, SamplingClientConfig
-from app.sampling.protocol import SamplingError
-from app.snapshots.discovery import DiscoveryOptions, discover, table1_candidates
 from app.snapshots.models import Snapshot
-from app.snapshots.schemas import DiscoverRequest, DiscoverResponse, SnapshotRead, SnapshotRequest, SnapshotSummary
+from app.snapshots.schemas import SnapshotRead, SnapshotRequest, SnapshotSummary
 from app.snapshots.service import request_snapshot
 
 router = APIRouter(tags=["snapshots"])
@@ -79,38 +73,3 @@ def get_snapshot(snapshot_id: uuid.UUID, principal: CurrentPrincipal, session: S
     if snap is None:
         raise NotFoundError(f"Snapshot {snapshot_id} not found.")
     return _summary(snap, SnapshotRead)  # type: ignore[return-value]
-
-
-@router.post(
-    "/mechanisms/{mechanism_id}/discover",
-    response_model=DiscoverResponse,
-    tags=["mechanisms"],
-    summary="Find the events worth watching",
-    description="Draws `samples` + `fresh_samples` outputs on each database of the candidate pairs, runs MPL "
-    "(seed 003, Algorithms 3-4) and answers with ranked candidate checks: the pair, a small event around t̂, "
-    "ε̂ and the lower bound LB. Synchronous: with the defaults and 8 pairs, expect seconds to a minute. "
-    "502 if the endpoint fails.",
-    responses=problem_responses(401, 404, 422, 502),
-)
-async def discover_events(mechanism_id: uuid.UUID, body: DiscoverRequest, principal: CurrentPrincipal,
-                          session: SessionDep, settings: SettingsDep) -> DiscoverResponse:
-    mechanism = get_mechanism(session, principal.tenant_id, mechanism_id)
-    endpoint = endpoint_of(mechanism)
-    session.close()  # release the connection while sampling
-    pairs = ([(p.x, p.x_prime) for p in body.pairs] if body.pairs is not None else table1_candidates(body.queries))
-    options = DiscoveryOptions(samples=body.samples, fresh_samples=body.fresh_samples, alpha=body.alpha,
-                               epsilon=body.epsilon)
-    started = time.perf_counter()
-    try:
-        async with SamplingClient(config=SamplingClientConfig(deadline_seconds=300,
-                                                              max_response_bytes=settings.sampling_max_bytes),
-                                  http_config=settings.safe_http_config()) as client:
-            result = await discover(client, endpoint, mechanism.output_kind, pairs, options,
-                                    label=f"discover-{mechanism_id.hex[:12]}")
-    except SamplingError as exc:
-        raise ProblemError(f"Sampling the mechanism failed ({exc.reason}): {exc.detail}", status=502,
-                           slug="sampling-failed") from exc
-    except ValueError as exc:
-        raise InvalidInputError(str(exc)) from exc
-    result["candidates"] = result["candidates"][: body.top]
-    return DiscoverResponse(**result, seconds=round(time.perf_counter() - started, 3))

@@ -19,6 +19,7 @@ import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.alarms.evidence import check_evidence_claim, evidence_claim, with_snapshot
 from app.alarms.models import Alarm
 from app.alarms.service import notify_alarm
 from app.db import utcnow
@@ -27,7 +28,7 @@ from app.monitors.models import Check, Monitor
 from app.monitors.runner import database_key, endpoint_of
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.settings import Settings
-from app.snapshots.compute import PairSamples, compute_snapshot, evidence_of, split_periods
+from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
 from app.snapshots.service import database_digest, load_window
 from app.claims.service import effective_claim
@@ -160,10 +161,13 @@ class SnapshotRunner:
             if snap.trigger == "alarm" and snap.alarm_id is not None:
                 alarm = session.get(Alarm, snap.alarm_id)
                 if alarm is not None:
-                    if result is not None:
-                        alarm.evidence = evidence_of(result, str(snap.id))
                     monitor = session.get(Monitor, alarm.monitor_id)
-                    check = session.get(Check, alarm.check_id)
+                    check = session.get(Check, alarm.check_id) if alarm.check_id is not None else None
+                    if result is not None:
+                        claim = (evidence_claim(alarm.claim) if alarm.claim
+                                 else check_evidence_claim(monitor, check) if check is not None
+                                 else evidence_claim({"epsilon": monitor.epsilon}))
+                        alarm.evidence = with_snapshot(alarm.evidence, result, str(snap.id), claim)
                     notify_alarm(session, alarm, monitor, check, self.settings)
             session.commit()
 

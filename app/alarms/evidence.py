@@ -1,0 +1,83 @@
+"""Building an alarm's evidence from stored periods (the numerics are app.stats.evidence).
+
+- :func:`privacy_evidence`: at the alarm, the check's last k periods (k the lag that attains
+  M_t, eq. 13), their pooled counts and a Clopper–Pearson lower bound on ε;
+- :func:`with_snapshot`: when the alarm's MPL snapshot is done, its result is added after the
+  alarm's own evidence, labelled as a separate estimator (never as clearing the mechanism).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.claims.heldout import HeldOutClaim
+from app.claims.service import effective_claim
+from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.stats.evidence import alarm_evidence, snapshot_reading
+from app.stats.heldout import EpsilonDelta
+
+
+def evidence_claim(claim: dict[str, Any]) -> Any:
+    """The claim an alarm's evidence tests (``app.stats.heldout.Claim``): a pure ε keeps the
+    score bound (app.stats.evidence), every other claim ((ε, δ), μ-GDP, ρ-zCDP) goes through
+    :class:`app.claims.heldout.HeldOutClaim` and the exact test."""
+    if set(claim) == {"epsilon"}:
+        return EpsilonDelta(float(claim["epsilon"]))
+    return HeldOutClaim.of(claim)
+
+
+def check_evidence_claim(monitor: Monitor, check: Check) -> Any:
+    """The claim ``check`` tests (its own, else the monitor's), as :func:`evidence_claim`."""
+    return evidence_claim(effective_claim(check.claim, monitor.claim, monitor.epsilon))
+
+
+def window_counts(session: Session, check_id: uuid.UUID, horizon_index: int,
+                  lag: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """a, b, n and t of the check's last ``lag`` periods in the horizon, oldest first."""
+    rows = session.execute(
+        select(PeriodCheck.a, PeriodCheck.b, PeriodCheck.n, PeriodRun.t)
+        .join(PeriodRun, PeriodRun.id == PeriodCheck.period_run_id)
+        .where(PeriodCheck.check_id == check_id, PeriodRun.horizon_index == horizon_index,
+               PeriodRun.status == "ok")
+        .order_by(PeriodRun.seq.desc()).limit(lag)
+    ).all()
+    rows = list(reversed(rows))
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [int(r[3]) for r in rows]
+
+
+def privacy_evidence(session: Session, monitor: Monitor, check: Check, horizon_index: int,
+                     lag: int) -> dict[str, Any]:
+    """The evidence a privacy alarm carries when it fires (the period's rows must be flushed)."""
+    a, b, n, t = window_counts(session, check.id, horizon_index, lag)
+    evidence = alarm_evidence(a, b, n, t, lag=len(a), claim=check_evidence_claim(monitor, check),
+                              alpha=monitor.alpha)
+    return {"kind": "privacy", "statement": evidence["statement"], "check": evidence, "contract": None,
+            "snapshot": None}
+
+
+def with_snapshot(evidence: dict[str, Any] | None, result: dict[str, Any], snapshot_id: str,
+                  claim: Any) -> dict[str, Any]:
+    """The alarm's evidence with its MPL snapshot added after it (a separate estimator)."""
+    evidence = dict(evidence or {"kind": "privacy", "statement": "", "check": None, "contract": None})
+    reading = snapshot_reading(float(result["lower_bound"]), float(result["epsilon_hat"]), claim,
+                               alpha=float(result["alpha"]), after_alarm=True)
+    evidence["snapshot"] = {
+        "snapshot_id": snapshot_id,
+        "role": "separate_estimator",
+        "lower_bound": result["lower_bound"],
+        "epsilon_hat": result["epsilon_hat"],
+        "t_hat": result["t_hat"],
+        "confidence": 1 - float(result["alpha"]),
+        "verdict": reading["verdict"],
+        "statement": reading["statement"],
+    }
+    if result.get("claim_terms"):  # the snapshot in the claim's own terms (δ̂, μ̂, …; app/stats/empirical.py)
+        evidence["snapshot"]["claim_terms"] = result["claim_terms"]
+    own = ((evidence.get("check") or {}).get("statement") or (evidence.get("contract") or {}).get("detail")
+           or evidence.get("statement"))
+    evidence["statement"] = " ".join(s for s in (own, reading["statement"]) if s)
+    return evidence

@@ -1,0 +1,1 @@
+"""Jobs: long work (discovery, audits, re-discovery) run by workers under a lease, with progress."""

@@ -1,0 +1,134 @@
+"""The output contract of a mechanism, checked on every period (contract alarms).
+
+The contract is an ``OutputShape`` (app.stats.shapes): declared at registration, or detected
+from the outputs of the first period that has none. Every period then checks its outputs against
+it with ``conformance``; a breach (a changed type, length or support: an index that becomes a
+value, a vector that grows, a label never declared) raises a ``contract`` alarm with an
+offending output, once per breach kind until the monitor is reset, and asks an ``auto`` monitor
+to look for events again (the outputs' shape changed).
+
+Periods are sampled with a *lenient* form of the contract (numbers as reals, nulls allowed, no
+lattice, bounds or labels), so that outputs which break the strict contract are still counted in
+the checks' events: a contract breach must not blind the privacy checks. Only outputs that even
+the lenient form cannot read (another container or length) fail the period; the failure's
+breach then raises the contract alarm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.mechanisms.models import Mechanism
+from app.sampling.protocol import SamplingError
+from app.stats.shapes import OutputShape, concat_outputs, conformance, detect_shape, n_outputs, take_outputs
+
+#: Outputs per database a contract is detected from.
+DETECTION_SAMPLE = 20_000
+
+
+def contract_of(mechanism: Mechanism) -> OutputShape | None:
+    """The mechanism's contract, if it has one yet."""
+    if not mechanism.output_shape:
+        return None
+    return OutputShape.model_validate(mechanism.output_shape)
+
+
+def _legacy_readable(shape: OutputShape) -> bool:
+    """Whether the mechanism's ``output_kind`` parser reads this contract's outputs already."""
+    if shape.nullable:
+        return False
+    if shape.container == "scalar":
+        return shape.values in ("real", "integer", "discrete", "label")
+    return shape.container == "vector" and shape.values in ("real", "integer")
+
+
+def parsing_shape(mechanism: Mechanism) -> OutputShape | None:
+    """The lenient shape periods are sampled with, or None to use the ``output_kind`` parser."""
+    contract = contract_of(mechanism)
+    if contract is None or _legacy_readable(contract):
+        return None
+    values = "real" if contract.values in ("real", "integer") else contract.values
+    if contract.container == "vector":
+        return OutputShape(container="vector", length=contract.length, values=values, nullable=True)  # type: ignore[arg-type]
+    if contract.container == "list":
+        return OutputShape(container="list", values=values, nullable=True)  # type: ignore[arg-type]
+    return OutputShape(values=values, nullable=True)  # type: ignore[arg-type]
+
+
+def detect_contract(outputs: dict[str, Any]) -> tuple[OutputShape, dict[str, Any]] | None:
+    """A contract detected from a period's outputs on all its databases (with its evidence), or
+    None if no shape describes them."""
+    # A sample of each database is enough, and keeps detection cheap at large n.
+    parts = [take_outputs(o, slice(0, min(n_outputs(o), DETECTION_SAMPLE))) for o in outputs.values()]
+    try:
+        found = detect_shape(concat_outputs(parts))
+    except ValueError:
+        return None
+    return found.shape, dict(found.evidence)
+
+
+def _observed(outputs: Any) -> dict[str, Any] | None:
+    try:
+        return detect_shape(outputs).shape.model_dump(mode="json", exclude_defaults=True)
+    except ValueError:
+        return None
+
+
+def check_outputs(contract: OutputShape, outputs: dict[str, Any], databases: dict[str, Any],
+                  period: int) -> dict[str, Any] | None:
+    """The first breach of the contract among a period's outputs (by database), as the evidence
+    a contract alarm carries; None when every output fits."""
+    for key, values in outputs.items():
+        breach = conformance(contract, values)
+        if breach is None:
+            continue
+        index, sample = breach.index, breach.sample
+        if sample is None and isinstance(values, np.ndarray) and values.ndim >= 1 and len(values):
+            bad = _first_breaking(contract, values)
+            if bad is not None:
+                index, sample = bad, values[bad].tolist()
+        return {
+            "breach": breach.kind,
+            "detail": breach.detail,
+            "index": index,
+            "sample": sample,
+            "database": databases.get(key),
+            "expected_shape": contract.model_dump(mode="json", exclude_defaults=True),
+            "observed_shape": _observed(values),
+            "period": period,
+        }
+    return None
+
+
+def _first_breaking(contract: OutputShape, values: np.ndarray) -> int | None:
+    """Index of the first output that breaks the contract on its own (bisection on prefixes)."""
+    lo, hi = 0, len(values)
+    if conformance(contract, values[:hi]) is None:
+        return None
+    while hi - lo > 1:  # invariant: values[:hi] breaks, values[:lo] does not
+        mid = (lo + hi) // 2
+        if conformance(contract, values[:mid]) is None:
+            lo = mid
+        else:
+            hi = mid
+    return hi - 1
+
+
+def breach_of_error(error: SamplingError, contract: OutputShape | None, period: int) -> dict[str, Any] | None:
+    """A failed period whose answers the sampling client could not read in the contract's shape
+    (another container, length or type): the contract alarm's evidence, or None for other failures."""
+    breach = getattr(error, "breach", None)
+    if breach is None and error.reason != "wrong_type":
+        return None
+    return {
+        "breach": breach.kind if breach is not None else "type",
+        "detail": breach.detail if breach is not None else str(error.detail),
+        "index": breach.index if breach is not None else None,
+        "sample": breach.sample if breach is not None else None,
+        "database": None,
+        "expected_shape": None if contract is None else contract.model_dump(mode="json", exclude_defaults=True),
+        "observed_shape": None,
+        "period": period,
+    }

@@ -1,0 +1,282 @@
+"""The evidence an alarm carries: the counts that raised it and a lower confidence bound on ε.
+
+Pure functions (no I/O); method.md §11 writes the formulas out.
+
+When a check's detector fires at period t, eq. (13) of seed 002 attains M_t at a lag k: the
+last k periods are the detector's own window of evidence. Over that window the pooled counts
+are A = Σ a_s and B = Σ b_s out of N = Σ n_s outputs per side, with p̂ = A/N and q̂ = B/N.
+
+**Exact bounds on p and q** (Clopper & Pearson 1934, *Biometrika* 26(4), 404–413): the
+one-sided lower bound of a binomial proportion at level β is the β-quantile of
+Beta(A, N − A + 1) (0 when A = 0), and the upper bound is the (1 − β)-quantile of
+Beta(B + 1, N − B) (1 when B = N).
+
+**A lower bound on ε for the event** (the batch recipe of Jagielski et al. 2020 and Nasr et al.
+2023; DP-Sniper and StatDP bound ε the same way; /work/shared/docs/sequential.md §1; computed by
+the engine's ``app.stats.heldout.test_claim``): with each side at β = α/2, the pair (p ≥ p_lo,
+q ≤ q_hi) holds with probability ≥ 1 − α (Bonferroni), and on that event any (ε, δ) claim that
+the mechanism satisfies has p ≤ e^ε·q + δ ≤ e^ε·q_hi + δ, so
+
+    ε_lb = ln((p_lo − δ) / q_hi)            (pure ε: δ = 0)
+
+is a lower confidence bound on the ε of any (ε, δ)-DP guarantee the mechanism can have. The
+claim is contradicted when p_lo > e^ε·q_hi + δ, i.e. when ε_lb exceeds the claimed ε.
+
+**The score bound** (pure ε claims, equal sample sizes). The Bonferroni split makes the exact
+bound conservative: measured on the paper's scenario (a) at n = 50 per period, it stayed at or
+below the claim on 11% of right alarms (docs/jobs_and_evidence.md). The detector's own test
+statistic, the Farrington–Manning score statistic z(ε') of seed 002 eq. (12) with the
+restricted-MLE variance (method.md §1), decreases in ε'; inverting it,
+
+    ε_lb^score = sup{ε' : z(ε') > Φ⁻¹(1 − α)}
+
+is the (asymptotic) level-(1 − α) lower confidence bound on ln(p/q) that matches the detector's
+test. It is the headline ``epsilon_lower_bound`` of a pure-ε alarm; the exact bound is reported
+beside it. For (ε, δ) claims the headline is the exact bound.
+
+:func:`claim_evidence` is the one place where a claim meets an alarm's counts; it takes any claim
+of ``app.stats.heldout`` (``Claim``: the engine's ``test_claim`` is where a claim meets exact
+bounds), so that richer claims (issue 9) plug in there: a pure ε gets the score bound as its
+headline, any other claim the exact test.
+
+The window is the one the detector chose, on the same data: the bound describes "that event over
+that window" (what the alarm saw), it is not a fresh test. The MPL snapshot (seed 003) that
+follows an alarm draws fresh outputs and is a *separate* estimator of where the loss is; when its
+bound falls below the claim it is the weaker estimator there, not a sign that the claim holds
+(:func:`snapshot_reading`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
+
+__all__ = [
+    "alarm_evidence",
+    "as_claim",
+    "claim_evidence",
+    "event_bound",
+    "score_lower_bound",
+    "score_statistic",
+    "snapshot_reading",
+]
+
+
+def as_claim(claim: Any) -> Claim:
+    """A claim the held-out test takes (app.stats.heldout.Claim): a number is a pure ε; an object
+    with ``epsilon`` (and ``delta``) is (ε, δ); an object with ``bound``/``refuted_by`` is used as is."""
+    if isinstance(claim, (int, float)):
+        return EpsilonDelta(float(claim))
+    if isinstance(claim, Claim):
+        return claim
+    if hasattr(claim, "epsilon"):
+        return EpsilonDelta(float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0))
+    raise TypeError(f"not a claim: {claim!r}")
+
+
+def _pure_epsilon(claim: Claim) -> float | None:
+    """The ε of a pure-ε claim (the score bound applies), else None."""
+    if isinstance(claim, EpsilonDelta) and claim.delta == 0:
+        return float(claim.epsilon)
+    if getattr(claim, "name", None) == "epsilon":  # app.claims.heldout.HeldOutClaim of a PureDP claim
+        return float(claim.epsilon)  # type: ignore[attr-defined]
+    return None
+
+
+def claim_parameter(claim: Claim) -> str:
+    """The parameter the claim's lower bound is about: ``ε`` (pure or (ε, δ)), ``μ`` (GDP), ``ρ`` (zCDP)."""
+    return str(getattr(claim, "parameter", "ε"))
+
+
+def _claim_dict(claim: Claim) -> dict[str, Any]:
+    """The claim's API form (``{"epsilon": e}``, ``{"epsilon": e, "delta": d}``, ``{"gdp_mu": m}``,
+    ``{"zcdp_rho": r}``) with ``describe``."""
+    if isinstance(claim, EpsilonDelta):
+        text = f"ε = {claim.epsilon:g}" if claim.delta == 0 else claim.describe()
+        form: dict[str, Any] = {"epsilon": float(claim.epsilon)}
+        if claim.delta:
+            form["delta"] = float(claim.delta)
+        return {**form, "describe": text}
+    to_dict = getattr(claim, "to_dict", None)
+    form = dict(to_dict()) if callable(to_dict) else {
+        k: getattr(claim, k) for k in ("epsilon", "delta") if getattr(claim, k, None) is not None}
+    return {**form, "describe": claim.describe()}
+
+
+def event_bound(a: int, b: int, n_x: int, n_xp: int | None = None, *, alpha: float = 0.05,
+                claim: Any = 0.0) -> HeldOutResult:
+    """The exact test of one event's counts (Clopper–Pearson, each side at α/2): the engine's
+    ``test_claim``, the one function where a claim meets exact bounds."""
+    n_xp = n_x if n_xp is None else n_xp
+    return test_claim(as_claim(claim), Counts(int(a), int(n_x), int(b), int(n_xp)), alpha)
+
+
+def _json_float(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+#: ε' range searched when inverting the score statistic (|ln(p/q)| beyond it is reported as the cap).
+SCORE_SEARCH = 30.0
+
+
+def score_statistic(a: int, b: int, n: int, epsilon: float) -> float:
+    """z(ε) of seed 002 eq. (12) with the restricted-MLE (score) variance at the boundary p = e^ε q
+    (method.md §1), for pooled counts a, b out of n per side; any real ε (negative too)."""
+    from app.stats.period import restricted_mle_q
+
+    c = math.exp(epsilon)
+    q = float(restricted_mle_q(a, b, n, epsilon))
+    p = c * q
+    d = a / n - c * b / n
+    if d == 0:
+        return 0.0
+    var = max(p * (1 - p) + c * c * q * (1 - q), 1e-300)
+    return math.sqrt(n) * d / math.sqrt(var)
+
+
+def score_lower_bound(a: int, b: int, n: int, alpha: float) -> float:
+    """ε_lb^score = sup{ε' : z(ε') > Φ⁻¹(1 − α)} (module docstring): −inf when even ε' = −30 is not
+    rejected (no evidence of a loss), the cap 30 when ε' = 30 still is."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    if n < 1 or not (0 <= a <= n and 0 <= b <= n):
+        raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
+    critical = float(norm.isf(alpha))
+
+    def excess(eps: float) -> float:
+        return score_statistic(a, b, n, eps) - critical
+
+    if excess(-SCORE_SEARCH) <= 0:
+        return -math.inf
+    if excess(SCORE_SEARCH) > 0:
+        return SCORE_SEARCH
+    return float(brentq(excess, -SCORE_SEARCH, SCORE_SEARCH, xtol=1e-6))
+
+
+def claim_evidence(claim: Any, a: int, b: int, n_x: int, n_xp: int, *, alpha: float = 0.05) -> dict[str, Any]:
+    """A claim against the counts of one event: the headline lower bound on the claim's parameter
+    and whether it contradicts the claim, with the exact Clopper–Pearson test beside it (module
+    docstring).
+
+    Pure ε with equal sizes: the headline is the inverted score statistic (the detector's own
+    test). Any other claim ((ε, δ), μ-GDP, ρ-zCDP): the exact test, in both orientations (the event
+    likelier under x, and under x′), each at α/2 so that the pair keeps level α; the stronger one is
+    reported. The one place where a claim meets an alarm's counts."""
+    claim = as_claim(claim)
+    epsilon = _pure_epsilon(claim)
+    if epsilon is not None and n_x == n_xp:
+        exact = event_bound(a, b, n_x, n_xp, alpha=alpha, claim=claim)
+        score = score_lower_bound(a, b, n_x, alpha)
+        return {"method": "score", "epsilon_lower_bound": score, "contradicts_claim": bool(score > epsilon),
+                "exact": exact, "orientation": "x"}
+    forward = event_bound(a, b, n_x, n_xp, alpha=alpha / 2, claim=claim)
+    backward = event_bound(b, a, n_xp, n_x, alpha=alpha / 2, claim=claim)
+    exact, orientation = (forward, "x") if (forward.refutes, forward.lower_bound) >= (
+        backward.refutes, backward.lower_bound) else (backward, "x_prime")
+    return {"method": "clopper_pearson", "epsilon_lower_bound": exact.lower_bound,
+            "contradicts_claim": bool(exact.refutes), "exact": exact, "orientation": orientation}
+
+
+def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
+                   lag: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
+    """The evidence of a check's alarm (JSON-ready).
+
+    ``a``, ``b``, ``n``, ``t`` are the check's periods in order, the last being the alarm's;
+    ``lag`` is the k that attains M_t (eq. 13). The window is the last k periods; its pooled
+    counts give p̂, q̂, the headline lower bound on ε at level 1 − α and the exact Clopper–Pearson
+    bound (:func:`claim_evidence`)."""
+    if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
+        raise ValueError("a, b, n and t must be non-empty sequences of the same length")
+    if not 1 <= lag <= len(a):
+        raise ValueError(f"lag must lie in [1, {len(a)}], got {lag}")
+    claim = as_claim(claim)
+    big_a, big_b, big_n = int(sum(a[-lag:])), int(sum(b[-lag:])), int(sum(n[-lag:]))
+    found = claim_evidence(claim, big_a, big_b, big_n, big_n, alpha=alpha)
+    exact: HeldOutResult = found["exact"]
+    claimed = _claim_dict(claim)
+    describe = claimed.pop("describe")
+    param = claim_parameter(claim)
+    value_lb = found["epsilon_lower_bound"]
+    confidence = round(100 * (1 - alpha), 1)
+    counts = (f"{big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in the event")
+    side = "" if found["orientation"] == "x" else " (the event is likelier under x')"
+    if found["contradicts_claim"]:
+        shown = f"{value_lb:.3g}" if math.isfinite(value_lb) else "unbounded"
+        statement = (f"Over the last {lag} period(s) ({counts}{side}), {param} is at least {shown} at "
+                     f"{confidence:g}% confidence, which contradicts the claim {describe}.")
+    else:
+        shown = f"{value_lb:.3g}" if math.isfinite(value_lb) else "−∞"
+        statement = (f"Over the last {lag} period(s) ({counts}{side}) the detector crossed its threshold, but the "
+                     f"{confidence:g}% bound on {param} for this window ({shown}) does not contradict the claim "
+                     f"{describe} on its own: the aggregated evidence is stronger than this single-window bound. "
+                     "This does not clear the mechanism.")
+    is_epsilon = param == "ε"
+    return {
+        "method": found["method"],
+        "window": {"lag": int(lag), "from_t": int(t[-lag]), "to_t": int(t[-1])},
+        "counts": {"a": big_a, "b": big_b, "n": big_n},
+        "p_hat": exact.p_hat if found["orientation"] == "x" else exact.q_hat,
+        "q_hat": exact.q_hat if found["orientation"] == "x" else exact.p_hat,
+        "parameter": param,
+        "lower_bound": _json_float(value_lb),
+        "epsilon_lower_bound": _json_float(value_lb) if is_epsilon else None,
+        "orientation": found["orientation"],
+        "exact": {"method": "clopper_pearson", "p_lower": exact.p_lo, "q_upper": exact.q_hi,
+                  "lower_bound": _json_float(exact.lower_bound),
+                  "epsilon_lower_bound": _json_float(exact.lower_bound) if is_epsilon else None,
+                  "exceeds_claim": bool(exact.refutes)},
+        "confidence": 1 - alpha,
+        "claim": claimed,
+        "claim_description": describe,
+        "exceeds_claim": bool(found["contradicts_claim"]),
+        "statement": statement,
+    }
+
+
+def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
+                     alpha: float = 0.05, after_alarm: bool = True) -> dict[str, Any]:
+    """How to read an MPL snapshot (seed 003 eq. 26) next to a claim, in words that never clear
+    the mechanism: LB is a lower bound on the loss at the snapshot's t̂, a separate estimator of
+    where the loss is. Below the claim it is the weaker estimator there, nothing more.
+
+    MPL bounds the *pure* privacy loss. It is compared with a pure-ε claim only: an (ε, δ), μ-GDP
+    or ρ-zCDP mechanism may have an unbounded pure loss and still keep its claim, so for those the
+    verdict is ``not_comparable`` and the snapshot's claim terms (δ̂, μ̂, the trade-off curve) are
+    the comparison."""
+    if isinstance(claim, (int, float)):
+        eps = float(claim)
+    else:
+        eps = _pure_epsilon(as_claim(claim)) if claim is not None else None
+        if eps is None:
+            confidence = round(100 * (1 - alpha), 1)
+            described = claim.describe() if hasattr(claim, "describe") else str(claim)
+            return {"verdict": "not_comparable", "statement": (
+                f"MPL snapshot (a separate estimator of where the pure privacy loss is): ε̂ = {epsilon_hat:.3g}, "
+                f"{confidence:g}% lower bound {lower_bound:.3g}. The claim {described} bounds no pure ε, so this "
+                "bound neither supports nor contradicts it; the snapshot's claim terms are the comparison.")}
+    confidence = round(100 * (1 - alpha), 1)
+    if lower_bound > eps:
+        verdict = "exceeds_claim"
+        text = (f"MPL snapshot (a separate estimator of where the loss is): ε is at least {lower_bound:.3g} at "
+                f"{confidence:g}% confidence (ε̂ = {epsilon_hat:.3g}), above the claimed {eps:g}.")
+    elif after_alarm:
+        verdict = "weaker_estimator"
+        text = (f"MPL snapshot (a separate estimator of where the loss is): its {confidence:g}% lower bound "
+                f"({lower_bound:.3g}, ε̂ = {epsilon_hat:.3g}) does not reach the claimed {eps:g}. The snapshot is the "
+                "weaker estimator here; it does not clear the mechanism, and the alarm's own evidence stands.")
+    elif lower_bound > 0:
+        verdict = "below_claim"
+        text = (f"MPL snapshot: ε is at least {lower_bound:.3g} at {confidence:g}% confidence (ε̂ = "
+                f"{epsilon_hat:.3g}). A lower bound says nothing about how large ε may be"
+                + (f"; being below the claimed {eps:g} does not show that the claim holds." if math.isfinite(eps)
+                   else "."))
+    else:
+        verdict = "no_loss_established"
+        text = (f"MPL snapshot: no privacy loss is established at {confidence:g}% confidence (LB = "
+                f"{lower_bound:.3g}, ε̂ = {epsilon_hat:.3g}). This does not show that the mechanism is private"
+                + (f" at the claimed {eps:g}." if math.isfinite(eps) else "."))
+    return {"verdict": verdict, "statement": text}
