@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| ({key}) {scenario.title} | {scenario.before_mechanism().claim_object().describe()} | {n} | "
                       f"{d.detector} | {100 * d.false_alarms_before_change:.1f}% | {100 * d.detected_after_change:.1f}% | "
                       f"{fmt(d.median_delay)} | {fmt(d.p90_delay)} |", flush=True)
-                if d.detector == "aggregator-score" and math.isinf(d.median_delay):
+                if d.detector == "aggregator" and math.isinf(d.median_delay):
                     missed += 1
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 1 if missed else 0

@@ -100,7 +100,7 @@ def test_simulated_claim_scenario_detects_and_stays_quiet_before():
     cfg = SimulationConfig(replications=40, horizon=50, samples_per_period=400, change_at=20, seed=3)
     res = run_claim_scenario(CLAIM_SCENARIOS["j"], cfg)
     agg = res.detectors[0]
-    assert agg.detector == "aggregator-score" and agg.detected_after_change >= 0.9
+    assert agg.detector == "aggregator" and agg.detected_after_change >= 0.9
     assert agg.false_alarms_before_change <= 0.1
 
 

@@ -90,3 +90,25 @@ def test_current_lag_is_the_maximising_k():
     assert agg.current_lag() == steps[-1].lag == 5
     with pytest.raises(ValueError):
         WeightedAggregator(5).current_lag()
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.25, 0.4])
+def test_first_alarm_renewed_equals_the_batch_path_horizon_by_horizon(gamma):
+    from app.stats.aggregator import first_alarm_renewed, first_crossing, weighted_statistic_path
+
+    rng = np.random.default_rng(7)
+    horizon, n_h = 30, 4
+    z = rng.normal(0.3, 1.0, size=(300, horizon * n_h - 7))  # the last horizon is cut short
+    q = np.array([2.6, 2.8, 3.0, 3.1])
+    got = first_alarm_renewed(z, horizon, gamma, q)
+    want = np.zeros(300, dtype=np.int64)
+    for j in range(n_h):
+        part = z[:, j * horizon:(j + 1) * horizon]
+        m = weighted_statistic_path(part, horizon, gamma)
+        first = first_crossing(m, q[j])
+        todo = (want == 0) & (first > 0)
+        want[todo] = j * horizon + first[todo]
+    np.testing.assert_array_equal(got, want)
+    assert (got > 0).mean() > 0.3
+    with pytest.raises(ValueError):
+        first_alarm_renewed(z, horizon, gamma, q[:2])

@@ -93,3 +93,35 @@ def test_naive_baseline():
     assert naive_threshold(0.05, 1) == pytest.approx(1.6448536, abs=1e-6)
     z = np.array([[0.0, 5.0, 0.0], [0.0, 1.0, 2.0]])
     assert naive_alarm_period(z, 0.05, 100).tolist() == [2, 0]
+
+
+@pytest.mark.parametrize("gamma", [0.1, 0.25, 0.4])
+def test_stack_kernel_equals_exhaustive_kernel_on_long_and_negative_paths(gamma):
+    from app.stats.aggregator import lag_weights
+    from app.stats.thresholds import _max_weighted_increment, _max_weighted_increment_stack
+
+    rng = np.random.default_rng(5)
+    horizon = 500
+    z = rng.normal(size=(60, horizon))
+    z[:3] = -np.abs(z[:3]) - 0.1  # every increment negative: the exhaustive fallback
+    prefix = np.concatenate([np.zeros((60, 1)), np.cumsum(z, axis=1)], axis=1)
+    inv_w = 1.0 / lag_weights(horizon, gamma)
+    np.testing.assert_array_equal(_max_weighted_increment_stack(prefix, inv_w), _max_weighted_increment(prefix, inv_w))
+    short = np.array([[0.0, -1.0]])  # T = 1
+    np.testing.assert_array_equal(_max_weighted_increment_stack(short, 1.0 / lag_weights(1, gamma)), [-1.0])
+
+
+def test_table_ships_a_million_paths_or_an_upper_confidence_limit():
+    import json
+    from importlib import resources
+
+    raw = json.loads(resources.files("app.stats").joinpath("data/thresholds.json").read_text())["entries"]
+    alphas = {round(e["alpha"], 12) for e in raw}
+    for base in (0.1, 0.05, 0.01):  # the Bonferroni shares α/m for m ≤ 8
+        assert {round(base / m, 12) for m in range(1, 9)} <= alphas
+    for e in raw:
+        large = e["horizon"] > 2000 and e["gamma"] > 0
+        assert e["replications"] == (200_000 if large else 1_000_000)
+        assert e["shipped"] == ("upper_95" if large else "estimate")
+        assert e["value"] == e[e["shipped"]]
+        assert e["upper_95"] >= e["estimate"]

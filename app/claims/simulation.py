@@ -4,8 +4,10 @@ Each run draws n outputs per side and period from the scenario's deployment, whi
 a correct Gaussian-type mechanism to a buggy one at period ``change_at``; counts in the check's
 event give the anchored claim statistic z_t (method.md §10.3). Two detectors see the same z:
 
-``aggregator-score``  the weighted aggregator (eq. 13) with the shipped threshold;
-``naive``             the per-period test with Bonferroni over T (eq. 11).
+``aggregator``        the weighted aggregator (eq. 13) with the shipped threshold;
+``naive-normal``      the per-period normal-quantile test with Bonferroni over T (eq. 11); the claim
+                      scenarios compare the aggregator with it only (the e-process and e-detector are
+                      simulated on the pure-ε scenarios).
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ def run_claim_scenario(scenario: ClaimScenario, cfg: Any, progress: Any = None) 
     threshold = threshold_for(cfg.horizon, cfg.gamma, cfg.alpha).value
     m = weighted_statistic_path(z, cfg.horizon, cfg.gamma)
     detectors = [
-        evaluate_alarms("aggregator-score", first_crossing(m, threshold), threshold, cfg),
-        evaluate_alarms("naive", naive_alarm_period(z, cfg.alpha, cfg.horizon), naive_threshold(cfg.alpha, cfg.horizon),
+        evaluate_alarms("aggregator", first_crossing(m, threshold), threshold, cfg),
+        evaluate_alarms("naive-normal", naive_alarm_period(z, cfg.alpha, cfg.horizon), naive_threshold(cfg.alpha, cfg.horizon),
                         cfg),
     ]
     title = f"{scenario.title} [{parse_claim(scenario.claim).describe()}]"

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -173,3 +174,69 @@ class WeightedAggregator:
         ms = state.get("max_statistic")
         agg.max_statistic = -math.inf if ms is None else float(ms)
         return agg
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_alarm_renewed(z: np.ndarray, horizon: int, inv_w: np.ndarray, thresholds: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """First 1-based period with M_t > q_j, the detector renewed every ``horizon`` periods.
+
+    Horizon j (0-based) covers periods j·T + 1 .. (j+1)·T and restarts the prefix sums. At each
+    t the lags are scanned over the right-to-left minima of S_0..S_{t−1} only (a larger ratio
+    than a positive q is always attained at one of them; see thresholds.py), from the nearest
+    one outwards, and the scan stops once (S_t − min S)/w_k ≤ q bounds every remaining lag.
+    """
+    n_rows, length = z.shape
+    out = np.zeros(n_rows, dtype=np.int64)
+    s = np.empty(horizon + 1)
+    stack = np.empty(horizon + 1, dtype=np.int64)
+    n_horizons = (length + horizon - 1) // horizon
+    for r in range(n_rows):
+        found = False
+        for j in range(n_horizons):
+            q = thresholds[j]
+            s[0] = 0.0
+            top = 0
+            span = min(horizon, length - j * horizon)
+            for t in range(1, span + 1):
+                s[t] = s[t - 1] + z[r, j * horizon + t - 1]
+                v = s[t - 1]
+                while top > 0 and s[stack[top - 1]] >= v:
+                    top -= 1
+                stack[top] = t - 1
+                top += 1
+                st = s[t]
+                smin = s[stack[0]]
+                i = top - 1
+                while i >= 0:
+                    k = t - stack[i]
+                    if (st - smin) * inv_w[k] <= q:
+                        break
+                    if (st - s[stack[i]]) * inv_w[k] > q:
+                        found = True
+                        break
+                    i -= 1
+                if found:
+                    out[r] = j * horizon + t
+                    break
+            if found:
+                break
+    return out
+
+
+def first_alarm_renewed(z: ArrayLike, horizon: int, gamma: float, thresholds: ArrayLike) -> NDArray[np.int64]:
+    """First alarm period of the aggregator (eq. 13) over a run longer than its horizon.
+
+    ``z`` has shape (R, L). The detector runs horizon after horizon of ``horizon`` periods, as a
+    monitor with ``renew`` does (architecture.md), horizon j against ``thresholds[j]`` (for
+    instance q_{1−α_j}(T, γ) with α_j = 6α/(π² j²), method.md §4). Returns 0 where no alarm.
+    Equal to :func:`first_crossing` of :func:`weighted_statistic_path` horizon by horizon.
+    """
+    validate_design(horizon, gamma)
+    z_arr = np.ascontiguousarray(np.atleast_2d(np.asarray(z, dtype=np.float64)))
+    q = np.asarray(thresholds, dtype=np.float64)
+    needed = -(-z_arr.shape[1] // horizon)
+    if q.ndim != 1 or q.size < needed:
+        raise ValueError(f"need one threshold per horizon: {needed}, got {q.size}")
+    if np.any(q <= 0) or not np.all(np.isfinite(q)):
+        raise ValueError("thresholds must be finite and > 0")
+    return _first_alarm_renewed(z_arr, int(horizon), 1.0 / lag_weights(horizon, gamma), q)

@@ -1,0 +1,560 @@
+"""Horizon-free detectors on a check's per-period counts: an e-process and an e-detector.
+
+Both bet on the same per-period e-values (method.md §13). A check's claim, on one event, is a
+linear constraint on p = P(A(x) ∈ E) and q = P(A(x') ∈ E),
+
+    p − s·q − d ≤ 0                                                   (the null, §13.1)
+
+with s = e^ε, d = 0 for pure ε-DP, d = δ for (ε, δ)-DP (Kairouz, Oh & Viswanath 2015), or a
+supporting line (s, d) of a concave trade-off boundary p ≤ h(q) (μ-GDP: Dong, Roth & Su 2022,
+Definition 2.1 and Theorem 2.7), chosen before the period's counts are seen.
+
+Per-period e-value (§13.2). In a period the n pairs (X_i, Y_i) are independent, so for a bet
+λ ∈ [0, 1/(s+d)) the product Π_i (1 + λ·(X_i − s·Y_i − d)) has mean (1 + λ(p − sq − d))^n ≤ 1
+under the null: a test-martingale increment in the betting form of Shekhar & Ramdas, *Nonparametric
+two-sample testing by betting* (IEEE Trans. Inf. Theory 2023, arXiv 2112.09162) and Waudby-Smith &
+Ramdas, *Estimating means of bounded random variables by betting* (JRSS-B 2024), with one bet per
+sample. Only the counts (a, b) are observed, so the detector uses its conditional expectation
+given (a, b) (the overlap K = #{X_i = Y_i = 1} is hypergeometric, a tower-property e-value) and
+bounds it from below by Jensen's inequality, which keeps it an e-value and gives the closed form
+
+    log F(λ) = a·log u + b·log w + (n − a − b)·log z + (a·b/n)·log(v·z/(u·w)),
+    u = 1 + λ(1 − d),  v = 1 + λ(1 − s − d),  w = 1 − λ(s + d),  z = 1 − λ·d.
+
+The detectors mix F over a fixed grid of bets λ_j = c_j/(s + d) with equal weights:
+
+``EProcess``   a test supermartingale that mixes the bets and the period the betting starts:
+               W_t = Σ_k ω_k Σ_j π_j Π_{k≤τ≤t} F_τ(λ_j) + (1 − Σ_{k≤t} ω_k), with start weights
+               ω_k = 1/(2.11·(k+1)·ln²(k+1)) summing to less than 1 (``starts="mixture"``, the
+               default), or ω_1 = 1 (``starts="first"``, the plain product). Alarm when W_t ≥ 1/α.
+               By Ville's inequality P(W ever reaches 1/α) ≤ α under the null, with no horizon
+               (§13.3). The start mixture costs log(1/ω_k) ≈ 2 ln k nats of evidence for a change
+               at period k, and in exchange the wealth lost during a long stable run before it
+               does not have to be won back.
+``EDetector``  the mixture e-SR procedure of Shin, Ramdas & Rinaldo, *E-detectors: a nonparametric
+               framework for sequential change detection* (NEJSDS 2024, arXiv 2203.03532): the
+               SR-type e-detector M_t^j = F_t(λ_j)·(M_{t−1}^j + 1) for each bet, mixed as
+               M_t = Σ_j π_j M_t^j (or the CUSUM-type, M_t^j = F_t(λ_j)·max(M_{t−1}^j, 1)). Alarm
+               when M_t ≥ c. ARL ≥ c, and P(alarm within m periods) ≤ m/c (both derived in
+               method.md §13.4); the shipped threshold is c = m/α, a false-alarm rate ≤ α over a
+               window of m periods.
+
+Both keep O(K) numbers of state (K = grid size, 16 by default), whatever t is, and serialise it
+to JSON (finite floats only). ``update(a, b, n)`` costs O(K).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+import numba
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+#: Default grid of bet fractions c_j (λ_j = c_j/(s+d)): geometric from 5·10⁻³ to 0.8, 16 points
+#: (ratio 1.40). The growth-optimal per-sample bet is c* ≈ (s+d)·D/V (method.md §13.2), so the grid
+#: is tuned to gaps D from about 0.005·V/(s+d) to the largest bet, which keeps w = 1 − c ≥ 0.2.
+DEFAULT_GRID_SIZE = 16
+DEFAULT_GRID_LOW = 5e-3
+DEFAULT_GRID_HIGH = 0.8
+
+Payoff = Literal["per-sample", "per-period"]
+EDetectorKind = Literal["sr", "cusum"]
+Starts = Literal["mixture", "first"]
+
+#: Normaliser of the start weights: Σ_{m≥2} 1/(m ln² m) < 2.0477 + 1/ln(10⁷) < 2.1098 (the
+#: partial sum to 10⁷ plus the integral bound of the tail), so Σ_k ω_k < 1.
+START_WEIGHT_NORMALISER = 2.11
+
+
+def start_weight(k: int, starts: Starts = "mixture") -> float:
+    """ω_k, the weight of the bets that start at period k ≥ 1 (method.md §13.3)."""
+    if k < 1:
+        raise ValueError("periods are numbered from 1")
+    if starts == "first":
+        return 1.0 if k == 1 else 0.0
+    if starts != "mixture":
+        raise ValueError(f"starts must be 'mixture' or 'first', got {starts!r}")
+    return 1.0 / (START_WEIGHT_NORMALISER * (k + 1) * math.log(k + 1) ** 2)
+
+
+@dataclass(frozen=True)
+class SupportingLine:
+    """A line p = s·q + d that every (p, q) allowed by the claim lies on or below (method.md §13.1)."""
+
+    slope: float
+    intercept: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.slope) and self.slope >= 0):
+            raise ValueError(f"slope s must be a finite number >= 0, got {self.slope!r}")
+        if not (math.isfinite(self.intercept) and self.intercept >= 0):
+            raise ValueError(f"intercept d must be a finite number >= 0, got {self.intercept!r}")
+        if self.slope + self.intercept <= 0:
+            raise ValueError("s + d must be > 0")
+
+    @classmethod
+    def pure(cls, epsilon: float) -> SupportingLine:
+        """ε-DP on one event: p ≤ e^ε·q (Dwork & Roth 2014, Definition 2.4)."""
+        return cls.approximate(epsilon, 0.0)
+
+    @classmethod
+    def approximate(cls, epsilon: float, delta: float) -> SupportingLine:
+        """(ε, δ)-DP on one event: p ≤ e^ε·q + δ (Kairouz, Oh & Viswanath 2015, Theorem 2.1)."""
+        if not (math.isfinite(epsilon) and epsilon >= 0):
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        if not (0 <= delta < 1):
+            raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+        return cls(math.exp(epsilon), float(delta))
+
+    def gap(self, p: ArrayLike, q: ArrayLike) -> NDArray[np.float64]:
+        """p − s·q − d: ≤ 0 under the null, the per-sample mean payoff otherwise."""
+        return np.asarray(p, dtype=np.float64) - self.slope * np.asarray(q, dtype=np.float64) - self.intercept
+
+
+class OrientedLine(Protocol):
+    """Any line object with ``slope``, ``intercept`` and ``orientation`` ("upper": p − s·q ≤ d;
+    "lower": q − s·p ≤ d), such as ``app.stats.claims.Line`` (scalars or 0-d arrays)."""
+
+    @property
+    def slope(self) -> Any: ...
+
+    @property
+    def intercept(self) -> Any: ...
+
+
+def resolve_line(line: SupportingLine | OrientedLine) -> tuple[SupportingLine, bool]:
+    """(the line as p − s·q ≤ d, whether a and b must be swapped) for a line of either form.
+
+    A "lower" line q − s·p ≤ d is the same test with the roles of x and x' exchanged, so the
+    detector applies it to (b, a). The claim's region is symmetric, so each period may use either
+    orientation, as long as it was chosen before the period's counts (method.md §13.1).
+    """
+    if isinstance(line, SupportingLine):
+        return line, False
+    orientation = str(np.asarray(getattr(line, "orientation", "upper")))
+    if orientation not in ("upper", "lower"):
+        raise ValueError(f"orientation must be 'upper' or 'lower', got {orientation!r}")
+    return (SupportingLine(float(np.asarray(line.slope)), float(np.asarray(line.intercept))),
+            orientation == "lower")
+
+
+class ClaimBoundary(Protocol):
+    """What a non-linear claim hands the detectors: a supporting line at a point q₀.
+
+    The line must lie on or above the claim's boundary p = h(q) for every q (a tangent of a
+    concave h does), so that the claim implies p ≤ s·q + d. Choose q₀ *before* the period's counts
+    are drawn, for instance from :meth:`EProcess.estimate`.
+    """
+
+    def supporting_line(self, q0: float) -> SupportingLine: ...
+
+
+def gdp_supporting_line(mu: float, q0: float) -> SupportingLine:
+    """The tangent at q₀ of the μ-GDP boundary p ≤ h(q) = Φ(Φ⁻¹(q) + μ).
+
+    μ-GDP (Dong, Roth & Su 2022, Definition 2.6) bounds a test's type II error by
+    G_μ(α) = Φ(Φ⁻¹(1 − α) − μ); for the test that rejects on E this reads p ≤ 1 − G_μ(q) = h(q).
+    h is concave with h(0) = 0, so its tangent s = h'(q₀) = exp(−μ·Φ⁻¹(q₀) − μ²/2),
+    d = h(q₀) − s·q₀ ≥ 0 lies above h everywhere (method.md §13.1).
+    """
+    if not (math.isfinite(mu) and mu >= 0):
+        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
+    q0 = min(max(float(q0), 1e-12), 1 - 1e-12)
+    z0 = float(norm.ppf(q0))
+    slope = math.exp(-mu * z0 - mu * mu / 2.0)
+    intercept = max(float(norm.cdf(z0 + mu)) - slope * q0, 0.0)
+    return SupportingLine(slope, intercept)
+
+
+def bet_grid(size: int = DEFAULT_GRID_SIZE, low: float = DEFAULT_GRID_LOW, high: float = DEFAULT_GRID_HIGH) -> NDArray[np.float64]:
+    """The bet fractions c_j ∈ (0, 1) of the mixture (geometric; λ_j = c_j/(s + d))."""
+    if size < 1 or not (0 < low <= high < 1):
+        raise ValueError(f"need size >= 1 and 0 < low <= high < 1, got {size}, {low}, {high}")
+    return np.geomspace(low, high, int(size)) if size > 1 else np.array([high])
+
+
+def _check_counts(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64]) -> None:
+    if np.any(n < 1):
+        raise ValueError("n must be >= 1")
+    if np.any((a < 0) | (a > n) | (b < 0) | (b > n)):
+        raise ValueError("counts a and b must lie in [0, n]")
+
+
+def log_period_evalues(
+    a: ArrayLike,
+    b: ArrayLike,
+    n: ArrayLike,
+    line: SupportingLine,
+    grid: ArrayLike,
+    payoff: Payoff = "per-sample",
+) -> NDArray[np.float64]:
+    """log F(λ_j) of one or many periods for every bet of the grid (method.md §13.2).
+
+    ``a``, ``b``, ``n`` broadcast together (shape S); the result has shape S + (K,).
+
+    ``per-sample`` (default) is the Jensen bound of the product over the n pairs given above.
+    ``per-period`` bets once on the period's mean payoff g = (a − s·b)/n − d ∈ [−s−d, 1−d]:
+    log(1 + λ·g). It is a valid e-value too, but its bet is capped at 1/(s+d) per period instead
+    of per sample, so it gains at most O(1) per period however large n is (the comparison is in
+    docs/sequential.md).
+    """
+    a_arr = np.asarray(a, dtype=np.float64)[..., None]
+    b_arr = np.asarray(b, dtype=np.float64)[..., None]
+    n_arr = np.asarray(n, dtype=np.float64)[..., None]
+    _check_counts(a_arr, b_arr, n_arr)
+    c = np.asarray(grid, dtype=np.float64)
+    if np.any((c < 0) | (c >= 1)):
+        raise ValueError("bet fractions must lie in [0, 1)")
+    s, d = line.slope, line.intercept
+    lam = c / (s + d)
+    if payoff == "per-period":
+        g = (a_arr - s * b_arr) / n_arr - d
+        return np.log1p(lam * g)
+    if payoff != "per-sample":
+        raise ValueError(f"payoff must be 'per-sample' or 'per-period', got {payoff!r}")
+    log_u = np.log1p(lam * (1.0 - d))
+    log_v = np.log1p(lam * (1.0 - s - d))
+    log_w = np.log1p(-lam * (s + d))
+    log_z = np.log1p(-lam * d)
+    overlap = a_arr * b_arr / n_arr  # E[K] of the hypergeometric overlap
+    return (a_arr * log_u + b_arr * log_w + (n_arr - a_arr - b_arr) * log_z
+            + overlap * (log_v + log_z - log_u - log_w))
+
+
+@dataclass(frozen=True)
+class SequentialStep:
+    """What one period adds to a horizon-free detector: the fields a user plots.
+
+    ``statistic`` and ``threshold`` are natural logarithms (log W_t against log(1/α) for the
+    e-process, log M_t against log c for the e-detector), so that they stay finite.
+    ``log_e_value`` is the period's own evidence, log(W_t/W_{t−1}) for the e-process.
+    """
+
+    t: int
+    statistic: float
+    threshold: float
+    alarm: bool
+    log_e_value: float
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class _MixtureBase:
+    """Shared grid, line, running estimate and (de)serialisation of the two detectors."""
+
+    kind = "base"
+    #: Forgetting factor of the running (p, q) estimate that :meth:`estimate` returns.
+    ESTIMATE_DISCOUNT = 0.9
+
+    def __init__(self, line: SupportingLine, threshold: float, grid_size: int, grid_low: float, grid_high: float,
+                 payoff: Payoff) -> None:
+        if not (threshold > 1 and math.isfinite(threshold)):
+            raise ValueError(f"the alarm threshold must be a finite number > 1, got {threshold!r}")
+        if payoff not in ("per-sample", "per-period"):
+            raise ValueError(f"payoff must be 'per-sample' or 'per-period', got {payoff!r}")
+        self.line = line
+        self.log_threshold = math.log(threshold)
+        self.grid_spec = (int(grid_size), float(grid_low), float(grid_high))
+        self.grid = bet_grid(*self.grid_spec)
+        self._log_prior = -math.log(self.grid.size)
+        self.payoff: Payoff = payoff
+        self.t = 0
+        self.alarm_t: int | None = None
+        self.max_statistic = -math.inf
+        self._sums = [0.0, 0.0, 0.0]  # discounted a, b, n
+
+    def estimate(self) -> tuple[float, float]:
+        """(p̃, q̃) from the past periods' counts (discounted, add-½ smoothed): predictable.
+
+        A claim given as a boundary can take its supporting line at q̃ before the next period
+        is drawn (:class:`ClaimBoundary`); the tangent at the true q maximises the payoff's mean.
+        """
+        sa, sb, sn = self._sums
+        return (sa + 0.5) / (sn + 1.0), (sb + 0.5) / (sn + 1.0)
+
+    def anchor_counts(self) -> tuple[float, float, float]:
+        """The past periods' counts (a, b, n), each period discounted by 0.9 per period since.
+
+        Predictable: call it before the next period is drawn and hand it to a claim, e.g.
+        ``line = anchor_line(claim, *det.anchor_counts())`` (app.stats.claims), then
+        ``det.update(a, b, n, line=line)``. All zeros before the first period.
+        """
+        return self._sums[0], self._sums[1], self._sums[2]
+
+    def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
+        if isinstance(a, bool) or isinstance(b, bool) or isinstance(n, bool):
+            raise ValueError("counts must be integers")
+        use, swap = resolve_line(line if line is not None else self.line)
+        ca, cb = (b, a) if swap else (a, b)
+        inc = log_period_evalues(ca, cb, n, use, self.grid, self.payoff)
+        r = self.ESTIMATE_DISCOUNT
+        self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
+        return inc
+
+    def _finish(self, statistic: float, log_e: float) -> SequentialStep:
+        self.t += 1
+        alarm = statistic >= self.log_threshold
+        if alarm and self.alarm_t is None:
+            self.alarm_t = self.t
+        self.max_statistic = max(self.max_statistic, statistic)
+        return SequentialStep(t=self.t, statistic=statistic, threshold=self.log_threshold, alarm=alarm,
+                              log_e_value=log_e)
+
+    def _base_state(self) -> dict[str, Any]:
+        size, low, high = self.grid_spec
+        return {
+            "version": 1, "kind": self.kind, "slope": self.line.slope, "intercept": self.line.intercept,
+            "log_threshold": self.log_threshold, "grid_size": size, "grid_low": low, "grid_high": high,
+            "payoff": self.payoff, "t": self.t, "alarm_t": self.alarm_t,
+            "max_statistic": _finite_or_none(self.max_statistic), "sums": list(self._sums),
+        }
+
+    def _load_base(self, state: dict[str, Any]) -> None:
+        self.t = int(state["t"])
+        self.alarm_t = state.get("alarm_t")
+        ms = state.get("max_statistic")
+        self.max_statistic = -math.inf if ms is None else float(ms)
+        sums = [float(v) for v in state.get("sums", [0.0, 0.0, 0.0])]
+        if len(sums) != 3:
+            raise ValueError("invalid detector state: sums must hold three numbers")
+        self._sums = sums
+
+    @staticmethod
+    def _check_state(state: dict[str, Any], kind: str) -> None:
+        if state.get("version") != 1 or state.get("kind") != kind:
+            raise ValueError(f"not a version-1 {kind} state: {state.get('kind')!r} v{state.get('version')!r}")
+
+
+class EProcess(_MixtureBase):
+    """The mixture test supermartingale of the claim (method.md §13.3): alarm when W_t ≥ 1/α.
+
+    P(any false alarm, ever) ≤ α under the null, whatever the number of periods. With
+    ``starts="first"`` it is the plain product from period 1, whose wealth keeps falling during a
+    long stable run, so that a late change is found late (or, after a run well inside the null,
+    practically never). The default ``starts="mixture"`` also bets from every later period k,
+    with weight ω_k, at a cost of about 2 ln k nats for a change at period k.
+    """
+
+    kind = "e-process"
+
+    def __init__(self, alpha: float, line: SupportingLine, grid_size: int = DEFAULT_GRID_SIZE,
+                 grid_low: float = DEFAULT_GRID_LOW, grid_high: float = DEFAULT_GRID_HIGH,
+                 payoff: Payoff = "per-sample", starts: Starts = "mixture") -> None:
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+        start_weight(1, starts)  # validates
+        super().__init__(line, 1.0 / alpha, grid_size, grid_low, grid_high, payoff)
+        self.alpha = float(alpha)
+        self.starts: Starts = starts
+        self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
+        self._started = 0.0  # Σ_{k≤t} ω_k
+
+    @property
+    def log_wealth(self) -> float:
+        """log W_t (0 before the first period)."""
+        cash = max(1.0 - self._started, 0.0)
+        if self._log_r is None:
+            return math.log(cash) if cash > 0 else -math.inf
+        invested = float(logsumexp(self._log_r) + self._log_prior)
+        return float(np.logaddexp(invested, math.log(cash))) if cash > 0 else invested
+
+    def update(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None = None) -> SequentialStep:
+        """Take a period's counts (a of n outputs of A(x) in E, b of n of A(x')).
+
+        ``line`` overrides the claim's line for this period (a :class:`SupportingLine`, or any
+        line with an orientation, :func:`resolve_line`); it must have been chosen before the
+        counts were drawn.
+        """
+        before = self.log_wealth
+        inc = self._log_increments(a, b, n, line)
+        w = start_weight(self.t + 1, self.starts)
+        log_w = math.log(w) if w > 0 else -math.inf
+        prev = np.full(self.grid.size, -np.inf) if self._log_r is None else self._log_r
+        self._log_r = inc + np.logaddexp(prev, log_w)  # R_t = F_t·(R_{t−1} + ω_t)
+        self._started += w
+        after = self.log_wealth
+        return self._finish(after, after - before)
+
+    def to_state(self) -> dict[str, Any]:
+        state = self._base_state()
+        state["alpha"] = self.alpha
+        state["starts"] = self.starts
+        state["started"] = self._started
+        state["log_r"] = None if self._log_r is None else [float(v) for v in self._log_r]
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> EProcess:
+        cls._check_state(state, cls.kind)
+        obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
+                  state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"))
+        if state.get("log_r") is not None:
+            lr = np.asarray(state["log_r"], dtype=np.float64)
+            if lr.shape != obj.grid.shape or not np.all(np.isfinite(lr)):
+                raise ValueError("invalid e-process state: log_r must hold one finite number per bet")
+            obj._log_r = lr
+        obj._started = float(state.get("started", 0.0))
+        obj._load_base(state)
+        return obj
+
+
+def edetector_threshold(alpha: float, window: int) -> float:
+    """c = m/α: an e-detector alarms falsely within m periods with probability ≤ α (method.md §13.4)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window!r}")
+    return float(window) / alpha
+
+
+class EDetector(_MixtureBase):
+    """Mixture e-SR (default) or e-CUSUM change detector (method.md §13.4): alarm when M_t ≥ c.
+
+    ``threshold`` is c: the average run length under the null is ≥ c, and a false alarm within
+    any m periods from the start has probability ≤ m/c (build c with :func:`edetector_threshold`).
+    Unlike the e-process it re-arms: each M_t^j pools only the periods since its last restart,
+    so its delay after a change does not depend on how long the stable run before it was.
+    """
+
+    kind = "e-detector"
+
+    def __init__(self, threshold: float, line: SupportingLine, variant: EDetectorKind = "sr",
+                 grid_size: int = DEFAULT_GRID_SIZE, grid_low: float = DEFAULT_GRID_LOW,
+                 grid_high: float = DEFAULT_GRID_HIGH, payoff: Payoff = "per-sample") -> None:
+        if variant not in ("sr", "cusum"):
+            raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
+        super().__init__(line, threshold, grid_size, grid_low, grid_high, payoff)
+        self.variant: EDetectorKind = variant
+        self._log_m: np.ndarray | None = None  # None before the first period (M_0 = 0)
+
+    @property
+    def log_statistic(self) -> float:
+        """log M_t of the mixture (−∞ before the first period)."""
+        if self._log_m is None:
+            return -math.inf
+        return float(logsumexp(self._log_m) + self._log_prior)
+
+    def update(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None = None) -> SequentialStep:
+        """Take a period's counts; ``line`` as in :meth:`EProcess.update`."""
+        inc = self._log_increments(a, b, n, line)
+        if self._log_m is None:
+            self._log_m = inc.copy()  # M_1 = F_1·(0 + 1) = F_1·max(0, 1)
+        elif self.variant == "sr":
+            self._log_m = inc + np.logaddexp(self._log_m, 0.0)
+        else:
+            self._log_m = inc + np.maximum(self._log_m, 0.0)
+        stat = self.log_statistic
+        return self._finish(stat, float(logsumexp(inc) + self._log_prior))
+
+    def to_state(self) -> dict[str, Any]:
+        state = self._base_state()
+        state["variant"] = self.variant
+        state["log_m"] = None if self._log_m is None else [float(v) for v in self._log_m]
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> EDetector:
+        cls._check_state(state, cls.kind)
+        obj = cls(math.exp(state["log_threshold"]), SupportingLine(state["slope"], state["intercept"]),
+                  state["variant"], state["grid_size"], state["grid_low"], state["grid_high"], state["payoff"])
+        if state.get("log_m") is not None:
+            lm = np.asarray(state["log_m"], dtype=np.float64)
+            if lm.shape != obj.grid.shape or not np.all(np.isfinite(lm)):
+                raise ValueError("invalid e-detector state: log_m must hold one finite number per bet")
+            obj._log_m = lm
+        obj._load_base(state)
+        obj.log_threshold = float(state["log_threshold"])
+        return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch forms for simulations (same numbers as the classes; tests compare them).
+# ---------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True, nogil=True)
+def _mixture_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, cash: np.ndarray,
+                       sr: bool, out: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
+    """Run R_t^j = F_t^j·(R_{t−1}^j + w_t) (or CUSUM: F_t^j·max(R_{t−1}^j, w_t)) over a chunk.
+
+    ``inc`` is (R, C, K) of log F, ``log_r`` (R, K) the carried log R (−inf for 0), ``log_w`` (C,)
+    the log start weights, ``cash`` (C,) the uninvested weight after each period. Writes
+    log(mean_j R_t^j + cash_t) into ``out[:, offset + c]``.
+    """
+    n_rows, n_cols, k = inc.shape
+    log_k = np.log(k)
+    for r in range(n_rows):
+        for c in range(n_cols):
+            lw = log_w[c]
+            best = -np.inf
+            for j in range(k):
+                prev = log_r[r, j]
+                if sr:
+                    hi = prev if prev > lw else lw
+                    lo = lw if prev > lw else prev
+                    comb = hi if lo == -np.inf else hi + np.log1p(np.exp(lo - hi))
+                else:
+                    comb = prev if prev > lw else lw
+                v = inc[r, c, j] + comb
+                log_r[r, j] = v
+                if v > best:
+                    best = v
+            total = 0.0
+            for j in range(k):
+                total += np.exp(log_r[r, j] - best)
+            mix = best + np.log(total) - log_k
+            if cash[c] > 0.0:
+                lc = np.log(cash[c])
+                hi = mix if mix > lc else lc
+                lo = lc if mix > lc else mix
+                mix = hi + np.log1p(np.exp(lo - hi))
+            out[r, offset + c] = mix
+
+
+def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: ArrayLike | None, payoff: Payoff,
+           chunk: int, weights: Callable[[int], float], sr: bool, cash_of: Callable[[float], float]) -> NDArray[np.float64]:
+    a_arr = np.atleast_2d(np.asarray(a))
+    b_arr = np.atleast_2d(np.asarray(b))
+    g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    r, horizon = a_arr.shape
+    out = np.empty((r, horizon))
+    log_r = np.full((r, g.size), -np.inf)
+    started = 0.0
+    for lo in range(0, horizon, chunk):
+        hi = min(horizon, lo + chunk)
+        inc = np.ascontiguousarray(log_period_evalues(a_arr[:, lo:hi], b_arr[:, lo:hi], n, line, g, payoff))
+        w = np.array([weights(t) for t in range(lo + 1, hi + 1)])
+        cash = np.empty(hi - lo)
+        for i, wt in enumerate(w):
+            started += wt
+            cash[i] = cash_of(started)
+        with np.errstate(divide="ignore"):
+            log_w = np.log(w)
+        _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo)
+    return out
+
+
+def e_process_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: ArrayLike | None = None,
+                    payoff: Payoff = "per-sample", starts: Starts = "mixture", chunk: int = 4096) -> NDArray[np.float64]:
+    """log W_1..log W_T of the e-process for counts of shape (R, T); result (R, T)."""
+    return _batch(a, b, n, line, grid, payoff, chunk, lambda t: start_weight(t, starts), True,
+                  lambda started: max(1.0 - started, 0.0))
+
+
+def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, variant: EDetectorKind = "sr",
+                     grid: ArrayLike | None = None, payoff: Payoff = "per-sample",
+                     chunk: int = 4096) -> NDArray[np.float64]:
+    """log M_1..log M_T of the mixture e-detector for counts of shape (R, T); result (R, T).
+
+    SR: M_t^j = F_t^j·(M_{t−1}^j + 1); CUSUM: F_t^j·max(M_{t−1}^j, 1) (M_0 = 0, so M_1 = F_1).
+    """
+    if variant not in ("sr", "cusum"):
+        raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
+    return _batch(a, b, n, line, grid, payoff, chunk, lambda t: 1.0, variant == "sr", lambda started: 0.0)

@@ -1,0 +1,224 @@
+"""The horizon-free detectors (method.md §11): e-values, e-process, e-detector, their states."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import hypergeom
+
+from app.stats.sequential import (
+    EDetector, EProcess, SupportingLine, bet_grid, e_detector_paths, e_process_paths, edetector_threshold,
+    gdp_supporting_line, log_period_evalues, start_weight,
+)
+
+
+def _exact_conditional_evalue(a, b, n, line, lam):
+    """E[Π_i (1 + λ(X_i − sY_i − d)) | a, b]: the overlap K is hypergeometric (method.md §11.2)."""
+    s, d = line.slope, line.intercept
+    u, v, w, z = 1 + lam * (1 - d), 1 + lam * (1 - s - d), 1 - lam * (s + d), 1 - lam * d
+    ks = np.arange(max(0, a + b - n), min(a, b) + 1)
+    pmf = hypergeom(n, a, b).pmf(ks)
+    return float(np.sum(pmf * u ** (a - ks) * v ** ks * w ** (b - ks) * z ** (n - a - b + ks)))
+
+
+@pytest.mark.parametrize("line", [SupportingLine.pure(1.0), SupportingLine.approximate(0.5, 0.05)])
+def test_closed_form_is_a_lower_bound_of_the_exact_conditional_evalue(line):
+    grid = np.array([0.01, 0.2, 0.7])
+    for a, b, n in [(3, 1, 10), (10, 0, 10), (0, 7, 10), (40, 25, 60), (1, 1, 1), (0, 0, 5)]:
+        approx = log_period_evalues(a, b, n, line, grid)
+        for j, c in enumerate(grid):
+            exact = _exact_conditional_evalue(a, b, n, line, c / (line.slope + line.intercept))
+            assert approx[j] <= math.log(exact) + 1e-12
+            if c <= 0.2:  # the Jensen gap is of order λ⁴·Var(K): small for moderate bets
+                assert approx[j] == pytest.approx(math.log(exact), abs=0.01 * max(1, abs(math.log(exact))))
+    # n = 1: the overlap is a·b exactly, so the bound is the product itself.
+    for a in (0, 1):
+        for b in (0, 1):
+            got = log_period_evalues(a, b, 1, line, grid)
+            want = [math.log(_exact_conditional_evalue(a, b, 1, line, c / (line.slope + line.intercept))) for c in grid]
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("payoff", ["per-sample", "per-period"])
+def test_mean_of_the_evalue_is_at_most_one_on_the_boundary(payoff):
+    # Exact expectation over the binomial counts, p = s q + d: E[F] ≤ 1 for every bet.
+    from scipy.stats import binom
+
+    for line, q, n in [(SupportingLine.pure(1.0), 0.2, 30), (SupportingLine.approximate(0.3, 0.02), 0.4, 12),
+                       (SupportingLine.pure(0.1), 0.01, 50)]:
+        p = line.slope * q + line.intercept
+        a = np.arange(n + 1)[:, None]
+        b = np.arange(n + 1)[None, :]
+        w = binom.pmf(a, n, p) * binom.pmf(b, n, q)
+        f = np.exp(log_period_evalues(a, b, n, line, bet_grid(), payoff))
+        mean = np.einsum("ab,abk->k", w, f)
+        assert np.all(mean <= 1 + 1e-9), mean.max()
+
+
+def test_supporting_lines_and_gdp_tangent_majorise_the_boundary():
+    assert SupportingLine.pure(1.0) == SupportingLine(math.e, 0.0)
+    assert SupportingLine.approximate(1.0, 1e-5).intercept == 1e-5
+    from scipy.stats import norm
+
+    qs = np.linspace(1e-6, 1 - 1e-6, 2001)
+    for mu in (0.5, 1.0, 2.0):
+        h = norm.cdf(norm.ppf(qs) + mu)
+        for q0 in (0.001, 0.05, 0.3, 0.8):
+            line = gdp_supporting_line(mu, q0)
+            assert line.intercept >= 0
+            assert np.all(line.slope * qs + line.intercept >= h - 1e-9)
+            assert line.slope * q0 + line.intercept == pytest.approx(norm.cdf(norm.ppf(q0) + mu), abs=1e-9)
+    for bad in [(-1.0, 0.0), (math.inf, 0.0), (1.0, -0.1), (0.0, 0.0)]:
+        with pytest.raises(ValueError):
+            SupportingLine(*bad)
+
+
+@pytest.mark.parametrize("starts", ["mixture", "first"])
+def test_eprocess_matches_batch_and_round_trips_through_json(starts):
+    rng = np.random.default_rng(1)
+    line = SupportingLine.pure(1.0)
+    n, horizon = 50, 40
+    a = rng.binomial(n, 0.4, size=horizon)
+    b = rng.binomial(n, 0.1, size=horizon)
+    batch = e_process_paths(a[None], b[None], n, line, starts=starts, chunk=7)[0]
+    det = EProcess(0.05, line, starts=starts)
+    steps = []
+    for t in range(horizon):
+        if t == 17:  # the stored state carries on exactly
+            det = EProcess.from_state(json.loads(json.dumps(det.to_state(), allow_nan=False)))
+        steps.append(det.update(int(a[t]), int(b[t]), n))
+    np.testing.assert_allclose([s.statistic for s in steps], batch, rtol=1e-10, atol=1e-10)
+    assert steps[-1].t == horizon and steps[-1].threshold == pytest.approx(math.log(20))
+    first = next(s.t for s in steps if s.alarm)
+    assert det.alarm_t == first
+    assert sum(s.log_e_value for s in steps) == pytest.approx(steps[-1].statistic)
+    state = det.to_state()
+    assert len(json.dumps(state)) < 2000  # O(K), not O(t)
+
+
+@pytest.mark.parametrize("variant", ["sr", "cusum"])
+def test_edetector_matches_batch_and_recursion(variant):
+    rng = np.random.default_rng(2)
+    line = SupportingLine.approximate(0.5, 0.01)
+    n, horizon = 20, 30
+    a = rng.binomial(n, 0.3, size=horizon)
+    b = rng.binomial(n, 0.2, size=horizon)
+    batch = e_detector_paths(a[None], b[None], n, line, variant, chunk=4)[0]
+    det = EDetector(edetector_threshold(0.05, 100), line, variant)
+    assert det.log_statistic == -math.inf
+    stats = []
+    for t in range(horizon):
+        if t == 9:
+            det = EDetector.from_state(json.loads(json.dumps(det.to_state(), allow_nan=False)))
+        stats.append(det.update(int(a[t]), int(b[t]), n).statistic)
+    np.testing.assert_allclose(stats, batch, rtol=1e-10, atol=1e-10)
+    # By hand for one bet: SR sums the products of every suffix, CUSUM keeps the largest.
+    inc = log_period_evalues(a, b, n, line, [0.3])[:, 0]
+    suffix = [np.sum(inc[k:]) for k in range(horizon)]
+    want = np.log(np.sum(np.exp(suffix))) if variant == "sr" else max(suffix)
+    one = EDetector(2000.0, line, variant, grid_size=1, grid_high=0.3)
+    for t in range(horizon):
+        last = one.update(int(a[t]), int(b[t]), n)
+    assert last.statistic == pytest.approx(want, rel=1e-10)
+
+
+def test_sr_dominates_cusum_and_thresholds():
+    rng = np.random.default_rng(3)
+    a = rng.binomial(30, 0.5, size=(5, 60))
+    b = rng.binomial(30, 0.2, size=(5, 60))
+    line = SupportingLine.pure(1.0)
+    assert np.all(e_detector_paths(a, b, 30, line, "sr") >= e_detector_paths(a, b, 30, line, "cusum") - 1e-12)
+    assert edetector_threshold(0.05, 200) == pytest.approx(4000)
+    with pytest.raises(ValueError):
+        edetector_threshold(0.0, 10)
+    with pytest.raises(ValueError):
+        EDetector(1.0, line)
+
+
+def test_detects_a_violation_and_not_the_boundary():
+    rng = np.random.default_rng(4)
+    line = SupportingLine.pure(1.0)
+    n = 200
+    # A violation p = 2e·q: found within a few periods.
+    a = rng.binomial(n, 0.3, size=(200, 30))
+    b = rng.binomial(n, 0.3 / (2 * math.e), size=(200, 30))
+    assert np.mean(e_process_paths(a, b, n, line).max(axis=1) >= math.log(20)) > 0.95
+    # Exactly on the boundary: the e-process stays below 1/α in at least 1 − α of runs.
+    a = rng.binomial(n, 0.3, size=(2000, 100))
+    b = rng.binomial(n, 0.3 / math.e, size=(2000, 100))
+    far = np.mean(e_process_paths(a, b, n, line).max(axis=1) >= math.log(20))
+    assert far <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_estimate_is_predictable_and_bad_input_is_refused():
+    det = EProcess(0.05, SupportingLine.pure(1.0))
+    assert det.estimate() == (0.5, 0.5)
+    det.update(10, 2, 20)
+    p, q = det.estimate()
+    assert p == pytest.approx(10.5 / 21) and q == pytest.approx(2.5 / 21)
+    for a, b, n in [(-1, 0, 5), (6, 0, 5), (1, 1, 0)]:
+        with pytest.raises(ValueError):
+            det.update(a, b, n)
+    with pytest.raises(ValueError):
+        EProcess(1.5, SupportingLine.pure(1.0))
+    with pytest.raises(ValueError):
+        EProcess.from_state({"version": 2, "kind": "e-process"})
+    state = det.to_state()
+    state["log_r"] = state["log_r"][:-1]
+    with pytest.raises(ValueError):
+        EProcess.from_state(state)
+
+
+def test_start_mixture_is_the_weighted_sum_over_start_periods():
+    rng = np.random.default_rng(5)
+    line = SupportingLine.pure(0.5)
+    n, horizon = 40, 12
+    a = rng.binomial(n, 0.5, size=horizon)
+    b = rng.binomial(n, 0.3, size=horizon)
+    inc = log_period_evalues(a, b, n, line, bet_grid())  # (T, K)
+    det = EProcess(0.05, line)
+    for t in range(horizon):
+        got = det.update(int(a[t]), int(b[t]), n).statistic
+        weights = np.array([start_weight(k) for k in range(1, t + 2)])
+        by_start = [np.mean(np.exp(inc[k:t + 1].sum(axis=0))) for k in range(t + 1)]
+        want = math.log(np.dot(weights, by_start) + 1 - weights.sum())
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert sum(start_weight(k) for k in range(1, 200_000)) < 1
+    assert start_weight(1, "first") == 1 and start_weight(2, "first") == 0
+
+
+def test_start_mixture_recovers_after_a_long_run_inside_the_null():
+    # 300 periods well inside the null (D = −0.3), then a violation: the plain product has lost
+    # too much to recover within 100 periods; the start mixture detects it.
+    rng = np.random.default_rng(6)
+    line = SupportingLine.pure(1.0)
+    n = 200
+    a = np.concatenate([rng.binomial(n, 0.2, size=(50, 300)), rng.binomial(n, 0.35, size=(50, 100))], axis=1)
+    b = np.concatenate([rng.binomial(n, 0.18, size=(50, 300)), rng.binomial(n, 0.1, size=(50, 100))], axis=1)
+    thr = math.log(20)
+    mixed = e_process_paths(a, b, n, line)
+    plain = e_process_paths(a, b, n, line, starts="first")
+    assert np.mean(mixed[:, :300].max(axis=1) >= thr) <= 0.05
+    assert np.mean(mixed[:, 300:].max(axis=1) >= thr) > 0.9
+    assert np.mean(plain[:, 300:].max(axis=1) >= thr) < 0.2
+
+
+def test_oriented_lines_from_a_claim_are_applied_to_the_right_side():
+    class Line:  # the shape of app.stats.claims.Line: orientation, slope, intercept (0-d arrays)
+        def __init__(self, orientation, slope, intercept):
+            self.orientation = np.asarray(orientation)
+            self.slope = np.asarray(slope)
+            self.intercept = np.asarray(intercept)
+
+    up = EProcess(0.05, SupportingLine.pure(1.0))
+    down = EProcess(0.05, SupportingLine.pure(1.0))
+    plain = EProcess(0.05, SupportingLine.pure(1.0))
+    for a, b in [(30, 5), (28, 9), (31, 4)]:
+        s1 = up.update(a, b, 50, line=Line("upper", math.e, 0.0))
+        s2 = down.update(b, a, 50, line=Line("lower", math.e, 0.0))  # the same test, x and x' swapped
+        s3 = plain.update(a, b, 50)
+        assert s1.statistic == pytest.approx(s2.statistic) == pytest.approx(s3.statistic)
+    assert up.anchor_counts() == pytest.approx((0.81 * 30 + 0.9 * 28 + 31, 0.81 * 5 + 0.9 * 9 + 4, 0.81 * 50 + 0.9 * 50 + 50))
+    with pytest.raises(ValueError):
+        up.update(1, 1, 5, line=Line("sideways", 1.0, 0.0))
