@@ -31,6 +31,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.auth.rotation import signing_secrets
 from app.alarms.evidence import privacy_evidence
 from app.alarms.models import Alarm
 from app.alarms.service import contract_fingerprint, enqueue_event, fire_alarm, fire_contract_alarm, monitor_event_data
@@ -113,6 +114,7 @@ def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
     return MechanismEndpoint(
         sampling_url=mechanism.sampling_url,
         secret=mechanism.secret,
+        previous_secrets=signing_secrets(mechanism)[1:],
         output_kind=mechanism.output_kind,  # type: ignore[arg-type]
         max_batch=mechanism.max_batch,
         timeout_seconds=mechanism.timeout_seconds,
