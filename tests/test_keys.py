@@ -289,3 +289,42 @@ def test_cli_create_twice_adds_a_key_to_one_tenant_then_list_and_revoke(cli_env:
     assert _cli("keys", "create", "--tenant", "acme", "--scope", "owner").exit_code == 2
     assert _cli("keys", "revoke", "not-a-uuid").exit_code == 2
     assert _cli("keys", "revoke", str(uuid.uuid4())).exit_code == 2
+
+
+# ------------------------------------------------------------------------------------ migration
+
+
+def test_migration_renames_duplicate_tenants_and_makes_existing_keys_admin(tmp_path: Path) -> None:
+    from alembic import command
+
+    from app.db import _alembic_config
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    command.upgrade(_alembic_config(url), "0003s")
+    engine = create_engine(url)
+    ids = [uuid.uuid4() for _ in range(3)]
+    with engine.begin() as connection:
+        for i, (tenant_id, name) in enumerate(zip(ids, ["acme", "acme", "globex"], strict=True)):
+            connection.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (:id, :name, :at)"),
+                               {"id": tenant_id.hex, "name": name, "at": f"2026-01-0{i + 1} 00:00:00.000000"})
+            connection.execute(
+                text("INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_at) "
+                     "VALUES (:id, :tenant, 'k', 'dpw_abcd', :hash, '2026-01-01 00:00:00.000000')"),
+                {"id": uuid.uuid4().hex, "tenant": tenant_id.hex, "hash": uuid.uuid4().hex * 2},
+            )
+    command.upgrade(_alembic_config(url), "head")
+    with engine.connect() as connection:
+        names = dict(connection.execute(text("SELECT id, name FROM tenants")).all())
+        scopes = {row[0] for row in connection.execute(text("SELECT scope FROM api_keys"))}
+    engine.dispose()
+    assert names[ids[0].hex] == "acme" and names[ids[2].hex] == "globex"
+    assert names[ids[1].hex] == f"acme ({ids[1].hex[:8]})"
+    assert scopes == {"admin"}
+    # Down and up again keeps every tenant and key (no table that others reference is recreated).
+    command.downgrade(_alembic_config(url), "0003s")
+    command.upgrade(_alembic_config(url), "head")
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM api_keys")).scalar() == 3
+        assert connection.execute(text("SELECT count(*) FROM tenants")).scalar() == 3
+    engine.dispose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, String
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, new_uuid, utcnow
@@ -17,9 +17,12 @@ SCOPES = ("read", "admin")
 
 class Tenant(Base):
     __tablename__ = "tenants"
+    # A unique index rather than a constraint: on SQLite, adding a constraint recreates the table,
+    # and dropping the old one would cascade to every row that references a tenant.
+    __table_args__ = (Index("uq_tenants_name", "name", unique=True),)
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

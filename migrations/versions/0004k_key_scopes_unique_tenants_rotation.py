@@ -41,13 +41,16 @@ def _rename_duplicate_tenants() -> None:
 def upgrade() -> None:
     """Upgrade schema."""
     _rename_duplicate_tenants()
-    with op.batch_alter_table('tenants', schema=None) as batch_op:
-        batch_op.create_unique_constraint(batch_op.f('uq_tenants_name'), ['name'])
+    # An index, not a constraint: on SQLite a new constraint recreates the table, and dropping the
+    # old tenants table (foreign keys on) would cascade-delete everything the tenants own.
+    op.create_index('uq_tenants_name', 'tenants', ['name'], unique=True)
 
+    # api_keys is referenced by no table, so recreating it on SQLite (for the CHECK) loses nothing.
     with op.batch_alter_table('api_keys', schema=None) as batch_op:
         batch_op.add_column(sa.Column('scope', sa.String(length=16), server_default='admin', nullable=False))
         batch_op.create_check_constraint(batch_op.f('ck_api_keys_scope'), "scope IN ('read', 'admin')")
 
+    # Plain ALTER TABLE ADD COLUMN on both backends (no table is recreated).
     for table in ('webhooks', 'mechanisms'):
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.add_column(sa.Column('previous_secret', sa.String(length=100), nullable=True))
@@ -56,14 +59,14 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Downgrade schema (key scopes and previous secrets are dropped; renamed tenants keep their names)."""
+    # Not batch: ALTER TABLE DROP COLUMN (SQLite >= 3.35) keeps the rows that reference these tables,
+    # which recreating them would cascade-delete.
     for table in ('mechanisms', 'webhooks'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.drop_column('previous_secret_expires_at')
-            batch_op.drop_column('previous_secret')
+        op.drop_column(table, 'previous_secret_expires_at')
+        op.drop_column(table, 'previous_secret')
 
     with op.batch_alter_table('api_keys', schema=None) as batch_op:
         batch_op.drop_constraint(batch_op.f('ck_api_keys_scope'), type_='check')
         batch_op.drop_column('scope')
 
-    with op.batch_alter_table('tenants', schema=None) as batch_op:
-        batch_op.drop_constraint(batch_op.f('uq_tenants_name'), type_='unique')
+    op.drop_index('uq_tenants_name', table_name='tenants')
