@@ -186,6 +186,8 @@ def keys_create(
                                                 help="Create the tenant when it does not exist.")] = True,
 ) -> None:
     """Add an API key to a tenant (creating the tenant first if needed); prints the key once."""
+    from sqlalchemy.exc import IntegrityError
+
     from app.auth.service import add_key_to_tenant
 
     if scope not in ("admin", "read"):
@@ -193,9 +195,11 @@ def keys_create(
     with _keys_session() as session:
         try:
             created_tenant, api_key, key, created = add_key_to_tenant(session, tenant, name, scope, create=create_tenant)
+            session.commit()
         except (LookupError, ValueError) as exc:
             _fail(str(exc.args[0]) if exc.args else str(exc))
-        session.commit()
+        except IntegrityError:  # the same tenant name made at the same moment by another command
+            _fail(f"a tenant named {tenant!r} was created concurrently; run the command again to add a key to it")
     what = "new tenant" if created else "tenant"
     _err(f"{what} {created_tenant.name!r} ({created_tenant.id}), {scope} key {api_key.id}; "
          "store this key now, it is not shown again:")
