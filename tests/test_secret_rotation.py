@@ -164,6 +164,7 @@ def test_webhook_rotation_signs_deliveries_with_both_secrets_during_the_grace_pe
         assert receiver.seen[-1] == {"signatures": 1, "previous": False, "current": True}
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize(("body", "pointer"), [({"grace_seconds": -1}, "#/grace_seconds"),
                                               ({"grace_seconds": 31 * 86400}, "#/grace_seconds"),
                                               ({"grace_seconds": "soon"}, "#/grace_seconds"),

@@ -42,7 +42,8 @@ class Principal:
     tenant_id: uuid.UUID
     api_key_id: uuid.UUID
     #: ``admin`` may do anything; ``read`` may only read (GET) (app/api/deps.py enforces it).
-    scope: str = "admin"
+    #: Defaults to the least privilege, so that a principal built without it cannot write.
+    scope: str = "read"
 
     @property
     def may_write(self) -> bool:
