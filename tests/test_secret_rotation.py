@@ -236,6 +236,10 @@ def test_mechanism_rotation_keeps_old_and_new_valid_during_the_overlap(client: T
         # The overlap: an endpoint still on the old secret, and one already on the new, both accept.
         assert (check("old"), check("new"), check("both")) == (True, True, True)
         assert [sampled(n) for n in ("old", "new", "both")] == ["ok", "ok", "ok"]
+        # An update probed before it is saved (?validate=true) signs with both secrets too.
+        probed = client.patch(f"/v1/mechanisms/{mechanism['id']}?validate=true",
+                              json={"sampling_url": f"{urls['old']}/sample", "probe_database": [1, 0, 1]})
+        assert probed.status_code == 200, probed.text
         # After it, the old secret no longer signs: the endpoint left on it refuses (401).
         with db() as session:
             session.get(Mechanism, uuid.UUID(mechanism["id"])).previous_secret_expires_at = (

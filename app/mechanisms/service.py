@@ -127,6 +127,8 @@ def draft_update(mechanism: Mechanism, data: MechanismUpdate) -> Mechanism:
             "timeout_seconds",
             "prefer_binary",
             "secret",
+            "previous_secret",  # a probe during a rotation's overlap signs with both secrets
+            "previous_secret_expires_at",
             "output_shape",
             "output_shape_source",
             "probe_database",
