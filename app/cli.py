@@ -155,27 +155,111 @@ def migrate() -> None:
     _err("database is at the latest migration")
 
 
-@keys_app.command("create")
-def keys_create(
-    tenant: Annotated[str, typer.Option(help="Tenant name (created).")] = "default",
-    name: Annotated[str, typer.Option(help="A label for the key.")] = "first key",
-) -> None:
-    """Create a tenant and its first API key; prints the key once."""
-    from app.auth.service import create_tenant_with_key
+def _keys_session():  # type: ignore[no-untyped-def]
+    """A session on DPWATCH_DATABASE_URL (migrated first when DPWATCH_MIGRATE_ON_START)."""
+    from contextlib import contextmanager
+
     from app.db import make_engine, make_session_factory, run_migrations
 
     settings = _settings()
     if settings.migrate_on_start:
         run_migrations(settings.database_url)
-    engine = make_engine(settings.database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            created, key = create_tenant_with_key(session, tenant, name)
+
+    @contextmanager
+    def opened():  # type: ignore[no-untyped-def]
+        engine = make_engine(settings.database_url)
+        try:
+            with make_session_factory(engine)() as session:
+                yield session
+        finally:
+            engine.dispose()
+
+    return opened()
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant name; the key is added to it, and it is created if it does not exist.")] = "default",
+    name: Annotated[str, typer.Option(help="A label for the key.")] = "first key",
+    scope: Annotated[str, typer.Option(help="admin (everything) or read (GET only).")] = "admin",
+    create_tenant: Annotated[bool, typer.Option("--create-tenant/--no-create-tenant",
+                                                help="Create the tenant when it does not exist.")] = True,
+) -> None:
+    """Add an API key to a tenant (creating the tenant first if needed); prints the key once."""
+    from sqlalchemy.exc import IntegrityError
+
+    from app.auth.service import add_key_to_tenant
+
+    if scope not in ("admin", "read"):
+        _fail(f"--scope must be admin or read, not {scope!r}")
+    with _keys_session() as session:
+        try:
+            created_tenant, api_key, key, created = add_key_to_tenant(session, tenant, name, scope, create=create_tenant)
             session.commit()
-    finally:
-        engine.dispose()
-    _err(f"tenant {created.name!r} ({created.id}); store this key now, it is not shown again:")
+        except (LookupError, ValueError) as exc:
+            _fail(str(exc.args[0]) if exc.args else str(exc))
+        except IntegrityError:  # the same tenant name made at the same moment by another command
+            _fail(f"a tenant named {tenant!r} was created concurrently; run the command again to add a key to it")
+    what = "new tenant" if created else "tenant"
+    _err(f"{what} {created_tenant.name!r} ({created_tenant.id}), {scope} key {api_key.id}; "
+         "store this key now, it is not shown again:")
     typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: Annotated[str, typer.Option(help="Tenant name.")],
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
+) -> None:
+    """List a tenant's keys (never their secrets: the prefix tells them apart)."""
+    import json
+
+    from app.auth.service import get_tenant_by_name, list_api_keys
+
+    with _keys_session() as session:
+        found = get_tenant_by_name(session, tenant)
+        if found is None:
+            _fail(f"no tenant named {tenant!r}")
+        keys = list_api_keys(session, found.id)
+    def when(value):  # type: ignore[no-untyped-def]
+        return value.isoformat(timespec="seconds") if value is not None else "-"
+
+    if as_json:
+        for k in keys:
+            typer.echo(json.dumps({"id": str(k.id), "name": k.name, "scope": k.scope, "prefix": k.prefix,
+                                   "created_at": when(k.created_at), "last_used_at": when(k.last_used_at),
+                                   "revoked_at": when(k.revoked_at)}))
+        return
+    typer.echo(f"{'id':36}  {'prefix':8}  {'scope':5}  {'created':25}  {'last used':25}  {'revoked':25}  name")
+    for k in keys:
+        typer.echo(f"{k.id!s:36}  {k.prefix:8}  {k.scope:5}  {when(k.created_at):25}  {when(k.last_used_at):25}  "
+                   f"{when(k.revoked_at):25}  {k.name}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (from `dpwatch keys list`).")],
+    force: Annotated[bool, typer.Option(help="Revoke even the tenant's last active admin key.")] = False,
+) -> None:
+    """Revoke an API key: it gets 401 from then on."""
+    import uuid
+
+    from app.auth.service import LastAdminKeyError, revoke_api_key
+
+    try:
+        parsed = uuid.UUID(key_id)
+    except ValueError:
+        _fail(f"{key_id!r} is not a key id (a UUID)")
+    with _keys_session() as session:
+        try:
+            api_key = revoke_api_key(session, parsed, allow_last_admin=force)
+        except LastAdminKeyError as exc:
+            _fail(f"{exc} (or pass --force)")
+        if api_key is None:
+            _fail(f"no API key {key_id}")
+        session.commit()
+        revoked_at = api_key.revoked_at
+    _err(f"key {key_id} revoked at {revoked_at.isoformat(timespec='seconds')}")
 
 
 @app.command()

@@ -92,13 +92,14 @@ def build_demo_app(opts: DemoOptions, receiver: Receiver, mechanism_secret: str)
 
 
 async def _create_key(settings: Settings) -> str:
-    from app.auth.service import create_tenant_with_key
+    from app.auth.service import add_key_to_tenant
     from app.db import make_engine, make_session_factory
 
     engine = make_engine(settings.database_url)
     try:
         with make_session_factory(engine)() as session:
-            _, key = create_tenant_with_key(session, "demo", "demo key")
+            # A new key on the "demo" tenant, which a previous run on the same database made already.
+            _, _, key, _ = add_key_to_tenant(session, "demo", "demo key")
             session.commit()
         return key
     finally:

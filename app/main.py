@@ -23,10 +23,11 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
-from app.api.deps import get_principal
+from app.api.deps import authorize, document_scope_responses
 from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
+from app.auth.router import router as keys_router
 from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
@@ -50,7 +51,8 @@ of it (pairs of neighbouring databases x, x', events E, the claimed ε, a false-
 horizon of T periods), and receive **alarms** by polling or through **webhooks**.
 
 All `/v1` endpoints need `Authorization: Bearer <api key>`; a key sees only its tenant's
-resources. Errors are `application/problem+json` (RFC 9457). Lists are paginated with
+resources. A key with the `read` scope may only use GET; any other method answers 403 (see the
+`keys` endpoints). Errors are `application/problem+json` (RFC 9457). Lists are paginated with
 `?limit=&cursor=` and return `{"items": [...], "next_cursor": ...}`.
 """
 
@@ -62,6 +64,8 @@ TAGS = [
     {"name": "snapshots", "description": "MPL snapshots: estimates of ε and a lower confidence bound from raw outputs."},
     {"name": "jobs", "description": "Long work run by workers (discovery, audits, a monitor's re-discovery): "
      "progress, cancellation, and the result kept."},
+    {"name": "keys", "description": "API keys of the calling tenant: create (shown once), list, revoke. "
+     "Scopes: `read` (GET only) and `admin` (everything)."},
     {"name": "operations", "description": "Health, readiness and metrics (no authentication)."},
 ]
 
@@ -100,6 +104,7 @@ def _problem_openapi(app: FastAPI) -> dict[str, Any]:
                 content = response.get("content")
                 if code.isdigit() and int(code) >= 400 and content and "application/json" in content:
                     content[PROBLEM_MEDIA_TYPE] = content.pop("application/json")
+    document_scope_responses(schema)
     for unused in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(unused, None)
     app.openapi_schema = schema
@@ -161,13 +166,15 @@ def create_app(
     install_problem_handlers(app)
     app.add_middleware(RequestContextMiddleware)
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(get_principal)])
+    # authorize: the bearer key's tenant, and its scope checked against the method (403).
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorize)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)
     v1.include_router(webhooks_router)
     v1.include_router(snapshots_router)
     v1.include_router(jobs_router)
+    v1.include_router(keys_router)
     app.include_router(v1)
     install_offline_docs(app)
     install_dashboard(app, settings)

@@ -43,7 +43,7 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 34
+    assert len(operations) == 40  # 34, then the keys routes (4) and the two rotate-secret routes
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -96,7 +96,9 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     alarm = client.get("/v1/alarms").json()["items"][0]
     snapshot = client.post(f"/v1/monitors/{monitor['id']}/snapshots", json={}).json()
     job = client.post(f"/v1/mechanisms/{mechanism['id']}/discover", json={"pattern": "table1"}).json()
+    key = client.post("/v1/keys", json={"name": "second", "scope": "admin"}).json()
     ids = {
+        "key_id": key["id"],
         "job_id": job["id"],
         "snapshot_id": snapshot["id"],
         "mechanism_id": mechanism["id"],
@@ -120,10 +122,11 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 26
+    assert checked == 30  # 26, then GET and DELETE /v1/keys/{key_id} and the two rotate-secret routes
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks", "/v1/jobs"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path
+    assert key["id"] not in {k["id"] for k in client.get("/v1/keys", headers=other_headers).json()["items"]}
     assert client.get("/v1/alarms", params={"monitor_id": monitor["id"]}, headers=other_headers).json()["items"] == []
 
     # Nothing was changed by the other tenant's attempts.
@@ -131,3 +134,4 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     assert client.get(f"/v1/monitors/{monitor['id']}").json()["state"] == "alarm"
     assert client.get(f"/v1/alarms/{alarm['id']}").json()["acknowledged_at"] is None
     assert client.get(f"/v1/webhooks/{webhook['id']}").json()["enabled"] is True
+    assert client.get(f"/v1/keys/{key['id']}").json()["revoked_at"] is None

@@ -2,7 +2,8 @@
 
 Each pending ``webhook_messages`` row is POSTed to its webhook's URL through the one safe HTTP
 client, signed with the webhook's ``whsec_`` secret (Standard Webhooks: ``webhook-id`` is the
-message id, so receivers can deduplicate retries). Every try is logged in ``webhook_attempts``.
+message id, so receivers can deduplicate retries). While a rotated secret's grace period lasts,
+the message carries two signatures, the new secret's and the old one's (app/auth/rotation.py). Every try is logged in ``webhook_attempts``.
 
 Retries follow the Standard Webhooks / Svix habit: from seconds to hours, each delay jittered by
 ±20% so that a receiver coming back up is not hit by every sender at once. A ``410 Gone``
@@ -25,6 +26,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.models import Webhook, WebhookAttempt, WebhookMessage
+from app.auth.rotation import signing_secrets
 from app.db import utcnow
 from app.sampling.protocol import sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpError
@@ -55,7 +57,7 @@ def retry_delay(attempts: int, rng: random.Random | None = None) -> float | None
 class _Outgoing:
     id: str
     url: str
-    secret: str
+    secrets: tuple[str, ...]
     body: bytes
     webhook_id: uuid.UUID
 
@@ -88,7 +90,7 @@ class WebhookDeliverer:
                 if not hook.enabled:
                     msg.status = "disabled"
                     continue
-                out.append(_Outgoing(msg.id, hook.url, hook.secret, json.dumps(msg.payload).encode(), hook.id))
+                out.append(_Outgoing(msg.id, hook.url, signing_secrets(hook), json.dumps(msg.payload).encode(), hook.id))
             session.commit()
             return out
 
@@ -136,7 +138,7 @@ class WebhookDeliverer:
         )
 
     async def send(self, out: _Outgoing) -> str:
-        headers = {"content-type": "application/json", **sign_headers(out.secret, out.id, out.body)}
+        headers = {"content-type": "application/json", **sign_headers(out.secrets, out.id, out.body)}
         t0 = time.perf_counter()
         status_code: int | None = None
         error: str | None = None

@@ -79,6 +79,10 @@ class Webhook(Base):
     event_types: Mapped[list[str]] = mapped_column(JSONType)
     # Stored in clear: the deliverer signs each message with it. Shown once, at creation.
     secret: Mapped[str] = mapped_column(String(100))
+    # The secret replaced by the last rotation, still used (beside ``secret``) until
+    # ``previous_secret_expires_at``: both signatures are sent during the grace period.
+    previous_secret: Mapped[str | None] = mapped_column(String(100))
+    previous_secret_expires_at: Mapped[datetime | None]
     enabled: Mapped[bool] = mapped_column(default=True)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

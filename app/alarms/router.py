@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
+import structlog
 from fastapi import APIRouter, Body, Query, Response, status
 
 from app.alarms import service
@@ -22,6 +23,11 @@ from app.alarms.schemas import (
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.auth.rotation import rotate_secret
+from app.auth.schemas import RotateSecret, SecretRotated
+from app.auth.service import generate_signing_secret
+
+log = structlog.get_logger("dpwatch.webhooks")
 
 alarms_router = APIRouter(prefix="/alarms", tags=["alarms"])
 webhooks_router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -195,3 +201,28 @@ def list_deliveries(
     webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
     rows, next_cursor = service.list_deliveries(session, webhook, limit=limit, cursor=cursor)
     return Page[DeliveryRead](items=[_delivery(m, a) for m, a in rows], next_cursor=next_cursor)
+
+
+@webhooks_router.post(
+    "/{webhook_id}/rotate-secret",
+    response_model=SecretRotated,
+    summary="Rotate a webhook's secret",
+    description="A new `whsec_` secret, shown in this answer only. For `grace_seconds` (default 24 h) "
+    "every delivery carries two signatures in `webhook-signature`, `v1,<new> v1,<old>` (Standard "
+    "Webhooks allows a space-separated list), so a receiver verifying with either secret accepts it; "
+    "switch the receiver to the new secret within that time. Rotating again during a grace period "
+    "drops the older secret at once: only the last two are ever live. The body may be omitted.",
+    responses=problem_responses(401, 403, 404, 422),
+)
+def rotate_webhook_secret(
+    webhook_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: SessionDep,
+    body: Annotated[RotateSecret | None, Body()] = None,
+) -> SecretRotated:
+    webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
+    new_secret = generate_signing_secret()
+    expires = rotate_secret(webhook, new_secret, (body or RotateSecret()).grace_seconds)
+    session.flush()
+    log.info("webhook.secret_rotated", webhook_id=str(webhook.id), previous_valid_until=expires and expires.isoformat())
+    return SecretRotated(id=webhook.id, secret=new_secret, previous_secret_expires_at=expires)

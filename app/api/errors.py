@@ -107,6 +107,13 @@ class InvalidInputError(ProblemError):
         super().__init__(detail, errors=errors)
 
 
+class ForbiddenError(ProblemError):
+    """An authenticated key whose scope does not allow the request (403)."""
+
+    status = 403
+    slug = "forbidden"
+
+
 class UnauthorizedError(ProblemError):
     status = 401
     slug = "unauthorized"
@@ -215,6 +222,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Bad request.",
         401: "Missing, unknown or revoked API key (`WWW-Authenticate: Bearer`).",
+        403: "The API key's scope does not allow this request (a `read` key on a write route).",
         404: "No such resource for this tenant (another tenant's resources are reported as missing).",
         409: "The request conflicts with the resource's current state.",
         422: "Invalid input; `errors` lists every invalid field.",

@@ -72,7 +72,7 @@ async def probe_shape(endpoint: MechanismEndpoint, database: Any, n: int, *,
                       http_config: SafeHttpConfig) -> ShapeDetection:
     """Draw ``n`` outputs once as raw JSON and detect their shape (app.stats.shapes.detect_shape)."""
     body = encode_request(database, n, "probe-shape", "audit", 0)
-    headers = sign_headers(endpoint.secret, "probe-shape", body)
+    headers = sign_headers((endpoint.secret, *endpoint.previous_secrets), "probe-shape", body)
     headers.update({"content-type": JSON_MEDIA_TYPE, "accept": ACCEPT_JSON})
     async with SafeAsyncClient(http_config) as http:
         try:

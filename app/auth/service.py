@@ -7,10 +7,10 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.auth.models import ApiKey, Tenant
+from app.auth.models import SCOPES, ApiKey, Tenant
 from app.db import utcnow
 
 KEY_PREFIX = "dpw_"
@@ -41,23 +41,52 @@ class Principal:
 
     tenant_id: uuid.UUID
     api_key_id: uuid.UUID
+    #: ``admin`` may do anything; ``read`` may only read (GET) (app/api/deps.py enforces it).
+    #: Defaults to the least privilege, so that a principal built without it cannot write.
+    scope: str = "read"
+
+    @property
+    def may_write(self) -> bool:
+        return self.scope == "admin"
+
+
+class TenantExistsError(ValueError):
+    """A tenant with this name exists already (tenant names are unique)."""
+
+
+class LastAdminKeyError(ValueError):
+    """Revoking this key would leave its tenant without an active admin key."""
+
+
+def get_tenant_by_name(session: Session, name: str) -> Tenant | None:
+    return session.scalar(select(Tenant).where(Tenant.name == name))
 
 
 def create_tenant(session: Session, name: str) -> Tenant:
+    """A new tenant; :class:`TenantExistsError` when the name is taken (names are unique)."""
+    if get_tenant_by_name(session, name) is not None:
+        raise TenantExistsError(f"a tenant named {name!r} exists already")
     tenant = Tenant(name=name)
     session.add(tenant)
     session.flush()
     return tenant
 
 
-def create_api_key(session: Session, tenant_id: uuid.UUID, name: str) -> tuple[ApiKey, str]:
+def _check_scope(scope: str) -> None:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+
+
+def create_api_key(session: Session, tenant_id: uuid.UUID, name: str, scope: str = "admin") -> tuple[ApiKey, str]:
     """A new key for the tenant; the plaintext is returned once and never stored."""
+    _check_scope(scope)
     plaintext = generate_api_key()
     api_key = ApiKey(
         tenant_id=tenant_id,
         name=name,
         prefix=plaintext[:SHOWN_PREFIX_LENGTH],
         key_hash=hash_api_key(plaintext),
+        scope=scope,
     )
     session.add(api_key)
     session.flush()
@@ -65,17 +94,69 @@ def create_api_key(session: Session, tenant_id: uuid.UUID, name: str) -> tuple[A
 
 
 def create_tenant_with_key(session: Session, tenant_name: str, key_name: str) -> tuple[Tenant, str]:
-    """A tenant and its first API key (``dpwatch keys create``). Returns the plaintext key once."""
+    """A new tenant and its first (admin) API key. Returns the plaintext key once;
+    :class:`TenantExistsError` when the name is taken."""
     tenant = create_tenant(session, tenant_name)
-    _, plaintext = create_api_key(session, tenant.id, key_name)
+    _, plaintext = create_api_key(session, tenant.id, key_name, "admin")
     return tenant, plaintext
 
 
-def revoke_api_key(session: Session, api_key_id: uuid.UUID) -> ApiKey | None:
+def add_key_to_tenant(
+    session: Session, tenant_name: str, key_name: str, scope: str = "admin", *, create: bool = True
+) -> tuple[Tenant, ApiKey, str, bool]:
+    """``dpwatch keys create``: a key for the tenant named ``tenant_name``, made first when it does
+    not exist and ``create`` is true (its first key must then be ``admin``). Returns the tenant,
+    the key row, the plaintext (once) and whether the tenant was created."""
+    _check_scope(scope)
+    tenant = get_tenant_by_name(session, tenant_name)
+    created = False
+    if tenant is None:
+        if not create:
+            raise LookupError(f"no tenant named {tenant_name!r}")
+        if scope != "admin":
+            raise ValueError("a new tenant's first key must have the admin scope")
+        tenant = create_tenant(session, tenant_name)
+        created = True
+    api_key, plaintext = create_api_key(session, tenant.id, key_name, scope)
+    return tenant, api_key, plaintext, created
+
+
+def list_api_keys(session: Session, tenant_id: uuid.UUID, *, include_revoked: bool = True) -> list[ApiKey]:
+    """The tenant's keys, oldest first."""
+    stmt = select(ApiKey).where(ApiKey.tenant_id == tenant_id)
+    if not include_revoked:
+        stmt = stmt.where(ApiKey.revoked_at.is_(None))
+    return list(session.scalars(stmt.order_by(ApiKey.created_at, ApiKey.id)))
+
+
+def active_admin_keys(session: Session, tenant_id: uuid.UUID) -> int:
+    return session.scalar(
+        select(func.count()).select_from(ApiKey).where(
+            ApiKey.tenant_id == tenant_id, ApiKey.scope == "admin", ApiKey.revoked_at.is_(None)
+        )
+    ) or 0
+
+
+def revoke_api_key(session: Session, api_key_id: uuid.UUID, *, allow_last_admin: bool = False) -> ApiKey | None:
+    """Revoke the key (idempotent); None when there is no such key.
+
+    Refuses (:class:`LastAdminKeyError`) to revoke the tenant's last active admin key unless
+    ``allow_last_admin``: through the API that would leave the tenant with no key able to make
+    keys again (the CLI may, with ``--force``)."""
     api_key = session.get(ApiKey, api_key_id)
-    if api_key is not None and api_key.revoked_at is None:
-        api_key.revoked_at = utcnow()
-        session.flush()
+    if api_key is None or api_key.revoked_at is not None:
+        return api_key
+    if api_key.scope == "admin" and not allow_last_admin:
+        # Lock the tenant's admin keys so that two concurrent revocations cannot both pass.
+        session.execute(
+            select(ApiKey.id).where(ApiKey.tenant_id == api_key.tenant_id, ApiKey.scope == "admin").with_for_update()
+        )
+        if active_admin_keys(session, api_key.tenant_id) <= 1:
+            raise LastAdminKeyError(
+                f"key {api_key.id} is the tenant's last active admin key; create another admin key first"
+            )
+    api_key.revoked_at = utcnow()
+    session.flush()
     return api_key
 
 
@@ -90,4 +171,4 @@ def authenticate(session: Session, plaintext: str) -> Principal | None:
     # Throttled so that a busy client does not turn every read into a row write.
     if api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS:
         api_key.last_used_at = now
-    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id)
+    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope)

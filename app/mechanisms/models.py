@@ -36,6 +36,10 @@ class Mechanism(Base):
     # Stored in clear: the service signs every sampling request with it (Standard Webhooks
     # scheme), so it must be able to read it. It is shown to the client once, at creation.
     secret: Mapped[str] = mapped_column(String(100))
+    # The secret replaced by the last rotation, still used (beside ``secret``) until
+    # ``previous_secret_expires_at``: both signatures are sent during the grace period.
+    previous_secret: Mapped[str | None] = mapped_column(String(100))
+    previous_secret_expires_at: Mapped[datetime | None]
     # The output contract: an ``app.stats.shapes.OutputShape`` as JSON, declared at registration
     # or detected from the first outputs; a period whose outputs break it raises a contract alarm.
     output_shape: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

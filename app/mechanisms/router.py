@@ -6,12 +6,16 @@ import uuid
 from typing import Annotated
 
 import anyio.from_thread
+import structlog
 from fastapi import APIRouter, Body, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import InvalidInputError, ProblemError, field_problem, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.auth.rotation import rotate_secret
+from app.auth.schemas import RotateMechanismSecret, SecretRotated
+from app.auth.service import generate_signing_secret
 from app.mechanisms import service
 from app.mechanisms.models import Mechanism
 from app.mechanisms.schemas import (
@@ -24,6 +28,8 @@ from app.mechanisms.schemas import (
     ProbeRequest,
 )
 from app.settings import Settings
+
+log = structlog.get_logger("dpwatch.mechanisms")
 
 router = APIRouter(prefix="/mechanisms", tags=["mechanisms"])
 
@@ -195,3 +201,33 @@ def validate_mechanism(
 ) -> ProbeReport:
     mechanism = service.get_mechanism(session, principal.tenant_id, mechanism_id)
     return _probe(prober, mechanism, settings, session, body)
+
+
+@router.post(
+    "/{mechanism_id}/rotate-secret",
+    response_model=SecretRotated,
+    summary="Rotate a mechanism's signing secret",
+    description="A new `whsec_` secret (generated, or the one given), shown in this answer only. For "
+    "`grace_seconds` (default 24 h) every sampling request carries two signatures in `webhook-signature`, "
+    "`v1,<new> v1,<old>`, so the endpoint accepts it whether it verifies with the old secret or the new "
+    "one: reconfigure the endpoint within that time. An endpoint built with `app.sampling.endpoint` may "
+    "also be given both secrets during the switch. Rotating again during a grace period drops the "
+    "older secret at once. 422 when the given secret is the current one. The body may be omitted.",
+    responses=problem_responses(401, 403, 404, 422),
+)
+def rotate_mechanism_secret(
+    mechanism_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: SessionDep,
+    body: Annotated[RotateMechanismSecret | None, Body()] = None,
+) -> SecretRotated:
+    mechanism = service.get_mechanism(session, principal.tenant_id, mechanism_id)
+    body = body or RotateMechanismSecret()
+    new_secret = body.secret or generate_signing_secret()
+    if new_secret == mechanism.secret:
+        raise InvalidInputError("The new secret must differ from the current one.", field=["body", "secret"])
+    expires = rotate_secret(mechanism, new_secret, body.grace_seconds)
+    session.flush()
+    log.info("mechanism.secret_rotated", mechanism_id=str(mechanism.id),
+             previous_valid_until=expires and expires.isoformat())
+    return SecretRotated(id=mechanism.id, secret=new_secret, previous_secret_expires_at=expires)

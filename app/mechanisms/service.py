@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.api.errors import ConflictError, InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.api.urls import destination_problem
+from app.auth.rotation import signing_secrets
 from app.auth.service import generate_signing_secret
 from app.mechanisms.models import Mechanism
 from app.mechanisms.schemas import MechanismCreate, MechanismUpdate
@@ -126,6 +127,8 @@ def draft_update(mechanism: Mechanism, data: MechanismUpdate) -> Mechanism:
             "timeout_seconds",
             "prefer_binary",
             "secret",
+            "previous_secret",  # a probe during a rotation's overlap signs with both secrets
+            "previous_secret_expires_at",
             "output_shape",
             "output_shape_source",
             "probe_database",
@@ -277,6 +280,7 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
         endpoint = MechanismEndpoint(
             sampling_url=mechanism.sampling_url,
             secret=mechanism.secret,
+            previous_secrets=signing_secrets(mechanism)[1:],
             output_kind=mechanism.output_kind,  # type: ignore[arg-type]
             max_batch=mechanism.max_batch,
             timeout_seconds=mechanism.timeout_seconds,

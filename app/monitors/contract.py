@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from app.auth.rotation import signing_secrets
 from app.mechanisms.models import Mechanism
 from app.sampling.client import MechanismEndpoint
 from app.sampling.protocol import SamplingError
@@ -141,6 +142,7 @@ def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
     return MechanismEndpoint(
         sampling_url=mechanism.sampling_url,
         secret=mechanism.secret,
+        previous_secrets=signing_secrets(mechanism)[1:],
         output_kind=mechanism.output_kind,  # type: ignore[arg-type]
         max_batch=mechanism.max_batch,
         timeout_seconds=mechanism.timeout_seconds,

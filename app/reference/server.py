@@ -16,6 +16,7 @@ end-to-end tests.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -94,14 +95,15 @@ def gaussian_routes(change_period: int = DEFAULT_CHANGE_PERIOD) -> dict[str, tup
     return routes
 
 
-def reference_router(secret: str | None, *, epsilon: float = 1.0,
+def reference_router(secret: str | Sequence[str] | None, *, epsilon: float = 1.0,
                      change_period: int = DEFAULT_CHANGE_PERIOD, seed: int | None = None,
                      corpus_epsilon: float = CORPUS_EPSILON) -> APIRouter:
-    """Every reference endpoint on one router; mount it with ``prefix="/reference"``."""
+    """Every reference endpoint on one router; mount it with ``prefix="/reference"``. Several
+    secrets: a request signed with any of them is accepted (a secret being rotated)."""
     return make_endpoint_router(reference_routes(epsilon, change_period, corpus_epsilon), secret=secret, seed=seed)
 
 
-def reference_app(secret: str | None, *, epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD,
+def reference_app(secret: str | Sequence[str] | None, *, epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_PERIOD,
                   seed: int | None = None, corpus_epsilon: float = CORPUS_EPSILON) -> FastAPI:
     app = FastAPI(title="dpwatch reference mechanisms", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(reference_router(secret, epsilon=epsilon, change_period=change_period, seed=seed,

@@ -76,7 +76,10 @@ class MechanismEndpoint:
     """Where and how to call one mechanism.
 
     ``secret`` (``whsec_<base64>``) signs every request; it is excluded from
-    ``repr`` so it never reaches logs.  ``timeout_seconds`` bounds one HTTP
+    ``repr`` so it never reaches logs.  ``previous_secrets`` (a secret being
+    rotated out, during its overlap) sign every request too: the
+    ``webhook-signature`` header then carries one signature per secret, and an
+    endpoint holding either one accepts.  ``timeout_seconds`` bounds one HTTP
     attempt (connect + answer).  ``prefer_binary`` asks for the float64 binary
     format (only used for real and vector outputs).  ``vector_dim``, if set,
     is the required length of each vector output.  ``shape``, if set, is the
@@ -93,6 +96,7 @@ class MechanismEndpoint:
     prefer_binary: bool = False
     vector_dim: int | None = None
     shape: OutputShape | None = None
+    previous_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.shape is not None and not isinstance(self.shape, OutputShape):
@@ -109,6 +113,10 @@ class MechanismEndpoint:
             if self.vector_dim < 1:
                 raise ValueError("vector_dim must be >= 1")
         validate_secret(self.secret)
+        if not isinstance(self.previous_secrets, tuple):
+            raise ValueError("previous_secrets must be a tuple")
+        for previous in self.previous_secrets:
+            validate_secret(previous)
 
 
 @dataclass(frozen=True)
@@ -239,7 +247,7 @@ class SamplingClient:
         if not _REQUEST_ID_PREFIX.match(prefix):
             raise ValueError("request_id_prefix must match [A-Za-z0-9._:-]{1,120}")
         database_json = encode_database(database)
-        webhook = Webhook(mechanism.secret)
+        webhook = tuple(Webhook(s) for s in (mechanism.secret, *mechanism.previous_secrets))
         sizes = _split(n, mechanism.max_batch)
         deadline = time.monotonic() + self.config.deadline_seconds
         binary = mechanism.prefer_binary and (
@@ -350,7 +358,7 @@ class SamplingClient:
     async def _batch_with_retries(
         self,
         mechanism: MechanismEndpoint,
-        webhook: Webhook,
+        webhook: tuple[Webhook, ...],
         body: Callable[[], bytes],
         size: int,
         request_id: str,
@@ -394,7 +402,7 @@ class SamplingClient:
     async def _attempt(
         self,
         mechanism: MechanismEndpoint,
-        webhook: Webhook,
+        webhook: tuple[Webhook, ...],
         body: Callable[[], bytes],
         size: int,
         request_id: str,

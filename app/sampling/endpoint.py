@@ -221,7 +221,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 def _make_handler(
     f: MechanismFunction,
     output_kind: OutputKind,
-    webhook: Webhook | None,
+    webhook: tuple[Webhook, ...] | None,
     max_n: int,
     max_body_bytes: int,
     rng_factory: _RngFactory,
@@ -248,12 +248,10 @@ def _make_handler(
         except ClientDisconnect:
             return Response(status_code=400)
         if webhook is not None:
-            try:
-                webhook.verify(body, dict(request.headers), json_parse=False)
-            except (WebhookVerificationError, ValueError, UnicodeDecodeError) as exc:
-                # ValueError covers malformed signature lists and base64.
-                log.info("endpoint.bad_signature", mechanism=name, error=str(exc))
-                return _error(401, f"invalid or missing webhook signature: {exc}")
+            error = _verify_any(webhook, body, dict(request.headers))
+            if error is not None:
+                log.info("endpoint.bad_signature", mechanism=name, error=error)
+                return _error(401, f"invalid or missing webhook signature: {error}")
         try:
             req = SampleRequest.model_validate_json(body)
         except ValidationError as exc:
@@ -300,11 +298,29 @@ def _make_handler(
     return sample_endpoint
 
 
-def _webhook(secret: str | None) -> Webhook | None:
+def _webhook(secret: str | typing.Sequence[str] | None) -> tuple[Webhook, ...] | None:
+    """One verifier per accepted secret (several while the endpoint's secret is rotated)."""
     if secret is None:
         return None
-    validate_secret(secret)
-    return Webhook(secret)
+    secrets = [secret] if isinstance(secret, str) else list(secret)
+    if not secrets:
+        raise ValueError("give at least one secret, or None to disable verification")
+    for one in secrets:
+        validate_secret(one)
+    return tuple(Webhook(one) for one in secrets)
+
+
+def _verify_any(verifiers: tuple[Webhook, ...], body: bytes, headers: dict[str, str]) -> str | None:
+    """None when a signature in ``webhook-signature`` matches any accepted secret, else why not."""
+    error = "no verifier"
+    for verifier in verifiers:
+        try:
+            verifier.verify(body, headers, json_parse=False)
+            return None
+        except (WebhookVerificationError, ValueError, UnicodeDecodeError) as exc:
+            # ValueError covers malformed signature lists and base64.
+            error = str(exc)
+    return error
 
 
 def _route_name(path: str) -> str:
@@ -318,14 +334,15 @@ def _route_name(path: str) -> str:
 def make_endpoint_router(
     routes: Mapping[str, tuple[MechanismFunction, OutputKind | OutputShape]],
     *,
-    secret: str | None,
+    secret: str | typing.Sequence[str] | None,
     max_n: int = DEFAULT_MAX_N,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     seed: int | None = None,
 ) -> APIRouter:
     """An APIRouter with one ``POST`` route per ``path -> (f, output_kind)``.
 
-    ``secret=None`` disables signature verification (local demos only).
+    ``secret=None`` disables signature verification (local demos only). A list of secrets
+    accepts a request signed with any of them (an endpoint whose secret is being rotated).
     ``seed`` makes the per-request generators reproducible (tests); by default
     each request gets a Generator seeded from OS entropy.
     """
@@ -351,7 +368,7 @@ def make_endpoint_router(
 
 def make_multi_endpoint_app(
     routes: Mapping[str, tuple[MechanismFunction, OutputKind | OutputShape]],
-    secret: str | None,
+    secret: str | typing.Sequence[str] | None,
     *,
     max_n: int = DEFAULT_MAX_N,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -368,7 +385,7 @@ def make_multi_endpoint_app(
 def make_endpoint_app(
     f: MechanismFunction,
     *,
-    secret: str | None,
+    secret: str | typing.Sequence[str] | None,
     output_kind: OutputKind,
     path: str = "/",
     max_n: int = DEFAULT_MAX_N,

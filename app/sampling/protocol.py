@@ -218,13 +218,26 @@ def validate_secret(secret: str) -> None:
 
 
 def sign_headers(
-    secret: str | Webhook, msg_id: str, payload: bytes, *, timestamp: int | None = None
+    secret: str | Webhook | typing.Sequence[str | Webhook],
+    msg_id: str,
+    payload: bytes,
+    *,
+    timestamp: int | None = None,
 ) -> dict[str, str]:
-    """Standard Webhooks headers for ``payload`` (the exact bytes sent)."""
-    wh = secret if isinstance(secret, Webhook) else Webhook(secret)
+    """Standard Webhooks headers for ``payload`` (the exact bytes sent).
+
+    Given several secrets (a secret being rotated: the new one and the old one during its grace
+    period), ``webhook-signature`` carries one signature per secret, space-separated
+    (``v1,<a> v1,<b>``), as Standard Webhooks allows; a verifier holding any one of the secrets
+    accepts the message."""
+    signers = [secret] if isinstance(secret, (str, Webhook)) else list(secret)
+    if not signers:
+        raise ValueError("sign_headers needs at least one secret")
     ts = int(time.time()) if timestamp is None else int(timestamp)
-    signature = wh.sign(msg_id, datetime.fromtimestamp(ts, tz=timezone.utc), payload.decode("utf-8"))
-    return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": signature}
+    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    text = payload.decode("utf-8")
+    signatures = [(s if isinstance(s, Webhook) else Webhook(s)).sign(msg_id, when, text) for s in signers]
+    return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": " ".join(signatures)}
 
 
 # --------------------------------------------------------------------------- answers

@@ -160,7 +160,7 @@ def principal_of(session: Session, web_session: WebSession | None) -> Principal 
     api_key = session.get(ApiKey, web_session.api_key_id)
     if api_key is None or api_key.revoked_at is not None or api_key.tenant_id != web_session.tenant_id:
         return None
-    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id)
+    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope)
 
 
 def safe_next(target: str | None) -> str:
