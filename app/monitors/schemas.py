@@ -14,6 +14,16 @@ from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion, LatticeS
 
 MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
 Variance = Literal["score", "wald"]
+Detector = Literal["aggregator", "e-process", "e-detector"]
+DETECTOR_DESCRIPTION = (
+    "The sequential test each check runs (docs/sequential.md, method.md §13). `aggregator` (default): the weighted "
+    "aggregator over a horizon of T = `horizon` periods, P(false alarm by T) ≤ α; the monitor completes after T, or "
+    "renews with `renew`. `e-process`: a test supermartingale, alarm when W_t ≥ m/α; P(any false alarm, ever) ≤ α; "
+    "no horizon: it runs until an alarm, `horizon` is ignored. `e-detector`: a mixture e-SR change detector, "
+    "alarm when M_t ≥ T·m/α; P(false alarm within T = `horizon` periods) ≤ α and mean time to a false alarm ≥ T·m/α; "
+    "it keeps running after T. The horizon-free detectors keep a few numbers of state per check, never renew "
+    "(`renew` must be false) and do not re-discover events (`rediscover_every` must be 0 or absent)."
+)
 
 MAX_CHECKS = 64
 CheckOrigin = Literal["given", "auto", "rediscovery"]
@@ -118,7 +128,12 @@ class MonitorCreate(BaseModel):
         lt=0.5,
         description="Weight exponent γ of the aggregator: small γ favours long drifts, large γ abrupt changes.",
     )
-    horizon: int = Field(ge=2, le=100_000, description="T, the number of periods of one horizon.")
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
+    horizon: int | None = Field(
+        None, ge=2, le=100_000,
+        description="T, the number of periods of one horizon. Required for the `aggregator`; for the `e-detector` "
+        "the window of its false-alarm guarantee (default 1000); ignored by the `e-process`.",
+    )
     samples_per_period: int = Field(ge=1, le=10_000_000, description="n, outputs drawn on each of x and x' per period.")
     period_seconds: int | None = Field(
         None, ge=1, le=366 * 24 * 3600, description="Run a period every this many seconds (or give `cron`)."
@@ -187,6 +202,14 @@ class MonitorCreate(BaseModel):
             claims = [c.claim for c in self.checks if c.claim is not None] + ([self.claim] if self.claim else [])
             if any(set(c.to_dict()) != {"epsilon"} for c in claims):
                 raise ValueError("variance 'wald' applies to pure-epsilon claims only; other claims use 'score'")
+        if self.detector == "aggregator" and self.horizon is None:
+            raise ValueError("the aggregator needs a horizon (T periods); or choose detector 'e-process' or "
+                             "'e-detector', which need none")
+        if self.detector != "aggregator":
+            if self.renew:
+                raise ValueError(f"renew applies to the aggregator only: the {self.detector} has no horizon to renew")
+            if self.rediscover_every:
+                raise ValueError(f"rediscover_every applies to the aggregator only, not to the {self.detector}")
         if self.symmetric and 2 * len(self.checks) > MAX_CHECKS:
             raise ValueError(f"with symmetric, at most {MAX_CHECKS // 2} checks (each is doubled)")
         return self
@@ -231,6 +254,7 @@ class MonitorRead(BaseModel):
     kappa: float
     symmetric: bool
     renew: bool
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
@@ -312,7 +336,9 @@ class MonitorStatus(BaseModel):
     t: int
     horizon: int
     horizon_index: int
-    periods_remaining: int
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
+    periods_remaining: int | None = Field(description="T − t for the aggregator; null for the horizon-free "
+                                          "detectors, which run until an alarm.")
     alpha: float
     horizon_alpha: float
     check_alpha: float = Field(description="Level of each check present at the horizon's start: α_j/m (Bonferroni "
