@@ -183,3 +183,29 @@ def test_listing_monitors_takes_a_constant_number_of_queries(client, session_fac
     many, q_many = listing_queries()
     assert (few, many) == (1, 50)
     assert q_many == q_few, (q_few, q_many)
+
+
+# ------------------------------------------------------------------------------ sparse events
+
+
+def test_a_sparse_event_is_flagged_in_the_status_with_the_n_that_gives_power(client, mechanism_server, make_worker,
+                                                                            arun):
+    base, secret = mechanism_server
+    rare = {"kind": "interval", "low": 8.0, "high": None}  # P(Laplace(1) > 8) ≈ 1.7·10⁻⁴
+    checks = [{"x": X, "x_prime": X_PRIME, "event": BOUNDARY_EVENT}, {"x": X, "x_prime": X_PRIME, "event": rare}]
+    created = make_monitor(client, base, "/laplace", secret, checks=checks, detector="e-process")
+    assert created["warnings"] == []  # no estimate of q before the first period (documented)
+    before = client.get(f"/v1/monitors/{created['id']}/status").json()
+    assert all(c["power"] is None for c in before["checks"]) and before["warnings"] == []
+    worker, clock = make_worker()
+    arun(run_ticks(worker, clock, 3))
+    status = client.get(f"/v1/monitors/{created['id']}/status").json()
+    frequent, sparse = status["checks"]
+    assert frequent["power"]["sparse"] is False and frequent["power"]["source"] == "periods"
+    assert sparse["power"]["sparse"] is True
+    assert sparse["power"]["expected_hits"] < 5
+    suggested = sparse["power"]["suggested_n"]
+    # No hit seen yet: q is known only to be below ~1/(periods·n), so the suggestion is a lower bound.
+    assert suggested is not None and suggested > 200
+    assert len(status["warnings"]) == 1 and "check 1" in status["warnings"][0]
+    assert f"samples_per_period = {suggested}" in status["warnings"][0]

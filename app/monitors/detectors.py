@@ -66,7 +66,8 @@ def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float
     """A fresh detector's state. ``threshold`` is the aggregator's q, or the log threshold of the others."""
     if detector == "aggregator":
         return {"version": 2, "kind": "aggregator", "horizon": int(horizon), "gamma": float(gamma),
-                "threshold": float(threshold), "t": 0, "s": 0.0, "alarm_t": None, "max_statistic": None, "lag": None}
+                "threshold": float(threshold), "t": 0, "s": 0.0, "alarm_t": None, "max_statistic": None, "lag": None,
+                "sums": [0.0, 0.0, 0.0]}
     if level is None:
         raise ValueError("a horizon-free check needs its level")
     # The stored line is the claim's line for pure ε; other claims get one per period (anchor_line).
@@ -101,7 +102,19 @@ def needs_prefix_sums(state: dict[str, Any] | None) -> bool:
     return bool(state) and state.get("kind") == "aggregator" and int(state.get("t", 0)) > 0
 
 
-def aggregator_step(state: dict[str, Any], z: float, past: list[float] | None) -> DetectorStep:
+#: Discount of the running (a, b, n) counts every state keeps for the sparse-event advice (the
+#: e-detectors' own ``ESTIMATE_DISCOUNT``): about the last ten periods.
+COUNT_DISCOUNT = 0.9
+
+
+def discounted_counts(state: dict[str, Any] | None, a: int, b: int, n: int) -> list[float]:
+    sa, sb, sn = [float(v) for v in (state or {}).get("sums", [0.0, 0.0, 0.0])]
+    r = COUNT_DISCOUNT
+    return [r * sa + a, r * sb + b, r * sn + n]
+
+
+def aggregator_step(state: dict[str, Any], z: float, past: list[float] | None,
+                    counts: tuple[int, int, int] = (0, 0, 0)) -> DetectorStep:
     """One period of the aggregator from its O(1) state and the horizon's past prefix sums S_1..S_t
     (``past``, in period order; None for a version-1 state, which carries them)."""
     if state.get("version") == 1:  # written before 0004s: every prefix sum in the JSON
@@ -127,7 +140,7 @@ def aggregator_step(state: dict[str, Any], z: float, past: list[float] | None) -
     new = {"version": 2, "kind": "aggregator", "horizon": horizon, "gamma": gamma,
            "threshold": threshold if math.isfinite(threshold) else None, "t": det.t, "s": det._prefix[-1],
            "alarm_t": det.alarm_t, "max_statistic": det.max_statistic if math.isfinite(det.max_statistic) else None,
-           "lag": step.lag}
+           "lag": step.lag, "sums": discounted_counts(state, *counts)}
     return DetectorStep(step.statistic, step.threshold, step.alarm, step.lag, det.max_statistic, det._prefix[-1], new)
 
 

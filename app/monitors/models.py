@@ -121,7 +121,7 @@ class Check(Base):
     reversed: Mapped[bool] = mapped_column(default=False)
     # The detector's O(1) state (app/monitors/detectors.py): a few numbers whatever t is (the
     # aggregator's past prefix sums live in period_checks.prefix_sum). None while calibrating.
-    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType, deferred=True)
+    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     # For an "auto" event: what discovery found (pair orientation, ε̂, t̂, LB, samples used).
     discovery: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     # The check's claim (None: the monitor's), and for claims other than pure ε the counts of the

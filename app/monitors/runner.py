@@ -322,7 +322,7 @@ class PeriodRunner:
             else:
                 stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=plan.variance,
                                          kappa=plan.kappa)
-                step = aggregator_step(state, stat.z, list(check.past_prefix or ()))
+                step = aggregator_step(state, stat.z, list(check.past_prefix or ()), (a, b, plan.n))
                 claim_state = stat.state
             results.append(CheckResult(
                 check_id=check.id, a=a, b=b, p_hat=stat.p_hat, q_hat=stat.q_hat, d_hat=stat.d_hat,

@@ -275,6 +275,24 @@ class MonitorRead(BaseModel):
     checks: list[CheckRead]
 
 
+class EventPower(BaseModel):
+    """Whether a check's event is frequent enough for its test to have power (method.md §13.7,
+    docs/sequential.md "Sparse events")."""
+
+    sparse: bool = Field(description="True when n·(p₁ + q) is small (most periods carry no evidence) or a 50% "
+                         "excess over the claim would take more than 50 periods to detect.")
+    reasons: list[str]
+    n: int = Field(description="The monitor's samples_per_period.")
+    expected_hits: float = Field(description="n·(p₁ + q): outputs in the event per period under the reference "
+                                 "violation p₁ = 1.5·(s·q + d).")
+    periods_to_detect: float | None = Field(description="About log(1/α)/(n·G) periods to detect that violation.")
+    suggested_n: int | None = Field(description="The smallest n that is not sparse (null: no n helps).")
+    source: Literal["periods", "discovery"] = Field(
+        description="Where (p, q) come from: the check's recent periods (discounted counts) or discovery's estimate.")
+    p_estimate: float
+    q_estimate: float
+
+
 class CheckStatus(BaseModel):
     id: uuid.UUID
     position: int
@@ -295,6 +313,8 @@ class CheckStatus(BaseModel):
     last_statistic: float | None = Field(description="M_t of the latest period.")
     max_statistic: float | None = Field(description="Largest M_t so far in this horizon.")
     alarm: bool = Field(description="Whether this check has an open alarm.")
+    power: EventPower | None = Field(None, description="Sparse-event advice at the event's estimated probabilities; "
+                                     "null until there is an estimate (the first period, or discovery).")
 
 
 class MonitorStatus(BaseModel):
@@ -352,6 +372,8 @@ class MonitorStatus(BaseModel):
     last_period_at: datetime | None
     next_run_at: datetime
     checks: list[CheckStatus]
+    warnings: list[str] = Field(default_factory=list, description="Checks whose event is too sparse for the test to "
+                                "have power, each with the samples_per_period that would give it power.")
 
 
 class PeriodCheckRead(BaseModel):
@@ -407,3 +429,7 @@ class MonitorValidation(BaseModel):
 
 class MonitorCreated(MonitorRead):
     validation: MonitorValidation | None = Field(None, description="Result of `?validate=true`, when asked.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Checks whose event is too sparse for the test to have power, when an "
+        "estimate of its probabilities exists at creation (discovery's); otherwise the status shows them from the "
+        "first period on.")

@@ -421,6 +421,11 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         )
         or 0
     )
+    from app.monitors.power import check_power, power_warning
+
+    powers = {c.id: (None if is_auto(c) else check_power(c, check_claim(monitor, c), monitor.samples_per_period,
+                                                          c.level)) for c in checks}
+    warnings = [w for c in checks if (w := power_warning(c.position, powers[c.id])) is not None]
     return MonitorStatus(
         id=monitor.id,
         name=monitor.name,
@@ -460,10 +465,26 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
                 last_statistic=c.last_statistic,
                 max_statistic=c.max_statistic,
                 alarm=c.id in open_ids,
+                power=powers[c.id],
             )
             for c in checks
         ],
+        warnings=warnings,
     )
+
+
+def creation_warnings(monitor: Monitor, checks: Sequence[Check]) -> list[str]:
+    """Sparse-event warnings for the checks that have an estimate at creation (app/monitors/power.py)."""
+    from app.monitors.power import check_power, power_warning
+
+    out = []
+    for c in checks:
+        if is_auto(c):
+            continue
+        w = power_warning(c.position, check_power(c, check_claim(monitor, c), monitor.samples_per_period, c.level))
+        if w is not None:
+            out.append(w)
+    return out
 
 
 def _pure_line(monitor: Monitor, check: Check) -> dict[str, Any] | None:
