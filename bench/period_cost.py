@@ -108,15 +108,22 @@ async def run(args: argparse.Namespace) -> dict:
                              output_kind="real", secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
             session.add(mech)
             session.flush()
-            body = {"name": "cost", "mechanism_id": str(mech.id), "epsilon": 1.0, "samples_per_period": args.n,
-                    "period_seconds": 60, "detector": args.detector, "start_at": start.isoformat(),
+            tenant_id, mech_id = tenant.id, mech.id
+            session.commit()
+
+        def new_monitor(anchor: datetime) -> uuid.UUID:
+            body = {"name": "cost", "mechanism_id": str(mech_id), "epsilon": 1.0, "samples_per_period": args.n,
+                    "period_seconds": 60, "detector": args.detector, "start_at": anchor.isoformat(),
                     "checks": [{"x": [0.0], "x_prime": [1.0], "event": {"kind": "interval", "high": 0.0}}]}
             if args.horizon:
                 body["horizon"] = args.horizon
-            monitor = create_monitor(session, tenant.id, MonitorCreate.model_validate(body), now=start)
-            session.commit()
-            mid = monitor.id
-            assert monitor.state == "active", monitor.state
+            with factory() as session:
+                monitor = create_monitor(session, tenant_id, MonitorCreate.model_validate(body), now=anchor)
+                session.commit()
+                assert monitor.state == "active", monitor.state
+                return monitor.id
+
+        mid = new_monitor(start)
         clock = Clock(start)
         runner = PeriodRunner(factory, StubClient(), settings, clock=clock)
         statements = [0]
@@ -127,43 +134,59 @@ async def run(args: argparse.Namespace) -> dict:
         event.listen(engine, "before_cursor_execute", count)
         first = range(6, 6 + args.window)
         last = range(args.periods - args.window + 1, args.periods + 1)
-        samples: dict[str, dict[str, list[float]]] = {"first": {}, "last": {}}
-        wall0 = time.perf_counter()
-        for p in range(1, args.periods + 1):
-            clock.now = start + timedelta(seconds=60 * (p - 1), milliseconds=1)
+        samples: dict[str, dict[str, list[float]]] = {"first": {}, "last": {}, "paired_old": {}, "paired_new": {}}
+
+        async def period(monitor_id: uuid.UUID, at: datetime, window: str | None) -> None:
+            clock.now = at
             statements[0] = 0
             c0, w0 = time.process_time(), time.perf_counter()
             with factory() as session:
                 claimed = claim_monitors(session, worker_id="bench", states=("active", "degraded"), now=clock.now,
                                          lease_seconds=30, limit=8)
                 session.commit()
-            assert claimed == [mid], (p, claimed)
-            outcome = await runner.run(mid)
+            assert claimed == [monitor_id], (at, claimed)
+            outcome = await runner.run(monitor_id)
             c1, w1 = time.process_time(), time.perf_counter()
             n_statements = statements[0]
-            assert outcome.outcome == "ok", (p, outcome)
-            window = "first" if p in first else "last" if p in last else None
+            assert outcome.outcome == "ok", (at, outcome)
             if window:
                 with factory() as session:
-                    seq = session.get(Monitor, mid).last_seq
-                    nbytes = _bytes_of_period(session, mid, seq)
-                    state = session.query(Check.detector_state).filter(Check.monitor_id == mid).scalar()
+                    seq = session.get(Monitor, monitor_id).last_seq
+                    nbytes = _bytes_of_period(session, monitor_id, seq)
+                    state = session.query(Check.detector_state).filter(Check.monitor_id == monitor_id).scalar()
                 d = samples[window]
                 d.setdefault("cpu_ms", []).append(1000 * (c1 - c0))
                 d.setdefault("wall_ms", []).append(1000 * (w1 - w0))
                 d.setdefault("statements", []).append(n_statements)
                 d.setdefault("bytes", []).append(nbytes)
                 d.setdefault("state_bytes", []).append(len(json.dumps(state)))
+
+        def slot(p: int, offset: float = 0.0) -> datetime:
+            return start + timedelta(seconds=60 * (p - 1) + offset, milliseconds=1)
+
+        wall0 = time.perf_counter()
+        for p in range(1, args.periods + 1):
+            await period(mid, slot(p), "first" if p in first else "last" if p in last else None)
             if p % 1000 == 0:
                 print(f"  period {p}: {(time.perf_counter() - wall0) / p * 1000:.1f} ms/period so far",
                       file=sys.stderr, flush=True)
+        # Paired: a fresh monitor (slots 30 s after the old one's) and the old one, period for period
+        # under the same machine load: t ≈ 6.. for the new one, t ≈ N + 6.. for the old one.
+        base = args.periods
+        new_id = new_monitor(slot(base + 1, 30.0))
+        for k in range(1, 6 + args.window):
+            window_old = "paired_old" if k > 5 else None
+            await period(mid, slot(base + k), window_old)
+            await period(new_id, slot(base + k, 30.0), "paired_new" if k > 5 else None)
         event.remove(engine, "before_cursor_execute", count)
         with factory() as session:
             m = session.get(Monitor, mid)
             final_t = m.t
         out = {"detector": args.detector, "periods": args.periods, "n": args.n, "final_t": final_t,
                "windows": {w: {k: statistics.median(v) for k, v in d.items()} for w, d in samples.items()},
-               "window_t": {"first": [first.start, first.stop - 1], "last": [last.start, last.stop - 1]},
+               "window_t": {"first": [first.start, first.stop - 1], "last": [last.start, last.stop - 1],
+                            "paired_new": [6, 5 + args.window],
+                            "paired_old": [args.periods + 6, args.periods + 5 + args.window]},
                "total_seconds": time.perf_counter() - wall0}
         return out
     finally:
@@ -195,16 +218,20 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    f, l = result["windows"]["first"], result["windows"]["last"]
     print(f"detector {result['detector']}, n = {result['n']}, {result['periods']} periods "
           f"({result['total_seconds']:.0f} s); medians over {args.window} periods")
-    print(f"| quantity | t = {result['window_t']['first'][0]}–{result['window_t']['first'][1]} "
-          f"| t = {result['window_t']['last'][0]}–{result['window_t']['last'][1]} | ratio |")
-    print("|---|---|---|---|")
-    for key, label in (("cpu_ms", "CPU ms per period (this process)"), ("wall_ms", "wall ms per period"),
-                       ("statements", "statements per period"), ("bytes", "bytes written per period (row versions)"),
-                       ("state_bytes", "check's detector_state JSON (bytes)")):
-        print(f"| {label} | {f[key]:.2f} | {l[key]:.2f} | {l[key] / f[key]:.2f} |")
+    for a, b, title in (("first", "last", "one monitor, early window vs last window (sequential)"),
+                        ("paired_new", "paired_old", "a fresh monitor vs the aged one, period for period (same load)")):
+        f, l = result["windows"][a], result["windows"][b]
+        ta, tb = result["window_t"][a], result["window_t"][b]
+        print(f"\n{title}\n")
+        print(f"| quantity | t = {ta[0]}–{ta[1]} | t = {tb[0]}–{tb[1]} | ratio |")
+        print("|---|---|---|---|")
+        for key, label in (("cpu_ms", "CPU ms per period (this process)"), ("wall_ms", "wall ms per period"),
+                           ("statements", "statements per period"),
+                           ("bytes", "bytes written per period (row versions)"),
+                           ("state_bytes", "check's detector_state JSON (bytes)")):
+            print(f"| {label} | {f[key]:.2f} | {l[key]:.2f} | {l[key] / f[key]:.2f} |")
 
 
 if __name__ == "__main__":
