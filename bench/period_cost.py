@@ -203,6 +203,12 @@ def main() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    import signal
+
+    def on_term(*_: object) -> None:  # the database is dropped on the way out
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--periods", type=int, default=20000)
     ap.add_argument("--detector", default="e-process", choices=["aggregator", "e-process", "e-detector"])
