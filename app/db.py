@@ -82,18 +82,6 @@ class Base(DeclarativeBase):
     }
 
 
-def load_models() -> type[Base]:
-    """Import every domain's models so that ``Base.metadata`` knows all tables (Alembic, tests)."""
-    import app.alarms.models  # noqa: F401
-    import app.auth.models  # noqa: F401
-    import app.jobs.models  # noqa: F401
-    import app.mechanisms.models  # noqa: F401
-    import app.monitors.models  # noqa: F401
-    import app.snapshots.models  # noqa: F401
-
-    return Base
-
-
 def normalise_url(url: str) -> str:
     """Route plain ``postgresql://`` URLs to psycopg 3 (the only Postgres driver installed)."""
     if url.startswith("postgres://"):

@@ -13,7 +13,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, text
 
-from app.db import Base, UTCDateTime, load_models, make_engine, normalise_url
+from app.db import Base, UTCDateTime, make_engine, normalise_url
+from app.models import load_models
 
 config = context.config
 

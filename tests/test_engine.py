@@ -99,7 +99,8 @@ def session_factory(backend, db_url, request):
     after each test."""
     from sqlalchemy import text
 
-    from app.db import load_models, make_engine, make_session_factory
+    from app.db import make_engine, make_session_factory
+    from app.models import load_models
 
     if backend == "sqlite":
         engine = make_engine(db_url)

@@ -16,7 +16,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from app.db import _alembic_config, load_models, make_engine, migrations_current, run_migrations
+from app.db import _alembic_config, make_engine, migrations_current, run_migrations
+from app.models import load_models
 from tests.conftest import POSTGRES_URL
 
 TABLES = {

@@ -21,7 +21,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
-from app.db import load_models, make_engine, make_session_factory
+from app.db import make_engine, make_session_factory
+from app.models import load_models
 from app.monitors.models import Check, Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from app.reference.gaussian import CLAIM_SCENARIOS, ClaimScenario
+from app.simulation_results import ScenarioResult, evaluate_alarms
 from app.stats.aggregator import first_crossing, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
 from app.stats.claims import parse_claim
@@ -53,7 +54,6 @@ def claim_counts(scenario: ClaimScenario, replications: int, horizon: int, n: in
 
 def run_claim_scenario(scenario: ClaimScenario, cfg: Any, progress: Any = None) -> Any:
     """Like :func:`app.simulation.run_scenario` for a claim scenario (returns a ScenarioResult)."""
-    from app.simulation import ScenarioResult, evaluate_alarms
 
     started = time.perf_counter()
     rng = np.random.default_rng([cfg.seed, ord(scenario.key)])

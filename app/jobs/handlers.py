@@ -16,10 +16,10 @@ from sqlalchemy import select
 
 from app.audit.discovery import discover_checks
 from app.audit.engine import AuditCancelled, AuditSettings, Progress, Sampler, run_engine
-from app.jobs.runner import JobCancelled, JobContext, JobFailed
+from app.jobs.context import JobCancelled, JobContext, JobFailed
 from app.mechanisms.models import Mechanism
 from app.monitors.contract import contract_of
-from app.monitors.runner import endpoint_of
+from app.monitors.contract import endpoint_of
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.stats.heldout import EpsilonDelta
 from app.stats.mpl import table1_pairs

@@ -17,11 +17,9 @@ the outcome.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,71 +31,17 @@ from app.db import utcnow
 from app.jobs.models import Job
 from app.sampling.client import SamplingClient
 from app.settings import Settings
+from app.jobs.context import (  # noqa: F401  (re-exported)
+    PROGRESS_EVERY,
+    Handler,
+    JobCancelled,
+    JobContext,
+    JobFailed,
+    JobLeaseLost,
+)
 
 log = structlog.get_logger("dpwatch.jobs")
 
-#: Progress is written at most this often (seconds); the last update of a step always lands.
-PROGRESS_EVERY = 0.5
-
-
-class JobCancelled(Exception):
-    """Raised inside a job when a cancel was asked."""
-
-
-class JobLeaseLost(Exception):
-    """Raised inside a job when another worker has taken it (this one's lease expired)."""
-
-
-class JobFailed(Exception):
-    """A handler's way to fail with a message meant for the user (no traceback in the log)."""
-
-
-@dataclass
-class JobContext:
-    """What a handler sees of its job, and how it reports progress."""
-
-    job_id: uuid.UUID
-    tenant_id: uuid.UUID
-    kind: str
-    params: dict[str, Any]
-    mechanism_id: uuid.UUID | None
-    monitor_id: uuid.UUID | None
-    attempt: int
-    runner: JobRunner
-    client: SamplingClient
-    settings: Settings
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    _last_write: float = 0.0
-    _fraction: float = 0.0
-
-    @property
-    def session_factory(self) -> sessionmaker[Session]:
-        return self.runner.session_factory
-
-    def check_cancelled(self) -> None:
-        if self.cancelled.is_set():
-            raise JobCancelled(f"job {self.job_id} was cancelled")
-
-    def progress(self, fraction: float | None = None, message: str | None = None, *, force: bool = False) -> None:
-        """Record progress (``fraction`` in [0, 1], never going back) and stop if cancelled.
-
-        Safe to call from the event loop or from a worker thread; writes are throttled."""
-        self.check_cancelled()
-        if fraction is not None:
-            self._fraction = max(self._fraction, min(1.0, max(0.0, float(fraction))))
-        now = time.monotonic()
-        if not force and now - self._last_write < PROGRESS_EVERY:
-            return
-        self._last_write = now
-        state = self.runner.write_progress(self.job_id, self._fraction, message)
-        if state == "lost":
-            raise JobLeaseLost(f"job {self.job_id} is no longer leased by this worker")
-        if state == "cancel":
-            self.cancelled.set()
-            raise JobCancelled(f"job {self.job_id} was cancelled")
-
-
-Handler = Callable[[JobContext], Awaitable[dict[str, Any]]]
 
 
 def json_safe(value: Any) -> Any:

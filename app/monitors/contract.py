@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.mechanisms.models import Mechanism
+from app.sampling.client import MechanismEndpoint
 from app.sampling.protocol import SamplingError
 from app.stats.shapes import OutputShape, concat_outputs, conformance, detect_shape, n_outputs, take_outputs
 
@@ -132,3 +133,18 @@ def breach_of_error(error: SamplingError, contract: OutputShape | None, period: 
         "observed_shape": None,
         "period": period,
     }
+
+
+def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
+    """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
+    output contract (app.monitors.contract), which periods then check strictly."""
+    return MechanismEndpoint(
+        sampling_url=mechanism.sampling_url,
+        secret=mechanism.secret,
+        output_kind=mechanism.output_kind,  # type: ignore[arg-type]
+        max_batch=mechanism.max_batch,
+        timeout_seconds=mechanism.timeout_seconds,
+        prefer_binary=mechanism.prefer_binary,
+        vector_dim=mechanism.dim,
+        shape=parsing_shape(mechanism),
+    )

@@ -46,7 +46,7 @@ from sqlalchemy.orm import Session
 from app.alarms.models import Alarm
 from app.db import utcnow
 from app.jobs.models import Job
-from app.jobs.runner import JobContext
+from app.jobs.context import JobContext
 from app.jobs.service import active_job, enqueue_job
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
@@ -253,7 +253,7 @@ class RediscoveryPlan:
 
 
 def _plan(ctx: JobContext) -> RediscoveryPlan | str:
-    from app.monitors.runner import endpoint_of
+    from app.monitors.contract import endpoint_of
 
     with ctx.session_factory() as session:
         monitor = session.get(Monitor, ctx.monitor_id)
@@ -293,7 +293,7 @@ async def run_rediscovery_job(ctx: JobContext) -> dict[str, Any]:
         return {"adopted": False, "reason": plan, "candidates": []}
     from app.audit.engine import AuditCancelled
     from app.jobs.handlers import progress_reporter
-    from app.jobs.runner import JobCancelled
+    from app.jobs.context import JobCancelled
 
     trigger = ctx.params.get("trigger", "schedule")
     ctx.progress(0.0, f"re-discovery ({trigger}) after period {plan.t}: up to {plan.samples} outputs per database, "

@@ -41,7 +41,7 @@ from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
-from app.monitors.contract import breach_of_error, check_outputs, contract_of, detect_contract
+from app.monitors.contract import breach_of_error, check_outputs, contract_of, detect_contract, endpoint_of  # noqa: F401  (re-exported)
 from app.monitors.service import check_claim, is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
@@ -141,23 +141,6 @@ class PeriodOutcome:
 def database_key(database: Any) -> str:
     """Canonical JSON of a database, so that checks sharing a database share its samples."""
     return json.dumps(database, sort_keys=True, separators=(",", ":"))
-
-
-def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
-    """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
-    output contract (app.monitors.contract), which periods then check strictly."""
-    from app.monitors.contract import parsing_shape
-
-    return MechanismEndpoint(
-        sampling_url=mechanism.sampling_url,
-        secret=mechanism.secret,
-        output_kind=mechanism.output_kind,  # type: ignore[arg-type]
-        max_batch=mechanism.max_batch,
-        timeout_seconds=mechanism.timeout_seconds,
-        prefer_binary=mechanism.prefer_binary,
-        vector_dim=mechanism.dim,
-        shape=parsing_shape(mechanism),
-    )
 
 
 def _checks(session: Session, monitor_id: uuid.UUID) -> list[Check]:

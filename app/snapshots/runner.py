@@ -25,7 +25,8 @@ from app.alarms.service import notify_alarm
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
-from app.monitors.runner import database_key, endpoint_of
+from app.monitors.contract import endpoint_of
+from app.monitors.runner import database_key
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
