@@ -20,7 +20,8 @@ Per period, in two windows (the first W periods after a warm-up of 5, and the la
         [--horizon T] [--n 1000] [--postgres URL]
 
 The aggregator needs T ≥ N to run N periods in one horizon; thresholds are tabled up to T = 10,000,
-so ``--detector aggregator --periods 10000 --horizon 10000`` measures it over one whole horizon.
+so ``--detector aggregator --periods 4970 --horizon 5000`` measures it over (almost) one whole horizon:
+the paired window needs 25 more periods inside it.
 """
 
 from __future__ import annotations
