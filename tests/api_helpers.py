@@ -64,6 +64,7 @@ def record_period(
     assert monitor is not None
     checks = list(session.scalars(select(Check).where(Check.monitor_id == monitor.id).order_by(Check.position)))
     seq = len(list(session.scalars(select(PeriodRun.id).where(PeriodRun.monitor_id == monitor.id)))) + 1
+    monitor.last_seq = seq  # as the runner keeps it
     slot = monitor.schedule_anchor + timedelta(seconds=(monitor.period_seconds or 60) * (seq - 1))
     now = datetime.now(UTC)
     run = PeriodRun(

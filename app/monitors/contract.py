@@ -32,7 +32,7 @@ DETECTION_SAMPLE = 20_000
 
 def contract_of(mechanism: Mechanism) -> OutputShape | None:
     """The mechanism's contract, if it has one yet."""
-    if not mechanism.output_shape:
+    if mechanism.output_shape is None:  # {} is a contract: every field at its default
         return None
     return OutputShape.model_validate(mechanism.output_shape)
 

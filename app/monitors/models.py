@@ -18,6 +18,7 @@ from app.db import Base, JSONType, new_uuid, utcnow
 
 MONITOR_STATES = ("calibrating", "active", "alarm", "completed", "paused", "degraded")
 VARIANCES = ("score", "wald")
+DETECTORS = ("aggregator", "e-process", "e-detector")
 PERIOD_STATUSES = ("ok", "failed")
 
 
@@ -26,6 +27,7 @@ class Monitor(Base):
     __table_args__ = (
         CheckConstraint("state IN ('calibrating', 'active', 'alarm', 'completed', 'paused', 'degraded')", name="state"),
         CheckConstraint("variance IN ('score', 'wald')", name="variance"),
+        CheckConstraint("detector IN ('aggregator', 'e-process', 'e-detector')", name="detector"),
         CheckConstraint("(period_seconds IS NULL) <> (cron IS NULL)", name="one_schedule"),
         CheckConstraint("epsilon > 0", name="epsilon_positive"),
         CheckConstraint("alpha > 0 AND alpha < 1", name="alpha_range"),
@@ -57,6 +59,9 @@ class Monitor(Base):
     kappa: Mapped[float] = mapped_column(default=1e-6)
     symmetric: Mapped[bool] = mapped_column(default=False)
     renew: Mapped[bool] = mapped_column(default=False)
+    # Which sequential test each check runs (app/monitors/detectors.py): the horizon-T aggregator,
+    # or a horizon-free e-process / e-detector (method.md §13), which never renew.
+    detector: Mapped[str] = mapped_column(String(16), default="aggregator", server_default="aggregator")
 
     # Raw outputs are kept for the last ``outputs_window`` periods (0 keeps none) for MPL
     # snapshots; a snapshot runs every ``snapshot_every`` periods (None: never on a schedule) and
@@ -82,6 +87,9 @@ class Monitor(Base):
     threshold_std_error: Mapped[float | None]
     threshold_source: Mapped[str | None] = mapped_column(String(16))
     t: Mapped[int] = mapped_column(default=0)
+    # seq of the monitor's latest period_runs row (ok or failed): the next period takes last_seq + 1
+    # from this row, which the write step locks anyway (no SELECT max(seq)).
+    last_seq: Mapped[int] = mapped_column(default=0, server_default="0")
     consecutive_failures: Mapped[int] = mapped_column(default=0)
 
     # Period slots are schedule_anchor + k·period_seconds (or the cron's fire times); the anchor
@@ -111,9 +119,9 @@ class Check(Base):
     event: Mapped[dict[str, Any]] = mapped_column(JSONType)
     # True for the (x', x) copy that ``symmetric`` adds next to each (x, x').
     reversed: Mapped[bool] = mapped_column(default=False)
-    # WeightedAggregator.to_state(); None while the monitor calibrates.
-    # Deferred: it grows with t (every prefix sum), and only the runner needs it.
-    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType, deferred=True)
+    # The detector's O(1) state (app/monitors/detectors.py): a few numbers whatever t is (the
+    # aggregator's past prefix sums live in period_checks.prefix_sum). None while calibrating.
+    detector_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     # For an "auto" event: what discovery found (pair orientation, ε̂, t̂, LB, samples used).
     discovery: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     # The check's claim (None: the monitor's), and for claims other than pure ε the counts of the
@@ -182,3 +190,6 @@ class PeriodCheck(Base):
     # (method.md §10.3); None on periods recorded before claims.
     claim: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     line: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # The aggregator's prefix sum S_t = z_1 + … + z_t of this check in its horizon (eq. 13), read
+    # back by the next periods of the horizon; None for the e-process and the e-detector.
+    prefix_sum: Mapped[float | None]

@@ -51,7 +51,7 @@ from app.jobs.service import active_job, enqueue_job
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.stats.aggregator import WeightedAggregator
+from app.monitors.detectors import initial_state
 from app.stats.events import event_contains, parse_event
 from app.stats.evidence import event_bound
 from app.stats.multiple import rediscovery_alpha
@@ -391,7 +391,8 @@ def _adopt(ctx: JobContext, plan: RediscoveryPlan, chosen: dict[str, Any], dorma
             check.joined_t = monitor.t
             # Its share of α was set at the horizon's start; a detector over the horizon that
             # starts late sees a subset of its periods, so its level still holds.
-            check.detector_state = WeightedAggregator(monitor.horizon, monitor.gamma, monitor.threshold).to_state()
+            check.detector_state = initial_state("aggregator", horizon=monitor.horizon, gamma=monitor.gamma,
+                                                 threshold=monitor.threshold, level=check.level, claim={})
             session.commit()
             log.info("rediscovery_filled_dormant_check", monitor_id=str(monitor.id), check_id=str(check.id),
                      t=monitor.t)
@@ -410,7 +411,8 @@ def _adopt(ctx: JobContext, plan: RediscoveryPlan, chosen: dict[str, Any], dorma
         check = Check(monitor_id=monitor.id, position=position, x=chosen["x"], x_prime=chosen["x_prime"],
                       event=chosen["event"], reversed=False, origin="rediscovery", joined_t=monitor.t, level=level,
                       discovery=info, claim=claim,
-                      detector_state=WeightedAggregator(remaining, monitor.gamma, estimate.value).to_state())
+                      detector_state=initial_state("aggregator", horizon=remaining, gamma=monitor.gamma,
+                                                   threshold=estimate.value, level=level, claim={}))
         session.add(check)
         monitor.rediscoveries += 1
         session.commit()

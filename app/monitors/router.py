@@ -86,8 +86,10 @@ def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: Se
                         for problem in p.report.problems],
             )
     monitor = service.create_monitor(session, principal.tenant_id, body)
-    read = _read(monitor, service.get_checks(session, monitor.id))
-    return MonitorCreated.model_validate({**read.model_dump(), "validation": validation})
+    checks = service.get_checks(session, monitor.id)
+    read = _read(monitor, checks)
+    return MonitorCreated.model_validate({**read.model_dump(), "validation": validation,
+                                          "warnings": service.creation_warnings(monitor, checks)})
 
 
 def _check_databases(pairs: list[tuple[object, object]]) -> list[tuple[object, list[int]]]:

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 import numpy as np
 import structlog
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker, undefer
 
 from app.alarms.evidence import privacy_evidence
 from app.alarms.models import Alarm
@@ -45,7 +45,7 @@ from app.monitors.contract import breach_of_error, check_outputs, contract_of, d
 from app.monitors.service import check_claim, is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
-from app.stats.aggregator import WeightedAggregator
+from app.monitors.detectors import HORIZON_FREE, aggregator_step, needs_prefix_sums, sequential_line, sequential_step
 from app.stats.events import Event, event_contains, parse_event
 from app.claims.service import claim_period_step
 from app.stats.shapes import OutputShape
@@ -65,6 +65,36 @@ class CheckPlan:
     x_key: str
     x_prime_key: str
     event: Event
+    # What the write step needs, read with the plan (a period's results are computed before its
+    # write transaction; the write's guard, t unchanged under our lease, keeps them current).
+    claim: dict[str, Any] | None = None
+    claim_state: dict[str, Any] | None = None
+    detector_state: dict[str, Any] | None = None
+    past_prefix: tuple[float, ...] | None = None  # S_1..S_t of the aggregator in this horizon
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's numbers in one period, computed from the plan and the counts."""
+
+    check_id: uuid.UUID
+    a: int
+    b: int
+    p_hat: float
+    q_hat: float
+    d_hat: float
+    sigma_hat: float
+    z: float
+    statistic: float
+    threshold: float
+    alarm: bool
+    lag: int
+    max_statistic: float
+    prefix_sum: float | None
+    claim: dict[str, Any]
+    line: dict[str, Any] | None
+    claim_state: dict[str, Any] | None
+    detector_state: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -82,6 +112,14 @@ class PeriodPlan:
     checks: tuple[CheckPlan, ...]
     mechanism_id: uuid.UUID | None = None
     contract: OutputShape | None = None  # None: detect it from this period's outputs
+    variance: str = "score"
+    kappa: float = 1e-6
+    next_slot: datetime | None = None  # the slot after ``slot`` (the schedule cannot change under the guard)
+    horizon: int = 0
+    detector: str = "aggregator"
+    outputs_window: int = 0
+    snapshot_every: int | None = None
+    rediscover_every: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +147,51 @@ def _checks(session: Session, monitor_id: uuid.UUID) -> list[Check]:
     return list(session.scalars(select(Check).where(Check.monitor_id == monitor_id).order_by(Check.position)))
 
 
+def _past_prefix_sums(session: Session, monitor: Monitor, checks: list[Check]) -> dict[uuid.UUID, list[float]]:
+    """S_1..S_t of each aggregator check in the current horizon, from its period rows (one query,
+    through the unique index on (monitor, horizon, t); none when no check needs them)."""
+    ids = [c.id for c in checks if not is_auto(c) and needs_prefix_sums(c.detector_state)]
+    out: dict[uuid.UUID, list[float]] = {i: [] for i in ids}
+    if not ids:
+        return out
+    rows = session.execute(
+        select(PeriodCheck.check_id, PeriodCheck.prefix_sum)
+        .join(PeriodRun, PeriodRun.id == PeriodCheck.period_run_id)
+        .where(PeriodRun.monitor_id == monitor.id, PeriodRun.horizon_index == monitor.horizon_index,
+               PeriodRun.t.is_not(None), PeriodCheck.check_id.in_(ids))
+        .order_by(PeriodRun.t)
+    )
+    for check_id, value in rows:
+        if value is not None:
+            out[check_id].append(float(value))
+    return out
+
+
+def _line_numbers(claim: dict[str, Any], a: int, b: int, n: int, line: Any, variance: str, kappa: float) -> Any:
+    """p̂, q̂, D̂, σ̂, z and the line of a period for a horizon-free check (shown with the period):
+    seed 002's statistic for pure ε, else the statistic of the line the detector tested."""
+    from app.claims.service import ClaimStep
+    from app.stats.claim_period import line_statistic
+    from app.stats.claims import Line
+
+    if set(claim) == {"epsilon"} or (set(claim) == {"epsilon", "delta"} and not claim.get("delta")):
+        return claim_period_step(claim, a, b, n, None, variance=variance, kappa=kappa)
+    stat = line_statistic(a, b, n, line, kappa=kappa)
+    line_dict = line.to_dict() if isinstance(line, Line) else {"orientation": "upper", "slope": float(line.slope),
+                                                                  "intercept": float(line.intercept)}
+    return ClaimStep(float(stat.p_hat), float(stat.q_hat), float(stat.d_hat), float(stat.sigma_hat), float(stat.z),
+                     line_dict, None)
+
+
+def _is_routine(plan: PeriodPlan, results: list[CheckResult], contract: ContractCheck) -> bool:
+    """A period that changes nothing but the numbers: the one-statement write applies."""
+    t = plan.t + 1
+    return (not any(r.alarm for r in results) and contract.breach is None and contract.detected is None
+            and not (plan.detector == "aggregator" and t >= plan.horizon)
+            and not (plan.snapshot_every and t % plan.snapshot_every == 0)
+            and not (plan.rediscover_every and t % plan.rediscover_every == 0))
+
+
 class PeriodRunner:
     """Runs leased monitors' periods. Thread-safe: each call uses its own sessions."""
 
@@ -133,31 +216,53 @@ class PeriodRunner:
     # -- step 1 ---------------------------------------------------------------------------
 
     def plan(self, monitor_id: uuid.UUID, now: datetime | None = None) -> PeriodPlan | PeriodOutcome:
+        """One query for the monitor, its mechanism and its checks with their detector states, and
+        (aggregator only, t ≥ 1) one for the horizon's past prefix sums."""
         now = now or self.clock()
         with self.session_factory() as session:
-            monitor = session.get(Monitor, monitor_id)
-            if monitor is None or monitor.lease_owner != self.worker_id:
+            rows = session.execute(
+                select(Monitor, Mechanism, Check)
+                .join(Mechanism, Mechanism.id == Monitor.mechanism_id)
+                .join(Check, Check.monitor_id == Monitor.id)
+                .where(Monitor.id == monitor_id)
+                .order_by(Check.position)
+                .options(undefer(Check.detector_state))
+            ).all()
+            if not rows:
+                return PeriodOutcome(monitor_id, "lost_lease" if session.get(Monitor, monitor_id) is None
+                                     else "not_runnable")
+            monitor, mechanism = rows[0][0], rows[0][1]
+            if monitor.lease_owner != self.worker_id:
                 return PeriodOutcome(monitor_id, "lost_lease")
             if monitor.state not in RUNNABLE_STATES or monitor.threshold is None:
                 return PeriodOutcome(monitor_id, "not_runnable")
-            mechanism = session.get(Mechanism, monitor.mechanism_id)
-            assert mechanism is not None  # FK with ON DELETE CASCADE
-            slot, skipped = Schedule.of(monitor).due_slot(monitor.next_run_at, now)
+            schedule = Schedule.of(monitor)
+            slot, skipped = schedule.due_slot(monitor.next_run_at, now)
             databases: dict[str, Any] = {}
+            checks = [row[2] for row in rows]
+            prefix = _past_prefix_sums(session, monitor, checks)
             plans = []
-            for check in _checks(session, monitor_id):
+            for check in checks:
                 xk, xpk = database_key(check.x), database_key(check.x_prime)
                 databases[xk], databases[xpk] = check.x, check.x_prime
                 if is_auto(check):
                     # Dormant (no event worth watching found yet): its databases are still sampled,
                     # so that the output contract is checked and a change of shape is noticed.
                     continue
-                plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event)))
+                past = prefix.get(check.id) if needs_prefix_sums(check.detector_state) else None
+                plans.append(CheckPlan(check.id, check.position, xk, xpk, parse_event(check.event),
+                                       claim=check_claim(monitor, check), claim_state=check.claim_state,
+                                       detector_state=check.detector_state,
+                                       past_prefix=None if past is None else tuple(past)))
             return PeriodPlan(
                 monitor_id=monitor.id, scheduled=monitor.next_run_at, slot=slot, skipped=skipped,
                 horizon_index=monitor.horizon_index, t=monitor.t, n=monitor.samples_per_period,
                 epsilon=monitor.epsilon, endpoint=endpoint_of(mechanism), databases=databases,
                 checks=tuple(plans), mechanism_id=mechanism.id, contract=contract_of(mechanism),
+                variance=monitor.variance, kappa=monitor.kappa, next_slot=schedule.slot_after(slot),
+                horizon=monitor.horizon, detector=monitor.detector or "aggregator",
+                outputs_window=monitor.outputs_window, snapshot_every=monitor.snapshot_every,
+                rediscover_every=monitor.rediscover_every,
             )
 
     # -- step 2 ---------------------------------------------------------------------------
@@ -185,9 +290,30 @@ class PeriodRunner:
             return None  # reset, paused or edited while we sampled: drop this period
         return monitor
 
-    def _next_seq(self, session: Session, monitor_id: uuid.UUID) -> int:
-        current = session.scalar(select(func.max(PeriodRun.seq)).where(PeriodRun.monitor_id == monitor_id))
-        return int(current or 0) + 1
+    def compute(self, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]]) -> list[CheckResult]:
+        """Every planned check's statistic and detector step for this period's counts (pure)."""
+        results = []
+        for check in plan.checks:
+            a, b = counts[check.id]
+            claim = check.claim if check.claim is not None else {"epsilon": float(plan.epsilon or 0.0)}
+            state = check.detector_state or {}
+            if state.get("kind") in HORIZON_FREE:
+                line = sequential_line(state, claim)
+                stat = _line_numbers(claim, a, b, plan.n, line, plan.variance, plan.kappa)
+                step = sequential_step(state, a, b, plan.n, line)
+                claim_state = check.claim_state
+            else:
+                stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=plan.variance,
+                                         kappa=plan.kappa)
+                step = aggregator_step(state, stat.z, list(check.past_prefix or ()), (a, b, plan.n))
+                claim_state = stat.state
+            results.append(CheckResult(
+                check_id=check.id, a=a, b=b, p_hat=stat.p_hat, q_hat=stat.q_hat, d_hat=stat.d_hat,
+                sigma_hat=stat.sigma_hat, z=stat.z, statistic=step.statistic, threshold=step.threshold,
+                alarm=step.alarm, lag=step.lag, max_statistic=step.max_statistic, prefix_sum=step.prefix_sum,
+                claim=claim, line=stat.line, claim_state=claim_state, detector_state=step.state,
+            ))
+        return results
 
     def write_success(self, plan: PeriodPlan, outputs: dict[str, np.ndarray], started: datetime,
                       sampling_seconds: float) -> PeriodOutcome:
@@ -201,9 +327,14 @@ class PeriodRunner:
             contract = ContractCheck(breach=check_outputs(plan.contract, outputs, plan.databases, period_no))
         else:
             contract = ContractCheck(detected=detect_contract(outputs) if outputs else None)
+        results = self.compute(plan, counts)
         with self.session_factory() as session:
             try:
-                outcome = self._write_success(session, plan, counts, outputs, started, sampling_seconds, contract)
+                if _is_routine(plan, results, contract) and session.get_bind().dialect.name == "postgresql":
+                    outcome = self._write_routine(session, plan, results, outputs, started, sampling_seconds)
+                else:
+                    outcome = self._write_success(session, plan, results, outputs, started, sampling_seconds,
+                                                  contract)
                 if outcome.outcome in ("lost_lease",):
                     session.rollback()
                 else:
@@ -213,15 +344,31 @@ class PeriodRunner:
                 session.rollback()
                 return PeriodOutcome(plan.monitor_id, "duplicate")
 
-    def _write_success(self, session: Session, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]],
+    def _write_routine(self, session: Session, plan: PeriodPlan, results: list[CheckResult],
+                       outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float) -> PeriodOutcome:
+        """A period without alarm, contract event, end of horizon, snapshot or re-discovery, on
+        Postgres: one statement (app/monitors/routine_write.py)."""
+        from app.monitors.routine_write import write_routine_period
+
+        t = plan.t + 1
+        seq = write_routine_period(session, plan, results, outputs, started=started, finished=self.clock(),
+                                   sampling_seconds=sampling_seconds, worker_id=self.worker_id)
+        if seq is None:
+            return PeriodOutcome(plan.monitor_id, "lost_lease")
+        log.info("period_done", monitor_id=str(plan.monitor_id), t=t, horizon_index=plan.horizon_index,
+                 skipped_slots=plan.skipped, alarms=0, sampling_seconds=round(sampling_seconds, 4))
+        return PeriodOutcome(plan.monitor_id, "ok", t=t)
+
+    def _write_success(self, session: Session, plan: PeriodPlan, results: list[CheckResult],
                        outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float,
                        contract: ContractCheck | None = None) -> PeriodOutcome:
         monitor = self._guarded_monitor(session, plan)
         if monitor is None:
             return PeriodOutcome(plan.monitor_id, "lost_lease")
         t = plan.t + 1
+        monitor.last_seq = (monitor.last_seq or 0) + 1
         run = PeriodRun(
-            monitor_id=monitor.id, seq=self._next_seq(session, monitor.id), scheduled_for=plan.slot,
+            monitor_id=monitor.id, seq=monitor.last_seq, scheduled_for=plan.slot,
             horizon_index=plan.horizon_index, t=t, status="ok", started_at=started, finished_at=self.clock(),
             sampling_seconds=sampling_seconds, worker_id=self.worker_id,
         )
@@ -229,28 +376,24 @@ class PeriodRunner:
         session.flush()
         alarms = []
         checks = _checks(session, monitor.id)
-        for check in checks:
-            if check.id not in counts:  # added (re-discovery) after this period was planned
+        by_id = {c.id: c for c in checks}
+        for res in results:
+            check = by_id.get(res.check_id)
+            if check is None:  # deleted meanwhile (cascade with its monitor): nothing to write
                 continue
-            a, b = counts[check.id]
-            claim = check_claim(monitor, check)
-            stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=monitor.variance,
-                                     kappa=monitor.kappa)
-            check.claim_state = stat.state
-            z = stat.z
-            detector = WeightedAggregator.from_state(check.detector_state or {})
-            step = detector.update(z)
-            check.detector_state = detector.to_state()
-            check.last_z, check.last_statistic = z, step.statistic
-            check.max_statistic = detector.max_statistic
+            check.claim_state = res.claim_state
+            check.detector_state = res.detector_state
+            check.last_z, check.last_statistic = res.z, res.statistic
+            check.max_statistic = res.max_statistic
             period_check = PeriodCheck(
-                period_run_id=run.id, check_id=check.id, a=a, b=b, n=plan.n, p_hat=stat.p_hat,
-                q_hat=stat.q_hat, d_hat=stat.d_hat, sigma_hat=stat.sigma_hat, z=z,
-                statistic=step.statistic, threshold=step.threshold, claim=claim, line=stat.line,
+                period_run_id=run.id, check_id=check.id, a=res.a, b=res.b, n=plan.n, p_hat=res.p_hat,
+                q_hat=res.q_hat, d_hat=res.d_hat, sigma_hat=res.sigma_hat, z=res.z,
+                statistic=res.statistic, threshold=res.threshold, claim=res.claim, line=res.line,
+                prefix_sum=res.prefix_sum,
             )
             session.add(period_check)
-            if step.alarm:
-                alarms.append((check, period_check, step.lag))
+            if res.alarm:
+                alarms.append((check, period_check, res.lag))
         session.flush()
         store_outputs(session, monitor, run, outputs)
         if contract is not None:
@@ -274,7 +417,7 @@ class PeriodRunner:
                                    evidence=evidence)
                 if snapshot is not None:
                     request_snapshot(session, monitor, "alarm", alarm_id=alarm.id, **snapshot)
-        elif t >= monitor.horizon:
+        elif t >= monitor.horizon and monitor.detector == "aggregator":
             if monitor.renew:
                 start_horizon(monitor, checks, monitor.horizon_index + 1)
             else:
@@ -301,8 +444,9 @@ class PeriodRunner:
                 if monitor is None:
                     session.rollback()
                     return PeriodOutcome(plan.monitor_id, "lost_lease")
+                monitor.last_seq = (monitor.last_seq or 0) + 1
                 run = PeriodRun(
-                    monitor_id=monitor.id, seq=self._next_seq(session, monitor.id), scheduled_for=plan.slot,
+                    monitor_id=monitor.id, seq=monitor.last_seq, scheduled_for=plan.slot,
                     horizon_index=plan.horizon_index, t=None, status="failed", failure_reason=error.reason,
                     failure_detail=str(error.detail)[:2000], started_at=started, finished_at=self.clock(),
                     sampling_seconds=sampling_seconds, worker_id=self.worker_id,

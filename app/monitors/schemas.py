@@ -14,6 +14,16 @@ from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion, LatticeS
 
 MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
 Variance = Literal["score", "wald"]
+Detector = Literal["aggregator", "e-process", "e-detector"]
+DETECTOR_DESCRIPTION = (
+    "The sequential test each check runs (docs/sequential.md, method.md §13). `aggregator` (default): the weighted "
+    "aggregator over a horizon of T = `horizon` periods, P(false alarm by T) ≤ α; the monitor completes after T, or "
+    "renews with `renew`. `e-process`: a test supermartingale, alarm when W_t ≥ m/α; P(any false alarm, ever) ≤ α; "
+    "no horizon: it runs until an alarm, `horizon` is ignored. `e-detector`: a mixture e-SR change detector, "
+    "alarm when M_t ≥ T·m/α; P(false alarm within T = `horizon` periods) ≤ α and mean time to a false alarm ≥ T·m/α; "
+    "it keeps running after T. The horizon-free detectors keep a few numbers of state per check, never renew "
+    "(`renew` must be false) and do not re-discover events (`rediscover_every` must be 0 or absent)."
+)
 
 MAX_CHECKS = 64
 CheckOrigin = Literal["given", "auto", "rediscovery"]
@@ -118,7 +128,12 @@ class MonitorCreate(BaseModel):
         lt=0.5,
         description="Weight exponent γ of the aggregator: small γ favours long drifts, large γ abrupt changes.",
     )
-    horizon: int = Field(ge=2, le=100_000, description="T, the number of periods of one horizon.")
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
+    horizon: int | None = Field(
+        None, ge=2, le=100_000,
+        description="T, the number of periods of one horizon. Required for the `aggregator`; for the `e-detector` "
+        "the window of its false-alarm guarantee (default 1000); ignored by the `e-process`.",
+    )
     samples_per_period: int = Field(ge=1, le=10_000_000, description="n, outputs drawn on each of x and x' per period.")
     period_seconds: int | None = Field(
         None, ge=1, le=366 * 24 * 3600, description="Run a period every this many seconds (or give `cron`)."
@@ -187,6 +202,14 @@ class MonitorCreate(BaseModel):
             claims = [c.claim for c in self.checks if c.claim is not None] + ([self.claim] if self.claim else [])
             if any(set(c.to_dict()) != {"epsilon"} for c in claims):
                 raise ValueError("variance 'wald' applies to pure-epsilon claims only; other claims use 'score'")
+        if self.detector == "aggregator" and self.horizon is None:
+            raise ValueError("the aggregator needs a horizon (T periods); or choose detector 'e-process' or "
+                             "'e-detector', which need none")
+        if self.detector != "aggregator":
+            if self.renew:
+                raise ValueError(f"renew applies to the aggregator only: the {self.detector} has no horizon to renew")
+            if self.rediscover_every:
+                raise ValueError(f"rediscover_every applies to the aggregator only, not to the {self.detector}")
         if self.symmetric and 2 * len(self.checks) > MAX_CHECKS:
             raise ValueError(f"with symmetric, at most {MAX_CHECKS // 2} checks (each is doubled)")
         return self
@@ -231,6 +254,7 @@ class MonitorRead(BaseModel):
     kappa: float
     symmetric: bool
     renew: bool
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
@@ -249,6 +273,24 @@ class MonitorRead(BaseModel):
     created_at: datetime
     updated_at: datetime
     checks: list[CheckRead]
+
+
+class EventPower(BaseModel):
+    """Whether a check's event is frequent enough for its test to have power (method.md §13.7,
+    docs/sequential.md "Sparse events")."""
+
+    sparse: bool = Field(description="True when n·(p₁ + q) is small (most periods carry no evidence) or a 50% "
+                         "excess over the claim would take more than 50 periods to detect.")
+    reasons: list[str]
+    n: int = Field(description="The monitor's samples_per_period.")
+    expected_hits: float = Field(description="n·(p₁ + q): outputs in the event per period under the reference "
+                                 "violation p₁ = 1.5·(s·q + d).")
+    periods_to_detect: float | None = Field(description="About log(1/α)/(n·G) periods to detect that violation.")
+    suggested_n: int | None = Field(description="The smallest n that is not sparse (null: no n helps).")
+    source: Literal["periods", "discovery"] = Field(
+        description="Where (p, q) come from: the check's recent periods (discounted counts) or discovery's estimate.")
+    p_estimate: float
+    q_estimate: float
 
 
 class CheckStatus(BaseModel):
@@ -271,6 +313,8 @@ class CheckStatus(BaseModel):
     last_statistic: float | None = Field(description="M_t of the latest period.")
     max_statistic: float | None = Field(description="Largest M_t so far in this horizon.")
     alarm: bool = Field(description="Whether this check has an open alarm.")
+    power: EventPower | None = Field(None, description="Sparse-event advice at the event's estimated probabilities; "
+                                     "null until there is an estimate (the first period, or discovery).")
 
 
 class MonitorStatus(BaseModel):
@@ -312,7 +356,9 @@ class MonitorStatus(BaseModel):
     t: int
     horizon: int
     horizon_index: int
-    periods_remaining: int
+    detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
+    periods_remaining: int | None = Field(description="T − t for the aggregator; null for the horizon-free "
+                                          "detectors, which run until an alarm.")
     alpha: float
     horizon_alpha: float
     check_alpha: float = Field(description="Level of each check present at the horizon's start: α_j/m (Bonferroni "
@@ -326,6 +372,8 @@ class MonitorStatus(BaseModel):
     last_period_at: datetime | None
     next_run_at: datetime
     checks: list[CheckStatus]
+    warnings: list[str] = Field(default_factory=list, description="Checks whose event is too sparse for the test to "
+                                "have power, each with the samples_per_period that would give it power.")
 
 
 class PeriodCheckRead(BaseModel):
@@ -381,3 +429,7 @@ class MonitorValidation(BaseModel):
 
 class MonitorCreated(MonitorRead):
     validation: MonitorValidation | None = Field(None, description="Result of `?validate=true`, when asked.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Checks whose event is too sparse for the test to have power, when an "
+        "estimate of its probabilities exists at creation (discovery's); otherwise the status shows them from the "
+        "first period on.")

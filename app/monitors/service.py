@@ -77,11 +77,24 @@ def awaits_discovery(check: Check) -> bool:
     return is_auto(check) and check.discovery is None
 
 
-def initial_detector_state(monitor: Monitor) -> dict[str, Any]:
-    from app.stats.aggregator import WeightedAggregator
+def initial_detector_state(monitor: Monitor, check: Check | None = None) -> dict[str, Any]:
+    """A fresh detector of the monitor's kind for ``check`` (app/monitors/detectors.py)."""
+    from app.monitors.detectors import initial_state
 
     assert monitor.threshold is not None
-    return WeightedAggregator(monitor.horizon, monitor.gamma, monitor.threshold).to_state()
+    claim = check_claim(monitor, check) if check is not None else (monitor_claim(monitor) or {"epsilon": 1.0})
+    return initial_state(monitor.detector or "aggregator", horizon=monitor.horizon, gamma=monitor.gamma,
+                         threshold=monitor.threshold, level=check.level if check is not None else None, claim=claim)
+
+
+def horizon_free_estimate(monitor: Monitor, level: float) -> Any:
+    """The alarm threshold of an e-process / e-detector check at ``level``, as a table estimate (its
+    log, exact: no Monte Carlo)."""
+    from app.monitors.detectors import sequential_log_threshold
+    from app.stats.thresholds import ThresholdEstimate
+
+    value = sequential_log_threshold(monitor.detector, level, monitor.horizon)
+    return ThresholdEstimate(monitor.horizon, monitor.gamma, level, value, 0.0, 0, 0, monitor.detector)
 
 
 def activate(monitor: Monitor, checks: Sequence[Check], estimate: Any) -> None:
@@ -93,7 +106,7 @@ def activate(monitor: Monitor, checks: Sequence[Check], estimate: Any) -> None:
     monitor.threshold_std_error = float(estimate.std_error)
     monitor.threshold_source = str(estimate.source)
     for check in checks:
-        check.detector_state = None if is_auto(check) else initial_detector_state(monitor)
+        check.detector_state = None if is_auto(check) else initial_detector_state(monitor, check)
     monitor.state = "active"
 
 
@@ -117,7 +130,12 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
         check.max_statistic = None
         check.joined_t = 0
         check.level = level
-    estimate = lookup_threshold(monitor.horizon, monitor.gamma, level)
+    from app.monitors.detectors import is_horizon_free
+
+    if is_horizon_free(monitor.detector or "aggregator"):
+        estimate = horizon_free_estimate(monitor, level)
+    else:
+        estimate = lookup_threshold(monitor.horizon, monitor.gamma, level)
     if estimate is None:
         monitor.threshold = None
         monitor.threshold_std_error = None
@@ -258,11 +276,18 @@ def _claim_epsilon(data: MonitorCreate) -> float | None:
 
 def _rediscover_every(data: MonitorCreate) -> int:
     """K of the monitor: 0 without ``auto`` checks; the given value, or the default, with them."""
-    if not any(check.event.kind == "auto" for check in data.checks):
+    if not any(check.event.kind == "auto" for check in data.checks) or data.detector != "aggregator":
         return 0
     if data.rediscover_every is not None:
         return data.rediscover_every
-    return default_rediscover_every(data.horizon)
+    return default_rediscover_every(_horizon_of(data))
+
+
+def _horizon_of(data: MonitorCreate) -> int:
+    """T of the aggregator; the e-detector's window (default 1000); a placeholder for the e-process."""
+    from app.monitors.detectors import DEFAULT_WINDOW
+
+    return data.horizon if data.horizon is not None else DEFAULT_WINDOW
 
 
 def create_monitor(
@@ -287,7 +312,8 @@ def create_monitor(
         claim=_monitor_claim_of(data),
         alpha=data.alpha,
         gamma=data.gamma,
-        horizon=data.horizon,
+        horizon=_horizon_of(data),
+        detector=data.detector,
         samples_per_period=data.samples_per_period,
         period_seconds=data.period_seconds,
         cron=data.cron,
@@ -395,6 +421,11 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         )
         or 0
     )
+    from app.monitors.power import check_power, power_warning
+
+    powers = {c.id: (None if is_auto(c) else check_power(c, check_claim(monitor, c), monitor.samples_per_period,
+                                                          c.level)) for c in checks}
+    warnings = [w for c in checks if (w := power_warning(c.position, powers[c.id])) is not None]
     return MonitorStatus(
         id=monitor.id,
         name=monitor.name,
@@ -403,7 +434,8 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         t=monitor.t,
         horizon=monitor.horizon,
         horizon_index=monitor.horizon_index,
-        periods_remaining=monitor.horizon - monitor.t,
+        detector=monitor.detector,  # type: ignore[arg-type]
+        periods_remaining=None if monitor.detector != "aggregator" else monitor.horizon - monitor.t,
         alpha=monitor.alpha,
         horizon_alpha=monitor.horizon_alpha,
         check_alpha=next((c.level for c in checks if c.joined_t == 0 and c.level is not None),
@@ -433,10 +465,26 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
                 last_statistic=c.last_statistic,
                 max_statistic=c.max_statistic,
                 alarm=c.id in open_ids,
+                power=powers[c.id],
             )
             for c in checks
         ],
+        warnings=warnings,
     )
+
+
+def creation_warnings(monitor: Monitor, checks: Sequence[Check]) -> list[str]:
+    """Sparse-event warnings for the checks that have an estimate at creation (app/monitors/power.py)."""
+    from app.monitors.power import check_power, power_warning
+
+    out = []
+    for c in checks:
+        if is_auto(c):
+            continue
+        w = power_warning(c.position, check_power(c, check_claim(monitor, c), monitor.samples_per_period, c.level))
+        if w is not None:
+            out.append(w)
+    return out
 
 
 def _pure_line(monitor: Monitor, check: Check) -> dict[str, Any] | None:

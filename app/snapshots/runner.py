@@ -33,7 +33,6 @@ from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
 from app.snapshots.service import database_digest, load_window
 from app.claims.service import effective_claim
-from app.stats.aggregator import WeightedAggregator
 
 log = structlog.get_logger("dpwatch.snapshots")
 
@@ -114,10 +113,13 @@ class SnapshotRunner:
         check = session.get(Check, alarm.check_id) if alarm else None
         if alarm is None or check is None or not check.detector_state:
             return {}
-        detector = WeightedAggregator.from_state(check.detector_state)
-        if detector.t != alarm.t:  # the monitor was reset or went on meanwhile
-            return {}
-        return {"horizon_index": alarm.horizon_index, "min_t": alarm.t - detector.current_lag() + 1}
+        from app.monitors.detectors import state_lag, state_t
+
+        # The check's detector counts from when it joined (joined_t), the alarm from the horizon's start.
+        lag = state_lag(check.detector_state)
+        if lag is None or state_t(check.detector_state) + (check.joined_t or 0) != alarm.t:
+            return {}  # the monitor was reset or went on meanwhile
+        return {"horizon_index": alarm.horizon_index, "min_t": alarm.t - lag + 1}
 
     async def gather(self, plan: SnapshotPlan) -> list[PairSamples]:
         fresh: dict[str, np.ndarray] = {}

@@ -1,0 +1,77 @@
+"""Sparse events flagged: when n·q is too small for a check's test to have power (issue 12).
+
+The advice is :func:`app.stats.power.event_power_advice` (method.md §13.7) for the check's n, its
+claim's line and its level α/m, at an estimate of the event's probabilities (p, q):
+
+- the check's own counts, once it has run periods: the discounted (a, b, n) every detector state
+  keeps (about the last ten periods, add-½ smoothed; ``source: "periods"``);
+- before that, what discovery measured for an ``auto`` or re-discovered event (``source: "discovery"``),
+  when it recorded the event's probabilities;
+- none otherwise (a given event at creation): ``advice`` is null until the first period.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.stats.claims import parse_claim
+from app.stats.power import event_power_advice
+from app.stats.sequential import SupportingLine
+
+
+def _estimate(check: Any) -> tuple[float, float, str] | None:
+    state = check.detector_state or {}
+    sums = state.get("sums")
+    if sums and float(sums[2]) > 0:
+        sa, sb, sn = (float(v) for v in sums)
+        return (sa + 0.5) / (sn + 1.0), (sb + 0.5) / (sn + 1.0), "periods"
+    found = check.discovery or {}
+    for pk, qk in (("p_hat", "q_hat"), ("p", "q")):
+        if isinstance(found.get(pk), (int, float)) and isinstance(found.get(qk), (int, float)):
+            return float(found[pk]), float(found[qk]), "discovery"
+    return None
+
+
+def _line(claim: dict[str, Any], check: Any) -> tuple[SupportingLine, bool] | None:
+    """The claim's line on this event (pure ε, (ε, δ)), or the last line the check tested; and
+    whether it is a ``lower`` line (testing q against p)."""
+    parsed = parse_claim(claim)
+    eps, delta = getattr(parsed, "epsilon", None), getattr(parsed, "delta", 0.0) or 0.0
+    if eps is not None and set(claim) <= {"epsilon", "delta"}:
+        return SupportingLine.approximate(float(eps), float(delta)), False
+    line = (check.claim_state or {}).get("line")
+    if not line:
+        return None
+    try:
+        return SupportingLine(float(line["slope"]), float(line["intercept"])), line.get("orientation") == "lower"
+    except ValueError:
+        return None
+
+
+def check_power(check: Any, claim: dict[str, Any], n: int, level: float | None) -> dict[str, Any] | None:
+    """The sparse-event advice of one check (a JSON object), or None without an estimate."""
+    est = _estimate(check)
+    found = _line(claim, check)
+    if est is None or found is None or not level or not 0 < level < 1:
+        return None
+    p, q, source = est
+    line, lower = found
+    if lower:
+        p, q = q, p
+    advice = event_power_advice(int(n), min(max(p, 0.0), 1.0), min(max(q, 0.0), 1.0), line, alpha=float(level))
+    out = advice.to_dict()
+    out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+    out.update(source=source, p_estimate=p, q_estimate=q)
+    return out
+
+
+def power_warning(position: int, advice: dict[str, Any] | None) -> str | None:
+    """One line for a sparse check: why, and the n that would give the test power."""
+    if not advice or not advice.get("sparse"):
+        return None
+    suggested = advice.get("suggested_n")
+    tail = (f"; samples_per_period = {suggested} would give it power" if suggested
+            else "; no n helps: choose another event")
+    return f"check {position}: the event is too sparse for the test to have power at n = {advice['n']} (" \
+           + "; ".join(advice.get("reasons") or []) + ")" + tail
