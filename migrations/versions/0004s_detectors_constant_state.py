@@ -13,7 +13,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = '0004s'
-down_revision: Union[str, Sequence[str], None] = '0003s'
+down_revision: Union[str, Sequence[str], None] = '0004k'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
