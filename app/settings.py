@@ -67,6 +67,15 @@ class Settings(BaseSettings):
         description="Periods one worker runs at once. More in flight costs CPU in the HTTP pool and the "
         "database; 4-8 gave the best throughput on 2 cores (docs/benchmarks.md). Raise it for slow endpoints.",
     )
+    max_inflight_per_tenant: int = Field(
+        6, ge=0, le=10_000,
+        description="Periods of one tenant in flight at once across all replicas (live leases; 0: no cap). "
+        "Below a worker's max_in_flight, so that one tenant's slow or hostile endpoints leave room for others.",
+    )
+    max_inflight_per_mechanism: int = Field(
+        4, ge=0, le=10_000,
+        description="Periods of one mechanism in flight at once across all replicas (live leases; 0: no cap).",
+    )
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     degraded_after_failures: int = Field(
         3, ge=1, description="K: a monitor turns `degraded` after K consecutive failed periods."

@@ -128,11 +128,14 @@ class Worker:
     # -- ticks ----------------------------------------------------------------------------
 
     def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True,
-               lease_seconds: float | None = None) -> list[uuid.UUID]:
+               lease_seconds: float | None = None, fair: bool = False) -> list[uuid.UUID]:
+        s = self.settings
         with self.session_factory() as session:
-            ids = claim_monitors(session, worker_id=self.settings.worker_id, states=states, now=self.clock(),
-                                 lease_seconds=lease_seconds or self.settings.lease_seconds, limit=limit,
-                                 due_only=due_only)
+            ids = claim_monitors(session, worker_id=s.worker_id, states=states, now=self.clock(),
+                                 lease_seconds=lease_seconds or s.lease_seconds, limit=limit,
+                                 due_only=due_only,
+                                 max_per_tenant=s.max_inflight_per_tenant if fair else None,
+                                 max_per_mechanism=s.max_inflight_per_mechanism if fair else None)
             session.commit()
             return ids
 
@@ -142,7 +145,7 @@ class Worker:
             free = self.max_in_flight - len(self._in_flight)
             if free <= 0 or self._stopping:
                 return 0
-            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free)
+            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free, True, None, True)
             for monitor_id in ids:
                 task = asyncio.create_task(self._run_period(monitor_id))
                 self._in_flight.add(task)
