@@ -84,7 +84,10 @@ class Settings(BaseSettings):
         "http://127.0.0.1:8000", description="Base URL of this service, used for generatorURL links."
     )
 
-    sampling_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Cap on one sampling response.")
+    sampling_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024,
+        description="Cap on the sampling answers of one period, every batch and database together (so also on one answer).",
+    )
     sampling_max_attempts: int = Field(
         4, ge=1, le=20, description="Attempts per sampling request within a period (timeouts, connection errors, 5xx, 429)."
     )
