@@ -113,6 +113,9 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"
+    scheduler_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="Least level of APScheduler's own log lines (its INFO lines are two per tick).",
+    )
 
     # The dashboard (app/web, docs/dashboard.md).
     session_secret: SecretStr | None = Field(
@@ -159,7 +162,7 @@ class Settings(BaseSettings):
             raise ValueError("public_url must start with http:// or https://")
         return value.rstrip("/")
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "scheduler_log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
