@@ -174,7 +174,8 @@ def configure_logging(level: str = "INFO", fmt: str = "json", scheduler_level: s
     if logging.getLevelName(scheduler_level) >= logging.WARNING:
         skipped.addFilter(_SkippedRunFilter())
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+        logging.getLogger(name).setLevel(logging.DEBUG if logging.getLevelName(level) <= logging.DEBUG
+                                         else logging.WARNING)
     # uvicorn's own handlers would print every line twice; let them propagate to ours instead.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
