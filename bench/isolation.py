@@ -4,7 +4,7 @@ What runs (all on 127.0.0.1, each a separate process in its own process group):
 
 - a hostile/healthy sampling server (this script with ``--serve``), three endpoints:
   ``/sleep`` answers valid samples after ``--sleep`` seconds (20 by default);
-  ``/bomb`` answers 100 MB of JSON gzip-compressed (``Content-Encoding: gzip``, about 100 KB on
+  ``/bomb`` answers 100 MB of JSON gzip-compressed (``Content-Encoding: gzip``, about 150 KB on
   the wire), although dpwatch asks for ``identity``;
   ``/healthy`` answers Laplace samples at once;
 - 2 workers (``python -m app.cli worker``), with the default settings unless ``--no-caps``
