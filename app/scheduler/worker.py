@@ -115,6 +115,10 @@ class Worker:
             self._ticks.add(task)
             try:
                 return await tick()
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                return 0  # cancelled by the shutdown: nothing went wrong, nothing to report
             finally:
                 self._ticks.discard(task)
 
@@ -127,6 +131,7 @@ class Worker:
             # Shutting APScheduler's executor down cancels the runs under way (and it reports each
             # as a failed job): pause it, let them end, then shut it down.
             self._scheduler.pause()
+            await asyncio.sleep(0)  # runs just submitted take their first step and register
             if self._ticks:  # claims are short; a calibration may not be, and is left to its lease
                 await asyncio.wait(set(self._ticks), timeout=STOP_TICK_SECONDS)
             self._scheduler.shutdown(wait=False)
