@@ -70,7 +70,8 @@ class Settings(BaseSettings):
     max_inflight_per_tenant: int = Field(
         6, ge=0, le=10_000,
         description="Periods of one tenant in flight at once across all replicas (live leases; 0: no cap). "
-        "Below a worker's max_in_flight, so that one tenant's slow or hostile endpoints leave room for others.",
+        "Below a worker's max_in_flight, so that one tenant's slow or hostile endpoints leave room for others; "
+        "raise it with the number of replicas (docs/hardening-scheduling.md).",
     )
     max_inflight_per_mechanism: int = Field(
         4, ge=0, le=10_000,
