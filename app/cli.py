@@ -291,7 +291,7 @@ def worker_command() -> None:
     from app.scheduler.worker import Worker
 
     settings = _settings()
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.log_level, settings.log_format, settings.scheduler_log_level)
     if settings.migrate_on_start:
         run_migrations(settings.database_url)
     engine = make_engine(settings.database_url)

@@ -113,7 +113,7 @@ def _table(monitors: list[dict[str, Any]], names: dict[str, str]) -> str:
         best = max((c.get("max_statistic") or float("-inf") for c in checks), default=float("-inf"))
         thr = m.get("threshold")
         rows.append(f"  {names.get(m['id'], m['name'])[:60]:<60} {m['state']:<11} t={m['t']:>3}/{m['horizon']:<4} "
-                    f"max M_t={best:6.2f}  threshold={thr if thr is None else round(thr, 3)}")
+                    f"max_statistic={best:6.2f}  threshold={thr if thr is None else round(thr, 3)}")
     return "\n".join(rows)
 
 
@@ -178,6 +178,7 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
              f"{opts.period_seconds}s; each mechanism changes at period {opts.change_period}.\n")
         started = time.monotonic()
         seen_events = 0
+        announced = False
         while True:
             await asyncio.sleep(2)
             monitors = (await http.get("/v1/monitors", params={"limit": 100})).raise_for_status().json()["items"]
@@ -201,8 +202,10 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
             alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
             finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}
             if harmful <= alarmed:
-                _say(f"\nEvery harmful change raised an alarm ({len(alarmed)} alarms). "
-                     f"Try: curl -H 'Authorization: Bearer {key}' {base}/v1/alarms")
+                if not announced:  # once: the loop goes on printing progress until every monitor ends
+                    _say(f"\nEvery harmful change raised an alarm ({len(alarmed)} alarms). "
+                         f"Try: curl -H 'Authorization: Bearer {key}' {base}/v1/alarms")
+                    announced = True
                 if opts.exit_when_done:
                     return 0
                 if finished == set(names):

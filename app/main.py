@@ -123,7 +123,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level, settings.log_format)
+        configure_logging(settings.log_level, settings.log_format, settings.scheduler_log_level)
         engine = None
         if app.state.session_factory is None:
             if settings.migrate_on_start:

@@ -67,6 +67,16 @@ class Settings(BaseSettings):
         description="Periods one worker runs at once. More in flight costs CPU in the HTTP pool and the "
         "database; 4-8 gave the best throughput on 2 cores (docs/benchmarks.md). Raise it for slow endpoints.",
     )
+    max_inflight_per_tenant: int = Field(
+        6, ge=0, le=10_000,
+        description="Periods of one tenant in flight at once across all replicas (live leases; 0: no cap). "
+        "Below a worker's max_in_flight, so that one tenant's slow or hostile endpoints leave room for others; "
+        "raise it with the number of replicas (docs/hardening-scheduling.md).",
+    )
+    max_inflight_per_mechanism: int = Field(
+        4, ge=0, le=10_000,
+        description="Periods of one mechanism in flight at once across all replicas (live leases; 0: no cap).",
+    )
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     degraded_after_failures: int = Field(
         3, ge=1, description="K: a monitor turns `degraded` after K consecutive failed periods."
@@ -75,7 +85,10 @@ class Settings(BaseSettings):
         "http://127.0.0.1:8000", description="Base URL of this service, used for generatorURL links."
     )
 
-    sampling_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Cap on one sampling response.")
+    sampling_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024,
+        description="Cap on the sampling answers of one period, every batch and database together (so also on one answer).",
+    )
     sampling_max_attempts: int = Field(
         4, ge=1, le=20, description="Attempts per sampling request within a period (timeouts, connection errors, 5xx, 429)."
     )
@@ -101,6 +114,9 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"
+    scheduler_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="Least level of APScheduler's own log lines (its INFO lines are two per tick).",
+    )
 
     # The dashboard (app/web, docs/dashboard.md).
     session_secret: SecretStr | None = Field(
@@ -147,7 +163,7 @@ class Settings(BaseSettings):
             raise ValueError("public_url must start with http:// or https://")
         return value.rstrip("/")
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "scheduler_log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value

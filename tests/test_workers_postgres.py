@@ -2,7 +2,7 @@
 
 - Two workers never commit the same period twice, and both take a share of the work.
 - A worker killed in the middle of a period leaves no partial state; the other redoes the period
-  once the lease expires.
+  once the lease expires: tests/test_faults_postgres.py.
 """
 
 from __future__ import annotations
@@ -161,37 +161,5 @@ def test_two_workers_never_commit_the_same_period_twice(pg, api):
             assert check.detector_state["t"] == monitor.t
 
 
-def test_a_killed_worker_leaves_no_partial_state_and_the_other_redoes_the_period(pg, api):
-    url, factory = pg
-    gate = Gate()
-    with serve_app(_endpoint_app(gate)) as base:
-        (monitor_id,) = _monitors(api, base, count=1, period_seconds=3600, horizon=50)
-        mid = uuid.UUID(monitor_id)
-        with factory() as session:
-            first_slot = session.get(Monitor, mid).next_run_at
-        victim = _worker(url, "victim", lease_seconds=3)
-        try:
-            assert gate.arrived.wait(20), "the victim never started its period"
-            _stop(victim, signal.SIGKILL)  # in the middle of sampling period 1
-            with factory() as session:
-                assert session.scalar(select(func.count()).select_from(PeriodRun)) == 0
-                m = session.get(Monitor, mid)
-                assert (m.t, m.lease_owner) == (0, "victim")
-                assert session.scalars(select(Check).where(Check.monitor_id == mid)).one().detector_state["t"] == 0
-            rescuer = _worker(url, "rescuer", lease_seconds=3)
-            try:
-                def done() -> bool:
-                    with factory() as session:
-                        return session.get(Monitor, mid).t >= 1
-                assert _wait(done, 30), "the other worker did not redo the period"
-            finally:
-                _stop(rescuer)
-        finally:
-            gate.release.set()
-            _stop(victim, signal.SIGKILL)
-    with factory() as session:
-        runs = session.scalars(select(PeriodRun).where(PeriodRun.monitor_id == mid)).all()
-        assert len(runs) == 1
-        assert (runs[0].t, runs[0].worker_id, runs[0].scheduled_for) == (1, "rescuer", first_slot)
-        m = session.get(Monitor, mid)
-        assert m.lease_owner is None and m.t == 1
+# A worker SIGKILLed mid-period beside another: tests/test_faults_postgres.py (which also checks that
+# it leaves no partial state).

@@ -37,7 +37,7 @@ from app.alarms.service import contract_fingerprint, enqueue_event, fire_alarm, 
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.sampling.client import MechanismEndpoint, SamplingClient
+from app.sampling.client import ByteBudget, MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
@@ -270,10 +270,12 @@ class PeriodRunner:
     async def sample(self, plan: PeriodPlan) -> dict[str, np.ndarray]:
         keys = list(plan.databases)
         period_no = plan.t + 1
+        budget = ByteBudget(self.settings.sampling_max_bytes)  # all of the period's answers together
         results = await asyncio.gather(*(
             self.client.sample(
                 plan.endpoint, plan.databases[k], plan.n, monitor_id=str(plan.monitor_id), period=period_no,
                 request_id_prefix=f"{plan.monitor_id.hex[:12]}-{plan.horizon_index}-{period_no}-{i}",
+                budget=budget,
             )
             for i, k in enumerate(keys)
         ))

@@ -48,9 +48,9 @@ from .protocol import (
 from app.stats.shapes import ListSamples, OutputShape, concat_outputs
 
 from .logs import get_logger
-from .safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
+from .safe_http import ByteBudget, SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
-__all__ = ["MechanismEndpoint", "OnRequest", "SamplingClient", "SamplingClientConfig"]
+__all__ = ["ByteBudget", "MechanismEndpoint", "OnRequest", "SamplingClient", "SamplingClientConfig"]
 
 log = get_logger("dpwatch.sampling")
 
@@ -125,7 +125,8 @@ class SamplingClientConfig:
     ``max_attempts``: attempts per batch (1 = no retry).  Backoff before retry
     k (k = 1, 2, ...) is uniform in [b/2, b] with b = min(backoff_max,
     backoff_initial * 2**(k-1)), or the server's Retry-After if longer.
-    ``max_response_bytes``: cap on one answer body."""
+    ``max_response_bytes``: cap on one answer body (a period's answers together are capped by
+    the :class:`ByteBudget` its caller passes to :meth:`SamplingClient.sample`)."""
 
     max_concurrency: int = 4
     deadline_seconds: float = 120.0
@@ -225,6 +226,7 @@ class SamplingClient:
         monitor_id: str,
         period: int,
         request_id_prefix: str | None = None,
+        budget: ByteBudget | None = None,
     ) -> np.ndarray:
         """Draw ``n`` outputs of ``mechanism`` on ``database``.
 
@@ -236,6 +238,11 @@ class SamplingClient:
         Batch ``i`` (0-based) is sent with ``request_id = f"{prefix}-{i}"``,
         which is also its ``webhook-id`` (unchanged across retries, so an
         endpoint may deduplicate); the prefix defaults to a random hex string.
+
+        ``budget`` caps the bytes of every answer of this call together (and of the other calls
+        sharing it: one period's databases); without it each answer is capped alone. Answers
+        sent with a ``Content-Encoding`` other than ``identity`` are refused unread
+        (``content_encoding_refused``).
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError("n must be a positive integer")
@@ -273,7 +280,7 @@ class SamplingClient:
                 encode_request, None, size, request_id, monitor_id, period, database_json=database_json
             )
             results[index] = await self._batch_with_retries(
-                mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound
+                mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound, budget
             )
 
         try:
@@ -366,6 +373,7 @@ class SamplingClient:
         deadline: float,
         semaphore: anyio.Semaphore,
         bound: typing.Any,
+        budget: ByteBudget | None = None,
     ) -> np.ndarray:
         last_failure: list[SamplingError] = []
 
@@ -391,7 +399,8 @@ class SamplingClient:
         )
         try:
             return await retrying(
-                self._attempt, mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound
+                self._attempt, mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound,
+                budget,
             )
         except _DeadlineReached:
             # Report what actually went wrong rather than "no time left".
@@ -410,6 +419,7 @@ class SamplingClient:
         deadline: float,
         semaphore: anyio.Semaphore,
         bound: typing.Any,
+        budget: ByteBudget | None = None,
     ) -> np.ndarray:
         async with semaphore:
             remaining = deadline - time.monotonic()
@@ -433,6 +443,8 @@ class SamplingClient:
                         headers=headers,
                         max_bytes=self.config.max_response_bytes,
                         timeout=min(mechanism.timeout_seconds, remaining),
+                        identity_only=True,
+                        budget=budget,
                     )
                 except SafeHttpError as exc:
                     raise SamplingError(exc.reason, exc.detail) from None

@@ -77,6 +77,7 @@ SamplingReason = typing.Literal[
     "refused_address",
     "redirect",
     "invalid_url",
+    "content_encoding_refused",
 ]
 SAMPLING_REASONS: tuple[str, ...] = typing.get_args(SamplingReason)
 #: Reasons that may succeed when retried (``http_status`` only for 5xx and 429).

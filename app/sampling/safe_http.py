@@ -23,8 +23,13 @@ Guarantees
   would connect on our behalf and bypass the address check.
 * Connect, read and write timeouts, plus a total deadline per request.
 * The body is streamed and the request is aborted as soon as it exceeds
-  ``max_bytes`` (``reason="oversized"``).  ``Accept-Encoding: identity`` is
-  requested; if a server compresses anyway, the limit applies to the decoded
+  ``max_bytes`` (``reason="oversized"``), or as soon as a shared
+  :class:`ByteBudget` (several requests' bytes together, e.g. one period's
+  batches) is spent.  ``Accept-Encoding: identity`` is requested; with
+  ``identity_only=True`` (sampling) an answer with any other
+  ``Content-Encoding`` is refused (``reason="content_encoding_refused"``)
+  before a byte of its body is read, so nothing is ever decompressed (a gzip
+  bomb costs nothing).  Otherwise (webhooks) the limit applies to the decoded
   bytes.
 """
 
@@ -45,6 +50,7 @@ import httpx
 
 __all__ = [
     "METADATA_ADDRESSES",
+    "ByteBudget",
     "AddressPolicy",
     "SafeAsyncClient",
     "SafeHttpConfig",
@@ -85,7 +91,8 @@ _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 _ERROR_BODY_LIMIT = 8192
 
 SafeHttpReason = typing.Literal[
-    "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error"
+    "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error",
+    "content_encoding_refused",
 ]
 
 
@@ -93,7 +100,8 @@ class SafeHttpError(Exception):
     """A request to a user-supplied URL was refused or failed.
 
     ``reason`` is machine readable: ``invalid_url``, ``refused_address``,
-    ``redirect``, ``oversized``, ``timeout`` or ``connection_error``;
+    ``redirect``, ``oversized``, ``timeout``, ``connection_error`` or
+    ``content_encoding_refused``;
     ``detail`` is a human readable explanation that never contains secrets
     (URLs are shown without their query string).
     """
@@ -541,6 +549,47 @@ def _oversized(limit: int, seen: int | None = None) -> SafeHttpError:
     )
 
 
+class ByteBudget:
+    """Bytes that several requests may read together (one period's batches, retries included).
+
+    Requests that share it take from it chunk by chunk as bodies arrive; the one that crosses
+    the limit fails with ``oversized``.  Used from one event loop (no lock needed: ``take`` does
+    not await)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+    def take(self, size: int) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise SafeHttpError(
+                "oversized",
+                f"the answers of this call add up to more than its budget of {self.limit} bytes",
+            )
+
+
+_IDENTITY = frozenset({"", "identity"})
+
+
+def _refused_encoding(headers: httpx.Headers) -> SafeHttpError | None:
+    codings = [c.strip().lower() for c in headers.get_list("content-encoding", split_commas=True)]
+    others = [c for c in codings if c not in _IDENTITY]
+    if not others:
+        return None
+    return SafeHttpError(
+        "content_encoding_refused",
+        f"the answer is sent with Content-Encoding {', '.join(others)!s} although identity was asked for; "
+        "compressed answers are refused (not decompressed)",
+    )
+
+
 def _announced_length(headers: httpx.Headers) -> int | None:
     value = headers.get("content-length")
     if value is None or not value.strip().isdigit():
@@ -626,11 +675,16 @@ class SafeAsyncClient:
         headers: typing.Mapping[str, str] | None = None,
         max_bytes: int | None = None,
         timeout: float | None = None,
+        identity_only: bool = False,
+        budget: ByteBudget | None = None,
     ) -> SafeResponse:
         """Send one request and read the whole answer.
 
         ``timeout`` is the total deadline (default ``config.total_timeout``);
         ``max_bytes`` caps the decoded body (default ``config.max_bytes``).
+        ``identity_only`` refuses a successful answer whose ``Content-Encoding`` is not
+        ``identity`` before reading its body; ``budget`` is shared with other requests and
+        charged with this answer's body bytes (successful answers only).
         Any non-3xx status is returned (the caller decides what it means);
         failures raise :class:`SafeHttpError`.
         """
@@ -648,14 +702,22 @@ class SafeAsyncClient:
                     if 300 <= resp.status_code < 400:
                         raise _redirect_error(resp.status_code, resp.headers)
                     is_error = resp.status_code >= 400
+                    if not is_error and identity_only and (refusal := _refused_encoding(resp.headers)):
+                        raise refusal
                     cap = min(limit, _ERROR_BODY_LIMIT) if is_error else limit
                     announced = _announced_length(resp.headers)
                     if not is_error and announced is not None and announced > cap:
                         raise _oversized(cap, announced)
+                    charge = budget if budget is not None and not is_error else None
+                    if charge is not None and announced is not None and announced > charge.remaining:
+                        charge.take(announced)  # raises: it cannot fit
                     chunks: list[bytes] = []
                     size = 0
                     truncated = False
-                    async for chunk in resp.aiter_bytes():
+                    # identity_only: never decode (an error body sent compressed is kept as sent).
+                    async for chunk in resp.aiter_raw() if identity_only else resp.aiter_bytes():
+                        if charge is not None:
+                            charge.take(len(chunk))
                         size += len(chunk)
                         if size > cap:
                             if not is_error:

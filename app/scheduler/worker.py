@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import structlog
@@ -37,6 +37,8 @@ log = structlog.get_logger("dpwatch.worker")
 
 #: Lease of a monitor being calibrated (event discovery, Monte-Carlo thresholds).
 CALIBRATION_LEASE_SECONDS = 900
+#: How long :meth:`Worker.stop` waits for ticker runs under way before cancelling them.
+STOP_TICK_SECONDS = 10.0
 
 
 class Worker:
@@ -50,6 +52,7 @@ class Worker:
         self.clock = clock  # injectable for tests; the scheduler itself always uses real time
         self._in_flight: set[asyncio.Task[None]] = set()
         self._jobs_in_flight: set[asyncio.Task[None]] = set()
+        self._ticks: set[asyncio.Task[object]] = set()  # ticker runs under way (stop waits for them)
         self._scheduler: AsyncIOScheduler | None = None
         self.http: SafeAsyncClient | None = None
 
@@ -93,18 +96,44 @@ class Worker:
         now = datetime.now(UTC)
         common = dict(trigger="interval", max_instances=1, coalesce=True, next_run_time=now,
                       misfire_grace_time=None)
-        sched.add_job(self.tick_periods, id="periods", seconds=s.tick_seconds, **common)
-        sched.add_job(self.tick_outbox, id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
-        sched.add_job(self.tick_calibration, id="calibration", seconds=max(s.tick_seconds, 2.0), **common)
-        sched.add_job(self.tick_snapshots, id="snapshots", seconds=max(s.tick_seconds, 1.0), **common)
-        sched.add_job(self.tick_jobs, id="jobs", seconds=max(s.tick_seconds, 1.0), **common)
+        sched.add_job(self._tracked(self.tick_periods), id="periods", seconds=s.tick_seconds, **common)
+        sched.add_job(self._tracked(self.tick_outbox), id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
+        sched.add_job(self._tracked(self.tick_calibration), id="calibration", seconds=max(s.tick_seconds, 2.0),
+                      **common)
+        sched.add_job(self._tracked(self.tick_snapshots), id="snapshots", seconds=max(s.tick_seconds, 1.0), **common)
+        sched.add_job(self._tracked(self.tick_jobs), id="jobs", seconds=max(s.tick_seconds, 1.0), **common)
         sched.start()
         self._scheduler = sched
         log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
 
+    def _tracked(self, tick: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
+        """``tick`` as a ticker job whose runs :meth:`stop` waits for (instead of leaving them to be
+        cancelled with the loop, which APScheduler reports as a failed job with a traceback)."""
+        async def run() -> int:
+            task = asyncio.current_task()
+            assert task is not None
+            self._ticks.add(task)
+            try:
+                return await tick()
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                return 0  # cancelled by the shutdown: nothing went wrong, nothing to report
+            finally:
+                self._ticks.discard(task)
+
+        run.__name__ = run.__qualname__ = f"Worker.{tick.__name__}"
+        return run
+
     async def stop(self) -> None:
         self._stopping = True  # no new claims, including those a finishing period would start
         if self._scheduler is not None:
+            # Shutting APScheduler's executor down cancels the runs under way (and it reports each
+            # as a failed job): pause it, let them end, then shut it down.
+            self._scheduler.pause()
+            await asyncio.sleep(0)  # runs just submitted take their first step and register
+            if self._ticks:  # claims are short; a calibration may not be, and is left to its lease
+                await asyncio.wait(set(self._ticks), timeout=STOP_TICK_SECONDS)
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
         if self._in_flight:
@@ -128,11 +157,14 @@ class Worker:
     # -- ticks ----------------------------------------------------------------------------
 
     def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True,
-               lease_seconds: float | None = None) -> list[uuid.UUID]:
+               lease_seconds: float | None = None, fair: bool = False) -> list[uuid.UUID]:
+        s = self.settings
         with self.session_factory() as session:
-            ids = claim_monitors(session, worker_id=self.settings.worker_id, states=states, now=self.clock(),
-                                 lease_seconds=lease_seconds or self.settings.lease_seconds, limit=limit,
-                                 due_only=due_only)
+            ids = claim_monitors(session, worker_id=s.worker_id, states=states, now=self.clock(),
+                                 lease_seconds=lease_seconds or s.lease_seconds, limit=limit,
+                                 due_only=due_only,
+                                 max_per_tenant=s.max_inflight_per_tenant if fair else None,
+                                 max_per_mechanism=s.max_inflight_per_mechanism if fair else None)
             session.commit()
             return ids
 
@@ -142,7 +174,7 @@ class Worker:
             free = self.max_in_flight - len(self._in_flight)
             if free <= 0 or self._stopping:
                 return 0
-            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free)
+            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free, True, None, True)
             for monitor_id in ids:
                 task = asyncio.create_task(self._run_period(monitor_id))
                 self._in_flight.add(task)

@@ -1,0 +1,317 @@
+"""Isolation: a hostile tenant beside a healthy one, two `dpwatch worker` processes on Postgres.
+
+What runs (all on 127.0.0.1, each a separate process in its own process group):
+
+- a hostile/healthy sampling server (this script with ``--serve``), three endpoints:
+  ``/sleep`` answers valid samples after ``--sleep`` seconds (20 by default);
+  ``/bomb`` answers 100 MB of JSON gzip-compressed (``Content-Encoding: gzip``, about 150 KB on
+  the wire), although dpwatch asks for ``identity``;
+  ``/healthy`` answers Laplace samples at once;
+- 2 workers (``python -m app.cli worker``), with the default settings unless ``--no-caps``
+  (``DPWATCH_MAX_INFLIGHT_PER_TENANT=0`` and ``..._PER_MECHANISM=0``: no fair claims);
+- this script: a fresh Postgres database, two tenants: "hostile" with 16 monitors on ``/sleep``
+  and 8 on ``/bomb``, "healthy" with ``--healthy`` monitors on ``/healthy``; every monitor has a
+  period of 1 s, n = 1000 per side, one check.
+
+After ``--warmup`` seconds it measures for ``--duration`` seconds, from the database: the healthy
+monitors' periods whose slot lies in the window, against the slots in the window (periods kept);
+the workers' peak RSS (VmHWM in /proc, over the whole run); the hostile monitors' periods by
+status and failure reason (whole run). Progress goes to stderr, the table to stdout.
+
+    .venv/bin/python bench/isolation.py [--healthy 8] [--warmup 10] [--duration 40] [--sleep 20] [--no-caps]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import pathlib
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DPWATCH = [sys.executable, "-m", "app.cli"]
+BOMB_BYTES = 100 * 1024 * 1024
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------------ the endpoints
+
+
+def serve(port: int, sleep: float) -> None:
+    """The sampling server (run in its own process)."""
+    import asyncio
+
+    import numpy as np
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    chunk = b"0.0, " * (1024 * 1024 // 5)
+    body = [b'{"samples": [']
+    body += [chunk] * (BOMB_BYTES // len(chunk))
+    body.append(b"0.0]}")
+    bomb_body = gzip.compress(b"".join(body), compresslevel=9)
+    print(f"bomb: {BOMB_BYTES} bytes of JSON, {len(bomb_body)} bytes gzipped", file=sys.stderr, flush=True)
+    rng = np.random.default_rng()
+
+    async def n_of(request: Request) -> int:
+        return int(json.loads(await request.body())["n"])
+
+    def samples(n: int) -> Response:
+        return Response(json.dumps({"samples": rng.laplace(0.0, 1.0, n).tolist()}), media_type="application/json")
+
+    async def healthy(request: Request) -> Response:
+        return samples(await n_of(request))
+
+    async def sleeping(request: Request) -> Response:
+        n = await n_of(request)
+        await asyncio.sleep(sleep)
+        return samples(n)
+
+    async def bomb(request: Request) -> Response:
+        await n_of(request)
+        return Response(bomb_body, media_type="application/json", headers={"content-encoding": "gzip"})
+
+    app = Starlette(routes=[Route("/healthy", healthy, methods=["POST"]), Route("/sleep", sleeping, methods=["POST"]),
+                            Route("/bomb", bomb, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+# ------------------------------------------------------------------------------------ processes
+
+
+class Procs:
+    def __init__(self, log_dir: pathlib.Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"process {name} exited with {proc.returncode}:\n{tail}")
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+        for proc in self.procs.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (peak resident set) of a live process, in MB; 0 if gone."""
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def wait_port(port: int, timeout: float, procs: Procs) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        procs.check_alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"port {port} did not open in {timeout} s")
+
+
+# ------------------------------------------------------------------------------------ set-up
+
+
+def setup(db_url: str, base: str, healthy_count: int, secret: str) -> dict[str, list]:
+    from app.auth.service import create_tenant
+    from app.db import make_engine, make_session_factory
+    from app.mechanisms.schemas import MechanismCreate
+    from app.mechanisms.service import build_mechanism
+    from app.monitors.schemas import MonitorCreate
+    from app.monitors.service import create_monitor
+
+    engine = make_engine(db_url)
+    groups: dict[str, list] = {"sleep": [], "bomb": [], "healthy": []}
+    start = datetime.now(UTC) + timedelta(seconds=5)
+    with make_session_factory(engine)() as session:
+        hostile, healthy = create_tenant(session, "hostile"), create_tenant(session, "healthy")
+        session.flush()
+        plan = [("sleep", hostile, 16), ("bomb", hostile, 8), ("healthy", healthy, healthy_count)]
+        for path, tenant, count in plan:
+            mechanism = build_mechanism(tenant.id, MechanismCreate(
+                name=path, sampling_url=f"{base}/{path}", output_kind="real", secret=secret, timeout_seconds=30))
+            session.add(mechanism)
+            session.flush()
+            for i in range(count):
+                monitor = create_monitor(session, tenant.id, MonitorCreate(
+                    name=f"{path}-{i}", mechanism_id=mechanism.id, epsilon=1.0, horizon=10_000,
+                    samples_per_period=1000, period_seconds=1, start_at=start + timedelta(seconds=i / max(count, 1)),
+                    checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]))
+                assert monitor.state == "active", monitor.state
+                groups[path].append(monitor.id)
+        session.commit()
+    engine.dispose()
+    return groups
+
+
+def measure(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime) -> dict[str, object]:
+    from sqlalchemy import select
+
+    from app.db import make_engine, make_session_factory
+    from app.monitors.models import PeriodRun
+
+    engine = make_engine(db_url)
+    with make_session_factory(engine)() as session:
+        runs = session.execute(select(PeriodRun.monitor_id, PeriodRun.status, PeriodRun.failure_reason,
+                                      PeriodRun.scheduled_for, PeriodRun.sampling_seconds)).all()
+    engine.dispose()
+    healthy = set(groups["healthy"])
+    kept = [r for r in runs if r.monitor_id in healthy and r.status == "ok" and w0 <= r.scheduled_for < w1]
+    expected = len(healthy) * int((w1 - w0).total_seconds())
+    per_monitor = Counter(r.monitor_id for r in kept)
+    reasons: dict[str, Counter] = {}
+    for path in ("sleep", "bomb"):
+        ids = set(groups[path])
+        reasons[path] = Counter((r.status if r.status == "ok" else r.failure_reason) for r in runs if r.monitor_id in ids)
+    return {"kept": len(kept), "expected": expected, "worst_monitor": min(per_monitor.get(m, 0) for m in healthy),
+            "per_monitor_expected": int((w1 - w0).total_seconds()), "reasons": reasons,
+            "healthy_failed": sum(1 for r in runs if r.monitor_id in healthy and r.status != "ok")}
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--healthy", type=int, default=8, help="healthy monitors (period 1 s)")
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--duration", type=float, default=40.0)
+    parser.add_argument("--sleep", type=float, default=20.0, help="seconds the sleeping endpoint takes")
+    parser.add_argument("--no-caps", action="store_true", help="workers without fair claims (caps 0)")
+    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.sleep)
+        return
+
+    import logging
+
+    import structlog
+    from sqlalchemy import create_engine, text
+
+    from app.db import run_migrations
+    from app.sampling.protocol import generate_secret
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    dbname = f"dpwatch_iso_{secrets.token_hex(4)}"
+    db_url = f"{args.pg}/{dbname}"
+    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
+    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-isolation-"))
+    procs = Procs(log_dir)
+    port = free_port()
+    secret = generate_secret()
+
+    def on_term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    created = False
+    try:
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{dbname}"'))
+        created = True
+        run_migrations(db_url)
+        say(f"sampling server on :{port} (logs in {log_dir})")
+        procs.start("endpoints", [sys.executable, __file__, "--serve", str(port), "--sleep", str(args.sleep)],
+                    {"PYTHONUNBUFFERED": "1"})
+        wait_port(port, 60, procs)
+        groups = setup(db_url, f"http://127.0.0.1:{port}", args.healthy, secret)
+        env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
+               "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        if args.no_caps:
+            env |= {"DPWATCH_MAX_INFLIGHT_PER_TENANT": "0", "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": "0"}
+        workers = [procs.start(f"worker-{i}", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": f"iso-{i}"})
+                   for i in (1, 2)]
+        say(f"2 workers started ({'no caps' if args.no_caps else 'default caps'}); warm-up {args.warmup:g} s")
+        peak = {w.pid: 0.0 for w in workers}
+
+        def watch(seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                procs.check_alive()
+                for w in workers:
+                    peak[w.pid] = max(peak[w.pid], peak_rss_mb(w.pid))
+                time.sleep(0.5)
+
+        watch(args.warmup)
+        w0 = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        watch((w0 - datetime.now(UTC)).total_seconds() + args.duration)
+        w1 = w0 + timedelta(seconds=int(args.duration))
+        watch(3.0)  # periods of the window's last slots finish
+        result = measure(db_url, groups, w0, w1)
+        print_table(args, result, peak)
+    finally:
+        procs.close()
+        if created:
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def print_table(args: argparse.Namespace, r: dict, peak: dict[int, float]) -> None:
+    kept, expected = r["kept"], r["expected"]
+    print(f"\nIsolation, {'no caps' if args.no_caps else 'default caps (6 per tenant, 4 per mechanism)'}: "
+          f"2 workers, {args.healthy} healthy monitors, 16 sleeping ({args.sleep:g} s), 8 gzip bombs, "
+          f"window {args.duration:g} s after {args.warmup:g} s\n")
+    print("| measure | value | goal |")
+    print("|---|---:|---|")
+    print(f"| healthy periods kept | {kept}/{expected} = {kept / expected:.1%} | ≥ 90% |")
+    print(f"| worst healthy monitor | {r['worst_monitor']}/{r['per_monitor_expected']} | |")
+    print(f"| healthy periods failed | {r['healthy_failed']} | 0 |")
+    print(f"| worker peak RSS | {', '.join(f'{v:.0f} MB' for v in peak.values())} | < 1024 MB |")
+    for path, label in (("sleep", "sleeping monitors' periods"), ("bomb", "gzip-bomb monitors' periods")):
+        counts = ", ".join(f"{k}: {v}" for k, v in r["reasons"][path].most_common()) or "none"
+        print(f"| {label} | {counts} | |")
+
+
+if __name__ == "__main__":
+    main()
