@@ -121,6 +121,9 @@ def main() -> None:
     ap.add_argument("--api-rate", type=float, default=20.0)
     ap.add_argument("--tick", type=float, default=0.1)
     ap.add_argument("--max-in-flight", type=int, default=None)
+    ap.add_argument("--caps", type=int, nargs=2, default=(0, 0), metavar=("TENANT", "MECHANISM"),
+                    help="in-flight caps per tenant and per mechanism (issue 11's fair claims); the bench has one "
+                         "tenant on one mechanism, so the default 0 0 switches them off")
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     args = ap.parse_args()
 
@@ -169,6 +172,8 @@ def main() -> None:
                 {"first": first, "count": len(ids)})
         names = [f"worker{i + 1}" for i in range(args.workers)]
         extra = {} if args.max_in_flight is None else {"DPWATCH_MAX_IN_FLIGHT": str(args.max_in_flight)}
+        extra |= {"DPWATCH_MAX_INFLIGHT_PER_TENANT": str(args.caps[0]),
+                  "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": str(args.caps[1])}
         for name in names:
             procs.start(name, [*st.DPWATCH, "worker"], {**st.common_env(env), "DPWATCH_WORKER_ID": f"scale-{name}",
                                                         "DPWATCH_TICK_SECONDS": str(args.tick),
