@@ -24,7 +24,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
 from app.api.deps import get_principal
-from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
+from app.api.deps import apply_timeouts
+from app.api.errors import (
+    PROBLEM_MEDIA_TYPE,
+    UnexpectedErrorMiddleware,
+    install_problem_handlers,
+    problem_response,
+    problem_responses,
+)
+from app.api.limits import RequestLimitsMiddleware
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
 from app.mechanisms.router import router as mechanisms_router
@@ -123,7 +131,7 @@ def create_app(
         if app.state.session_factory is None:
             if settings.migrate_on_start:
                 await anyio.to_thread.run_sync(run_migrations, settings.database_url)
-            engine = make_engine(settings.database_url)
+            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
         log.info(
@@ -159,6 +167,10 @@ def create_app(
     app.state.on_shutdown_hooks = []
 
     install_problem_handlers(app)
+    # Outermost first: request id and access log, then the last-resort 500, then the limits
+    # (body size, strict JSON, query strings) before anything reads the request.
+    app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(RequestContextMiddleware)
 
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(get_principal)])
@@ -190,13 +202,18 @@ def create_app(
         factory = request.app.state.session_factory
         if factory is None:
             return problem_response(request, 503, "The application has not started.", slug="not-ready")
+        timeout_ms = request.app.state.settings.readyz_timeout_ms
         try:
             with factory() as session:
+                # Its own short statement and lock timeouts (Postgres): a database that does not
+                # answer within them, or a locked alembic_version, turns /readyz red.
+                apply_timeouts(session, timeout_ms, timeout_ms)
                 session.execute(text("SELECT 1"))
                 current = migrations_current(session.connection())
         except Exception as exc:  # noqa: BLE001 - any failure here means "not ready"
             log.warning("readyz.database_unreachable", error=type(exc).__name__)
-            return problem_response(request, 503, "The database is unreachable.", slug="not-ready")
+            return problem_response(request, 503, f"The database did not answer within {timeout_ms} ms.",
+                                    slug="not-ready", headers={"Retry-After": "1"})
         if not current:
             return problem_response(
                 request,

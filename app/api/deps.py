@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.api.errors import UnauthorizedError
@@ -19,6 +20,8 @@ def get_session(request: Request) -> Iterator[Session]:
     when it raises. Services only ``flush``."""
     session: Session = request.app.state.session_factory()
     try:
+        settings = request.app.state.settings
+        apply_timeouts(session, settings.db_statement_timeout_ms, settings.db_lock_timeout_ms)
         yield session
         session.commit()
     except BaseException:
@@ -26,6 +29,19 @@ def get_session(request: Request) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def apply_timeouts(session: Session, statement_timeout_ms: int, lock_timeout_ms: int) -> None:
+    """On Postgres, bound this transaction's statements and lock waits (``SET LOCAL``, so the
+    connection goes back to the pool unchanged). A request that hits either gets a 503 with
+    ``Retry-After`` (app.api.errors). One round trip; nothing on SQLite, whose ``busy_timeout``
+    (5 s, app.db) plays the part of the lock timeout."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    session.execute(
+        text("SELECT set_config('statement_timeout', :statement, true), set_config('lock_timeout', :lock, true)"),
+        {"statement": f"{statement_timeout_ms}ms", "lock": f"{lock_timeout_ms}ms"},
+    )
 
 
 # scope="function": the commit happens before the response is sent, so a failed commit is a 500
