@@ -198,7 +198,8 @@ def create_app(
         responses=problem_responses(503),
     )
     def readyz(request: Request) -> Any:
-        """The database answers and its schema is at the latest migration; 503 otherwise."""
+        """The database answers within `DPWATCH_READYZ_TIMEOUT_MS` (its own statement and lock timeout,
+        1 s by default) and its schema is at the latest migration; 503 with `Retry-After` otherwise."""
         factory = request.app.state.session_factory
         if factory is None:
             return problem_response(request, 503, "The application has not started.", slug="not-ready")
@@ -212,7 +213,7 @@ def create_app(
                 current = migrations_current(session.connection())
         except Exception as exc:  # noqa: BLE001 - any failure here means "not ready"
             log.warning("readyz.database_unreachable", error=type(exc).__name__)
-            return problem_response(request, 503, f"The database did not answer within {timeout_ms} ms.",
+            return problem_response(request, 503, "The database is unreachable.",
                                     slug="not-ready", headers={"Retry-After": "1"})
         if not current:
             return problem_response(

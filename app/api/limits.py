@@ -7,7 +7,8 @@ neither buffers responses nor breaks streaming) that, for every HTTP request:
   limit is refused before a byte is read; a chunked body is counted as it streams and refused as
   soon as the count passes the limit. Nothing larger than the limit is ever held in memory.
 * for JSON bodies (``application/json``, ``*+json`` or no content type, which FastAPI reads as
-  JSON), answers **400** when the body is not valid UTF-8 JSON, and **422** when it holds a value
+  JSON), answers **422** (``json_invalid``) when the body is not valid UTF-8 JSON, and **422** when it
+  holds a value
   that JSON does not have but Python's parser accepts: ``NaN``, ``Infinity``, ``-Infinity``,
   a number that overflows a double (``1e999``), or a ``\\u0000`` in any string or key.
   Postgres refuses the last two, and none of them is a meaningful input anywhere in the API.
@@ -178,10 +179,16 @@ class RequestLimitsMiddleware:
             try:
                 parsed = parse_strict_json(body)
             except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-                where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-                await _problem(send, scope, 400, "Bad Request", "malformed-json",
-                               f"The body is not valid UTF-8 JSON: {reason}{where}.")
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+                elif isinstance(exc, UnicodeDecodeError):
+                    reason = "it is not UTF-8"
+                else:
+                    reason = "a value cannot be read (too deep, or an integer with too many digits)"
+                message_text = f"The body is not valid JSON: {reason}."
+                error = field_problem(["body"], message_text, "json_invalid")
+                await _problem(send, scope, 422, "Unprocessable Content", "validation-error",
+                               f"The request has 1 invalid input: #/: {message_text}", [error])
                 return
             bad = find_bad_json_value(parsed)
             if bad is not None:
