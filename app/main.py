@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
 from app.api.deps import get_principal
+from app.api.contract import complete_openapi
 from app.api.deps import apply_timeouts
 from app.api.errors import (
     PROBLEM_MEDIA_TYPE,
@@ -108,6 +109,7 @@ def _problem_openapi(app: FastAPI) -> dict[str, Any]:
                 content = response.get("content")
                 if code.isdigit() and int(code) >= 400 and content and "application/json" in content:
                     content[PROBLEM_MEDIA_TYPE] = content.pop("application/json")
+    complete_openapi(schema)
     for unused in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(unused, None)
     app.openapi_schema = schema

@@ -21,7 +21,7 @@ from app.alarms.schemas import (
 )
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import problem_responses
-from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.api.pagination import CursorQuery, LimitQuery, MessageCursorQuery, Page
 
 alarms_router = APIRouter(prefix="/alarms", tags=["alarms"])
 webhooks_router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -190,7 +190,7 @@ def list_deliveries(
     principal: CurrentPrincipal,
     session: SessionDep,
     limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    cursor: MessageCursorQuery = None,
 ) -> Page[DeliveryRead]:
     webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
     rows, next_cursor = service.list_deliveries(session, webhook, limit=limit, cursor=cursor)

@@ -8,12 +8,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.urls import check_http_url
+from app.api.urls import check_http_url, url_schema_extra
 
 EventType = Literal["alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]
 WebhookUrl = Annotated[
     str,
-    Field(min_length=1, max_length=2048, description="Absolute http(s) URL; no credentials, no fragment."),
+    Field(
+        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
+        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
+        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
+        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
+    ),
     AfterValidator(check_http_url),
 ]
 
@@ -247,7 +252,8 @@ class WebhookCreate(BaseModel):
     )
 
     url: WebhookUrl
-    event_types: list[EventType] = Field(min_length=1, description="Events to receive.")
+    event_types: list[EventType] = Field(
+        min_length=1, json_schema_extra={"uniqueItems": True}, description="Events to receive, each once.")
 
     @field_validator("event_types")
     @classmethod
@@ -263,7 +269,7 @@ class WebhookUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": True}]})
 
     url: WebhookUrl | None = None
-    event_types: list[EventType] | None = Field(None, min_length=1)
+    event_types: list[EventType] | None = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})
     enabled: bool | None = None
 
     @field_validator("event_types")

@@ -183,9 +183,27 @@ async def _http_exception_handler(request: Request, exc: Exception) -> JSONRespo
     detail = exc.detail if isinstance(exc.detail, str) else None
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"No route matches {request.method} {request.url.path}."
-    elif exc.status_code == 405:
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
         detail = f"Method {request.method} is not allowed on {request.url.path}."
-    return problem_response(request, exc.status_code, detail, headers=getattr(exc, "headers", None))
+        headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
+    return problem_response(request, exc.status_code, detail, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's own 405 names one route's only)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"}) if hasattr(route, "matches") else (None, None)
+        route_methods = getattr(route, "methods", None)
+        if route_methods and match in (Match.FULL, Match.PARTIAL):
+            # A route matches the path with any method; ask once more with each of its own methods.
+            for method in route_methods:
+                if route.matches({**request.scope, "method": method})[0] == Match.FULL:
+                    methods.add(method)
+    return sorted(methods)
 
 
 async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -287,7 +305,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error statuses (moved to problem+json later)."""
     descriptions = {
-        400: "Bad request: the body is not valid UTF-8 JSON.",
+        400: "Bad request (a `Content-Length` that is not a number).",
         401: "Missing, unknown or revoked API key (`WWW-Authenticate: Bearer`).",
         404: "No such resource for this tenant (another tenant's resources are reported as missing).",
         409: "The request conflicts with the resource's current state.",

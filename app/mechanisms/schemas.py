@@ -8,13 +8,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.urls import check_http_url
+from app.api.urls import check_http_url, url_schema_extra
 from app.stats.shapes import OutputShape
 
 OutputKind = Literal["real", "discrete", "vector"]
 HttpUrl = Annotated[
     str,
-    Field(min_length=1, max_length=2048, description="Absolute http(s) URL; no credentials, no fragment."),
+    Field(
+        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
+        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
+        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
+        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
+    ),
     AfterValidator(check_http_url),
 ]
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import ProblemError, field_problem, problem_responses
-from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.api.pagination import CursorQuery, LimitQuery, Page, SeqCursorQuery
 from app.mechanisms.models import Mechanism
 from app.mechanisms.router import ProberDep
 from app.mechanisms.schemas import ProbeReport
@@ -246,7 +246,7 @@ def list_periods(
     principal: CurrentPrincipal,
     session: SessionDep,
     limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    cursor: SeqCursorQuery = None,
 ) -> Page[PeriodRead]:
     monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
     rows, next_cursor = service.list_periods(session, monitor, limit=limit, cursor=cursor)
