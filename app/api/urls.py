@@ -24,7 +24,7 @@ _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _LAST_LABEL = r"[A-Za-z]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-_PATH_CHAR = r"[A-Za-z0-9._~!$&'()*+,;=:@%/?-]"
+_PATH_CHAR = r"([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
 #: The exact syntax of a URL the API accepts, stated in the OpenAPI schema (``pattern``) and
 #: enforced by :func:`check_http_url`: http(s), an ASCII host name whose last label starts with a
 #: letter (so no numeric or hex disguise of an address: ``127.1``, ``2130706433``, ``0x7f000001``)

@@ -111,13 +111,15 @@ class MechanismUpdate(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"timeout_seconds": 20, "max_batch": 5000}]}
     )
 
-    name: str | None = Field(None, min_length=1, max_length=200)
-    sampling_url: HttpUrl | None = None
-    output_kind: OutputKind | None = None
+    # Fields that may be omitted but not null: typed without `None`, so the schema says so too
+    # (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
+    name: str = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
+    sampling_url: HttpUrl = None  # type: ignore[assignment]
+    output_kind: OutputKind = None  # type: ignore[assignment]
     dim: int | None = Field(None, ge=1, le=10_000)
-    max_batch: int | None = Field(None, ge=1, le=10_000_000)
-    timeout_seconds: float | None = Field(None, gt=0, le=600)
-    prefer_binary: bool | None = None
+    max_batch: int = Field(None, ge=1, le=10_000_000)  # type: ignore[assignment]
+    timeout_seconds: float = Field(None, gt=0, le=600)  # type: ignore[assignment]
+    prefer_binary: bool = None  # type: ignore[assignment]
     output_shape: OutputShape | None = Field(
         None, description="A new output contract; `null` forgets it, and the next period detects it again.")
     probe_database: Any = Field(None, description="A new input for validation probes (`null` forgets it).")
