@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.alarms.router import alarms_router, webhooks_router
 from app.api.deps import get_principal
 from app.api.contract import complete_openapi
-from app.api.deps import apply_timeouts
+from app.api.deps import apply_timeouts, reject_unknown_query
 from app.api.errors import (
     PROBLEM_MEDIA_TYPE,
     UnexpectedErrorMiddleware,
@@ -175,7 +175,7 @@ def create_app(
     app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(RequestContextMiddleware)
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(get_principal)])
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(get_principal)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)

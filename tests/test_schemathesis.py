@@ -19,7 +19,7 @@ from typing import Any
 import hypothesis
 import pytest
 import schemathesis
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, Phase
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.auth.service import create_tenant_with_key
@@ -28,8 +28,11 @@ from app.main import create_app
 from app.mechanisms.router import get_prober
 from app.settings import Settings
 
-FAST_EXAMPLES = int(os.environ.get("DPWATCH_FUZZ_EXAMPLES", "8"))
+FAST_EXAMPLES = int(os.environ.get("DPWATCH_FUZZ_EXAMPLES", "10"))
 SLOW_EXAMPLES = 100
+# schemathesis' examples and coverage phases are built while pytest collects (minutes on this
+# schema, even when the test is then deselected): on only with DPWATCH_FUZZ_COVERAGE=1.
+COVERAGE = os.environ.get("DPWATCH_FUZZ_COVERAGE") == "1"
 EXCLUDE_PATH = r"^/(ui|docs|redoc|static)"
 
 # Rules between fields that JSON Schema cannot state; each is written in the field's description
@@ -89,22 +92,25 @@ def api_schema(fuzz_app: tuple[Any, str]) -> Any:
     return schema
 
 
-def _settings(examples: int) -> hypothesis.settings:
+def _settings(examples: int, *, explicit: bool) -> hypothesis.settings:
+    # Without Phase.explicit, schemathesis skips its "examples" and "coverage" phases: the coverage
+    # phase alone takes minutes on this schema, so it runs only in the `slow` variant.
+    phases = [Phase.explicit, Phase.generate] if explicit else [Phase.generate]
     return hypothesis.settings(
-        max_examples=examples, deadline=None, derandomize=True, database=None,
+        max_examples=examples, deadline=None, derandomize=True, database=None, phases=phases,
         suppress_health_check=list(HealthCheck),
     )
 
 
 @schema.parametrize()
-@_settings(FAST_EXAMPLES)
+@_settings(FAST_EXAMPLES, explicit=False)
 def test_api_contract(case: Any, fuzz_app: tuple[Any, str]) -> None:
     case.call_and_validate(headers={"Authorization": f"Bearer {fuzz_app[1]}"}, excluded_checks=_excluded(case))
 
 
 @pytest.mark.slow
 @schema.parametrize()
-@_settings(SLOW_EXAMPLES)
+@_settings(SLOW_EXAMPLES, explicit=COVERAGE)
 def test_api_contract_slow(case: Any, fuzz_app: tuple[Any, str]) -> None:
     case.call_and_validate(headers={"Authorization": f"Bearer {fuzz_app[1]}"}, excluded_checks=_excluded(case))
 
@@ -127,7 +133,7 @@ def _run_stateful(api_schema: Any, key: str, examples: int, steps: int) -> None:
 
 
 def test_api_stateful(api_schema: Any, fuzz_app: tuple[Any, str]) -> None:
-    _run_stateful(api_schema, fuzz_app[1], examples=FAST_EXAMPLES, steps=8)
+    _run_stateful(api_schema, fuzz_app[1], examples=FAST_EXAMPLES, steps=6)
 
 
 @pytest.mark.slow

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.api.errors import UnauthorizedError
+from app.api.errors import ProblemError, UnauthorizedError, field_problem
 from app.auth.service import Principal, authenticate
 from app.settings import Settings
 
@@ -77,3 +77,33 @@ def get_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def _query_names(dependant: Any) -> set[str]:
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def reject_unknown_query(request: Request) -> None:
+    """422 for a query parameter the operation does not declare (``?status=bogus`` on a route
+    whose filter is ``state``): a typo must not silently widen a filter. The OpenAPI description
+    lists every parameter an operation takes."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _query_names(dependant)
+    unknown = sorted({name for name in request.query_params if name not in allowed})
+    if unknown:
+        raise ProblemError(
+            f"Unknown query parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}.",
+            status=422,
+            slug="validation-error",
+            errors=[
+                field_problem(["query", name], f"unknown query parameter; this operation takes: "
+                              f"{', '.join(sorted(allowed)) or 'none'}", "query_unknown")
+                for name in unknown
+            ],
+        )
