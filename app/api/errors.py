@@ -186,24 +186,22 @@ async def _http_exception_handler(request: Request, exc: Exception) -> JSONRespo
     headers = getattr(exc, "headers", None)
     if exc.status_code == 405:
         detail = f"Method {request.method} is not allowed on {request.url.path}."
-        headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
+        headers = {**(headers or {}), "Allow": _allowed_methods(request, (headers or {}).get("Allow"))}
     return problem_response(request, exc.status_code, detail, headers=headers)
 
 
-def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at this path (Starlette's own 405 names one route's only)."""
-    from starlette.routing import Match
+def _allowed_methods(request: Request, fallback: str | None) -> str:
+    """Every method the OpenAPI description gives this path (Starlette's own 405 names only the
+    methods of the first route that matched the path)."""
+    import re
 
+    paths = request.app.openapi().get("paths", {})
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"}) if hasattr(route, "matches") else (None, None)
-        route_methods = getattr(route, "methods", None)
-        if route_methods and match in (Match.FULL, Match.PARTIAL):
-            # A route matches the path with any method; ask once more with each of its own methods.
-            for method in route_methods:
-                if route.matches({**request.scope, "method": method})[0] == Match.FULL:
-                    methods.add(method)
-    return sorted(methods)
+    for template, item in paths.items():
+        pattern = "^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, request.url.path):
+            methods |= {m.upper() for m in item if m in ("get", "put", "post", "patch", "delete", "head", "options")}
+    return ", ".join(sorted(methods)) if methods else (fallback or "")
 
 
 async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
