@@ -31,7 +31,8 @@ webhooks_router = APIRouter(prefix="/webhooks", tags=["webhooks"])
     "",
     response_model=Page[AlarmRead],
     summary="List alarms",
-    description="This tenant's alarms, newest first.",
+    description="This tenant's alarms, newest first. Deleting a monitor archives its alarms rather than deleting "
+    "them: they keep the monitor's id and name and are listed with `?archived=true`.",
     responses=problem_responses(401, 422),
 )
 def list_alarms(
@@ -43,6 +44,8 @@ def list_alarms(
     ] = None,
     resolved: Annotated[bool | None, Query(description="true: only resolved; false: only firing.")] = None,
     kind: Annotated[AlarmKind | None, Query(description="Only `privacy` or only `contract` alarms.")] = None,
+    archived: Annotated[bool, Query(description="false (default): alarms of existing monitors; true: only the "
+                                    "archived alarms of deleted monitors.")] = False,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[AlarmRead]:
@@ -53,6 +56,7 @@ def list_alarms(
         acknowledged=acknowledged,
         resolved=resolved,
         kind=kind,
+        archived=archived,
         limit=limit,
         cursor=cursor,
     )

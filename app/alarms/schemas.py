@@ -202,9 +202,13 @@ class AlarmRead(BaseModel):
     id: uuid.UUID
     kind: AlarmKind = Field(description="`privacy`: a check's detector crossed its threshold. `contract`: a period's "
                             "outputs broke the mechanism's output contract (type, length or support).")
-    monitor_id: uuid.UUID
-    check_id: uuid.UUID | None = Field(description="The check whose detector fired; null for a contract alarm.")
-    period_run_id: uuid.UUID
+    monitor_id: uuid.UUID = Field(description="The monitor that raised it (kept after the monitor is deleted).")
+    monitor_name: str | None = Field(None, description="The monitor's name when the alarm fired or was archived.")
+    archived: bool = Field(False, description="True once the monitor was deleted; listed with `?archived=true`.")
+    archived_at: datetime | None = Field(None, description="When the monitor was deleted.")
+    check_id: uuid.UUID | None = Field(description="The check whose detector fired; null for a contract alarm, and "
+                                       "once archived.")
+    period_run_id: uuid.UUID | None = Field(description="The period in which it fired; null once archived.")
     horizon_index: int = Field(description="The horizon j in which the alarm fired.")
     t: int = Field(description="The period (1..T) of the horizon in which M_t crossed the threshold.")
     statistic: float | None = Field(description="M_t, the weighted aggregator's statistic (null for `contract`).")

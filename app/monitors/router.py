@@ -225,7 +225,8 @@ def reset_monitor(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     summary="Delete a monitor",
-    description="Delete the monitor with its checks, periods and alarms.",
+    description="Delete the monitor with its checks and periods. Its alarms are kept, archived: they keep the "
+    "monitor's id and name and are listed by `GET /v1/alarms?archived=true`.",
     responses=problem_responses(401, 404, 422),
 )
 def delete_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> Response:

@@ -376,7 +376,10 @@ def reset_monitor(session: Session, monitor: Monitor, settings: Settings, *, now
 
 
 def delete_monitor(session: Session, monitor: Monitor) -> None:
-    """Delete the monitor with its checks, periods and alarms (FK cascade)."""
+    """Delete the monitor with its checks and periods (FK cascade); its alarms are archived."""
+    from app.alarms.service import archive_monitor_alarms
+
+    archive_monitor_alarms(session, monitor)
     session.delete(monitor)
     session.flush()
 
