@@ -109,7 +109,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def make_engine(url: str, *, echo: bool = False) -> Engine:
+def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0) -> Engine:
     """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3."""
     url = normalise_url(url)
     if make_url(url).get_backend_name() == "sqlite":
@@ -119,7 +119,12 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         return engine
     # The pool is at least as large as the threads that use it (asyncio.to_thread's workers), so
     # that connections are not opened and closed on every period.
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    # pool_timeout: how long a checkout waits for a free connection (sqlalchemy.exc.TimeoutError,
+    # a 503 in the API). connect_timeout: a database that does not accept connections fails fast.
+    return create_engine(
+        url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=pool_timeout,
+        connect_args={"connect_timeout": max(1, int(pool_timeout))},
+    )
 
 
 def make_session_factory(bind: Engine | Connection, **kwargs: Any) -> sessionmaker[Session]:

@@ -23,8 +23,16 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
-from app.api.deps import authorize, document_scope_responses
-from app.api.errors import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_response, problem_responses
+from app.api.contract import complete_openapi
+from app.api.deps import apply_timeouts, authorize, document_scope_responses, reject_unknown_query
+from app.api.errors import (
+    PROBLEM_MEDIA_TYPE,
+    UnexpectedErrorMiddleware,
+    install_problem_handlers,
+    problem_response,
+    problem_responses,
+)
+from app.api.limits import RequestLimitsMiddleware
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
 from app.auth.router import router as keys_router
@@ -105,6 +113,7 @@ def _problem_openapi(app: FastAPI) -> dict[str, Any]:
                 if code.isdigit() and int(code) >= 400 and content and "application/json" in content:
                     content[PROBLEM_MEDIA_TYPE] = content.pop("application/json")
     document_scope_responses(schema)
+    complete_openapi(schema)
     for unused in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(unused, None)
     app.openapi_schema = schema
@@ -128,7 +137,7 @@ def create_app(
         if app.state.session_factory is None:
             if settings.migrate_on_start:
                 await anyio.to_thread.run_sync(run_migrations, settings.database_url)
-            engine = make_engine(settings.database_url)
+            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
         log.info(
@@ -164,10 +173,15 @@ def create_app(
     app.state.on_shutdown_hooks = []
 
     install_problem_handlers(app)
+    # Outermost first: request id and access log, then the last-resort 500, then the limits
+    # (body size, strict JSON, query strings) before anything reads the request.
+    app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(RequestContextMiddleware)
 
-    # authorize: the bearer key's tenant, and its scope checked against the method (403).
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorize)])
+    # reject_unknown_query: 422 for undeclared query parameters; authorize: the bearer key's
+    # tenant, and its scope checked against the method (403).
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(authorize)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)
@@ -193,17 +207,23 @@ def create_app(
         responses=problem_responses(503),
     )
     def readyz(request: Request) -> Any:
-        """The database answers and its schema is at the latest migration; 503 otherwise."""
+        """The database answers within `DPWATCH_READYZ_TIMEOUT_MS` (its own statement and lock timeout,
+        1 s by default) and its schema is at the latest migration; 503 with `Retry-After` otherwise."""
         factory = request.app.state.session_factory
         if factory is None:
             return problem_response(request, 503, "The application has not started.", slug="not-ready")
+        timeout_ms = request.app.state.settings.readyz_timeout_ms
         try:
             with factory() as session:
+                # Its own short statement and lock timeouts (Postgres): a database that does not
+                # answer within them, or a locked alembic_version, turns /readyz red.
+                apply_timeouts(session, timeout_ms, timeout_ms)
                 session.execute(text("SELECT 1"))
                 current = migrations_current(session.connection())
         except Exception as exc:  # noqa: BLE001 - any failure here means "not ready"
             log.warning("readyz.database_unreachable", error=type(exc).__name__)
-            return problem_response(request, 503, "The database is unreachable.", slug="not-ready")
+            return problem_response(request, 503, "The database is unreachable.",
+                                    slug="not-ready", headers={"Retry-After": "1"})
         if not current:
             return problem_response(
                 request,

@@ -112,6 +112,35 @@ class Settings(BaseSettings):
     )
     max_jobs_in_flight: int = Field(2, ge=1, le=64, description="Jobs one worker runs at once.")
 
+    # The API's edges (docs/hardening.md).
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+        description="Largest request body the API reads; larger ones get 413 (Content-Length is checked first, "
+        "chunked bodies are counted as they stream).",
+    )
+    db_statement_timeout_ms: int = Field(
+        5000, ge=0, le=600_000,
+        description="Postgres `statement_timeout` of API requests (0: none). A request that hits it answers 503 "
+        "with Retry-After.",
+    )
+    db_lock_timeout_ms: int = Field(
+        2000, ge=0, le=600_000,
+        description="Postgres `lock_timeout` of API requests (0: none). A request that waits longer for a lock "
+        "answers 503 with Retry-After.",
+    )
+    db_pool_timeout_seconds: float = Field(
+        5.0, gt=0, le=300,
+        description="How long a request waits for a free database connection before it answers 503.",
+    )
+    readyz_timeout_ms: int = Field(
+        1000, ge=50, le=60_000,
+        description="/readyz's own statement and lock timeout: it answers 503 when the database does not answer "
+        "within it.",
+    )
+    retry_after_seconds: int = Field(
+        2, ge=1, le=3600, description="`Retry-After` of 503 answers caused by database timeouts.",
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "console"] = "json"
     scheduler_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

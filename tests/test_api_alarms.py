@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.alarms.models import WebhookAttempt, WebhookMessage
+from app.alarms.models import Alarm, WebhookAttempt, WebhookMessage
 from app.alarms.service import alarm_fingerprint, enqueue_event, monitor_event_data
 from app.monitors.models import Monitor
 from tests.api_helpers import create_mechanism, create_monitor, create_webhook, record_period
@@ -277,3 +277,23 @@ def test_deleting_a_webhook_drops_its_messages(client: TestClient, db: DB) -> No
     assert len(_messages(db)) == 1
     client.delete(f"/v1/webhooks/{webhook['id']}")
     assert _messages(db) == []
+
+
+def test_deleting_a_monitor_archives_its_alarms(client: TestClient, firing: dict, db: DB) -> None:
+    monitor_id = firing["monitor"]["id"]
+    name = firing["monitor"]["name"]
+    (alarm_before,) = client.get(f"/v1/alarms?monitor_id={monitor_id}").json()["items"]
+    assert alarm_before["archived"] is False and alarm_before["monitor_name"] == name
+    assert client.delete(f"/v1/monitors/{monitor_id}").status_code == 204
+    assert client.get(f"/v1/monitors/{monitor_id}").status_code == 404
+    assert alarm_before["id"] not in {a["id"] for a in client.get("/v1/alarms").json()["items"]}
+    archived = client.get("/v1/alarms?archived=true").json()["items"]
+    (alarm,) = [a for a in archived if a["id"] == alarm_before["id"]]
+    assert alarm["archived"] is True and alarm["archived_at"] is not None
+    assert alarm["monitor_id"] == monitor_id and alarm["monitor_name"] == name
+    assert alarm["statistic"] == alarm_before["statistic"] and alarm["period_run_id"] is None
+    by_monitor = client.get(f"/v1/alarms?archived=true&monitor_id={monitor_id}").json()["items"]
+    assert [a["id"] for a in by_monitor] == [alarm["id"]]
+    assert client.get(f"/v1/alarms/{alarm['id']}").json()["archived"] is True
+    with db() as session:
+        assert session.get(Alarm, uuid.UUID(alarm["id"])).archived_at is not None

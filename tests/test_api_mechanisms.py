@@ -142,7 +142,11 @@ def test_output_kind_frozen_while_monitors_exist(client: TestClient) -> None:
 def test_delete_cascades_to_monitors(client: TestClient) -> None:
     mechanism = create_mechanism(client)
     monitor = create_monitor(client, mechanism["id"])
-    assert client.delete(f"/v1/mechanisms/{mechanism['id']}").status_code == 204
+    refused = client.delete(f"/v1/mechanisms/{mechanism['id']}")
+    assert refused.status_code == 409 and refused.headers["content-type"] == "application/problem+json"
+    assert "?cascade=true" in refused.json()["detail"]
+    assert client.get(f"/v1/monitors/{monitor['id']}").status_code == 200
+    assert client.delete(f"/v1/mechanisms/{mechanism['id']}?cascade=true").status_code == 204
     assert client.get(f"/v1/mechanisms/{mechanism['id']}").status_code == 404
     assert client.get(f"/v1/monitors/{monitor['id']}").status_code == 404
     assert client.delete(f"/v1/mechanisms/{mechanism['id']}").status_code == 404

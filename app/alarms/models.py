@@ -35,17 +35,26 @@ class Alarm(Base):
     __tablename__ = "alarms"
     __table_args__ = (
         CheckConstraint("kind IN ('privacy', 'contract')", name="kind"),
-        CheckConstraint("(kind = 'contract') OR (check_id IS NOT NULL)", name="privacy_has_check"),
+        CheckConstraint("(kind = 'contract') OR (check_id IS NOT NULL) OR (archived_at IS NOT NULL)",
+                        name="privacy_has_check"),
         Index("ix_alarms_tenant_id_created_at", "tenant_id", "created_at"),
         Index("ix_alarms_monitor_id_resolved_at", "monitor_id", "resolved_at"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
-    monitor_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("monitors.id", ondelete="CASCADE"))
+    # Deleting a monitor archives its alarms (app.monitors.service.delete_monitor): the foreign keys
+    # to the monitor, its check and its period become null, ``archived_at`` is set, and the
+    # monitor's id and name stay in ``origin_monitor_id`` / ``monitor_name``.
+    monitor_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("monitors.id", ondelete="SET NULL"))
+    origin_monitor_id: Mapped[uuid.UUID | None] = mapped_column(index=True)
+    monitor_name: Mapped[str | None] = mapped_column(String(200))
+    archived_at: Mapped[datetime | None]
     kind: Mapped[str] = mapped_column(String(16), default="privacy", server_default="privacy")
-    check_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("checks.id", ondelete="CASCADE"), index=True)
-    period_run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("period_runs.id", ondelete="CASCADE"), index=True)
+    check_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("checks.id", ondelete="SET NULL"), index=True)
+    period_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("period_runs.id", ondelete="SET NULL"), index=True
+    )
     horizon_index: Mapped[int]
     t: Mapped[int]
     # The detector's numbers (null for a contract alarm).

@@ -22,7 +22,7 @@ from app.alarms.schemas import (
 )
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import problem_responses
-from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.api.pagination import CursorQuery, LimitQuery, MessageCursorQuery, Page
 from app.auth.rotation import rotate_secret
 from app.auth.schemas import RotateSecret, SecretRotated
 from app.auth.service import generate_signing_secret
@@ -37,7 +37,8 @@ webhooks_router = APIRouter(prefix="/webhooks", tags=["webhooks"])
     "",
     response_model=Page[AlarmRead],
     summary="List alarms",
-    description="This tenant's alarms, newest first.",
+    description="This tenant's alarms, newest first. Deleting a monitor archives its alarms rather than deleting "
+    "them: they keep the monitor's id and name and are listed with `?archived=true`.",
     responses=problem_responses(401, 422),
 )
 def list_alarms(
@@ -49,6 +50,8 @@ def list_alarms(
     ] = None,
     resolved: Annotated[bool | None, Query(description="true: only resolved; false: only firing.")] = None,
     kind: Annotated[AlarmKind | None, Query(description="Only `privacy` or only `contract` alarms.")] = None,
+    archived: Annotated[bool, Query(description="false (default): alarms of existing monitors; true: only the "
+                                    "archived alarms of deleted monitors.")] = False,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[AlarmRead]:
@@ -59,6 +62,7 @@ def list_alarms(
         acknowledged=acknowledged,
         resolved=resolved,
         kind=kind,
+        archived=archived,
         limit=limit,
         cursor=cursor,
     )
@@ -196,7 +200,7 @@ def list_deliveries(
     principal: CurrentPrincipal,
     session: SessionDep,
     limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    cursor: MessageCursorQuery = None,
 ) -> Page[DeliveryRead]:
     webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
     rows, next_cursor = service.list_deliveries(session, webhook, limit=limit, cursor=cursor)

@@ -8,12 +8,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.urls import check_http_url
+from app.api.urls import check_http_url, url_schema_extra
 
 EventType = Literal["alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]
 WebhookUrl = Annotated[
     str,
-    Field(min_length=1, max_length=2048, description="Absolute http(s) URL; no credentials, no fragment."),
+    Field(
+        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
+        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
+        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
+        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
+    ),
     AfterValidator(check_http_url),
 ]
 
@@ -197,9 +202,13 @@ class AlarmRead(BaseModel):
     id: uuid.UUID
     kind: AlarmKind = Field(description="`privacy`: a check's detector crossed its threshold. `contract`: a period's "
                             "outputs broke the mechanism's output contract (type, length or support).")
-    monitor_id: uuid.UUID
-    check_id: uuid.UUID | None = Field(description="The check whose detector fired; null for a contract alarm.")
-    period_run_id: uuid.UUID
+    monitor_id: uuid.UUID = Field(description="The monitor that raised it (kept after the monitor is deleted).")
+    monitor_name: str | None = Field(None, description="The monitor's name when the alarm fired or was archived.")
+    archived: bool = Field(False, description="True once the monitor was deleted; listed with `?archived=true`.")
+    archived_at: datetime | None = Field(None, description="When the monitor was deleted.")
+    check_id: uuid.UUID | None = Field(description="The check whose detector fired; null for a contract alarm, and "
+                                       "once archived.")
+    period_run_id: uuid.UUID | None = Field(description="The period in which it fired; null once archived.")
     horizon_index: int = Field(description="The horizon j in which the alarm fired.")
     t: int = Field(description="The period (1..T) of the horizon in which M_t crossed the threshold.")
     statistic: float | None = Field(description="M_t, the weighted aggregator's statistic (null for `contract`).")
@@ -247,7 +256,8 @@ class WebhookCreate(BaseModel):
     )
 
     url: WebhookUrl
-    event_types: list[EventType] = Field(min_length=1, description="Events to receive.")
+    event_types: list[EventType] = Field(
+        min_length=1, json_schema_extra={"uniqueItems": True}, description="Events to receive, each once.")
 
     @field_validator("event_types")
     @classmethod
@@ -262,9 +272,11 @@ class WebhookUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": True}]})
 
-    url: WebhookUrl | None = None
-    event_types: list[EventType] | None = Field(None, min_length=1)
-    enabled: bool | None = None
+    # Fields that may be omitted but not null: typed without `None`, so the schema says so too
+    # (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
+    url: WebhookUrl = None  # type: ignore[assignment]
+    event_types: list[EventType] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})  # type: ignore[assignment]
+    enabled: bool = None  # type: ignore[assignment]
 
     @field_validator("event_types")
     @classmethod

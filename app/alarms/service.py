@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.alarms.models import (
@@ -101,9 +101,20 @@ def alarm_status(alarm: Alarm) -> str:
 
 
 def to_alarm_read(alarm: Alarm) -> AlarmRead:
-    return AlarmRead.model_validate(
-        {**{c: getattr(alarm, c) for c in AlarmRead.model_fields if c != "status"}, "status": alarm_status(alarm)}
+    data = {c: getattr(alarm, c) for c in AlarmRead.model_fields if c not in ("status", "archived")}
+    data["monitor_id"] = alarm.monitor_id or alarm.origin_monitor_id
+    return AlarmRead.model_validate({**data, "status": alarm_status(alarm), "archived": alarm.archived_at is not None})
+
+
+def archive_monitor_alarms(session: Session, monitor: Monitor, *, now: datetime | None = None) -> int:
+    """Before a monitor is deleted: mark its alarms archived, keeping its id and name on them (the
+    foreign keys to the monitor, its checks and periods become null when those rows go)."""
+    result = session.execute(
+        update(Alarm)
+        .where(Alarm.monitor_id == monitor.id)
+        .values(archived_at=now or utcnow(), origin_monitor_id=monitor.id, monitor_name=monitor.name)
     )
+    return int(result.rowcount or 0)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -211,6 +222,8 @@ def fire_alarm(
     alarm = Alarm(
         tenant_id=monitor.tenant_id,
         monitor_id=monitor.id,
+        origin_monitor_id=monitor.id,
+        monitor_name=monitor.name,
         kind="privacy",
         check_id=check.id,
         period_run_id=period_run.id,
@@ -242,7 +255,8 @@ def fire_contract_alarm(session: Session, monitor: Monitor, period_run: PeriodRu
     statement = (f"The mechanism's outputs broke their contract ({contract.get('breach')}): "
                  f"{contract.get('detail')}")
     alarm = Alarm(
-        tenant_id=monitor.tenant_id, monitor_id=monitor.id, kind="contract", check_id=None,
+        tenant_id=monitor.tenant_id, monitor_id=monitor.id, origin_monitor_id=monitor.id, monitor_name=monitor.name,
+        kind="contract", check_id=None,
         period_run_id=period_run.id, horizon_index=period_run.horizon_index, t=period_run.t or monitor.t,
         created_at=now,
         fingerprint=contract_fingerprint(monitor.id, str(contract.get("breach"))),
@@ -319,14 +333,16 @@ def list_alarms(
     acknowledged: bool | None = None,
     resolved: bool | None = None,
     kind: str | None = None,
+    archived: bool = False,
     limit: int,
     cursor: str | None,
 ) -> tuple[list[Alarm], str | None]:
     stmt = select(Alarm).where(Alarm.tenant_id == tenant_id)
+    stmt = stmt.where(Alarm.archived_at.is_not(None) if archived else Alarm.archived_at.is_(None))
     if kind is not None:
         stmt = stmt.where(Alarm.kind == kind)
     if monitor_id is not None:
-        stmt = stmt.where(Alarm.monitor_id == monitor_id)
+        stmt = stmt.where(or_(Alarm.monitor_id == monitor_id, Alarm.origin_monitor_id == monitor_id))
     if acknowledged is not None:
         stmt = stmt.where(Alarm.acknowledged_at.is_not(None) if acknowledged else Alarm.acknowledged_at.is_(None))
     if resolved is not None:

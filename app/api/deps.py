@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.api.errors import ForbiddenError, UnauthorizedError
+from app.api.errors import ForbiddenError, ProblemError, UnauthorizedError, field_problem
 from app.auth.service import Principal, authenticate
 from app.settings import Settings
 
@@ -19,6 +20,8 @@ def get_session(request: Request) -> Iterator[Session]:
     when it raises. Services only ``flush``."""
     session: Session = request.app.state.session_factory()
     try:
+        settings = request.app.state.settings
+        apply_timeouts(session, settings.db_statement_timeout_ms, settings.db_lock_timeout_ms)
         yield session
         session.commit()
     except BaseException:
@@ -26,6 +29,19 @@ def get_session(request: Request) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def apply_timeouts(session: Session, statement_timeout_ms: int, lock_timeout_ms: int) -> None:
+    """On Postgres, bound this transaction's statements and lock waits (``SET LOCAL``, so the
+    connection goes back to the pool unchanged). A request that hits either gets a 503 with
+    ``Retry-After`` (app.api.errors). One round trip; nothing on SQLite, whose ``busy_timeout``
+    (5 s, app.db) plays the part of the lock timeout."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    session.execute(
+        text("SELECT set_config('statement_timeout', :statement, true), set_config('lock_timeout', :lock, true)"),
+        {"statement": f"{statement_timeout_ms}ms", "lock": f"{lock_timeout_ms}ms"},
+    )
 
 
 # scope="function": the commit happens before the response is sent, so a failed commit is a 500
@@ -95,3 +111,33 @@ def document_scope_responses(schema: dict[str, Any], prefix: str = "/v1/") -> No
                     "content": {"application/problem+json": {"schema": ref}},
                 },
             )
+
+
+def _query_names(dependant: Any) -> set[str]:
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def reject_unknown_query(request: Request) -> None:
+    """422 for a query parameter the operation does not declare (``?status=bogus`` on a route
+    whose filter is ``state``): a typo must not silently widen a filter. The OpenAPI description
+    lists every parameter an operation takes."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _query_names(dependant)
+    unknown = sorted({name for name in request.query_params if name not in allowed})
+    if unknown:
+        raise ProblemError(
+            f"Unknown query parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}.",
+            status=422,
+            slug="validation-error",
+            errors=[
+                field_problem(["query", name], f"unknown query parameter; this operation takes: "
+                              f"{', '.join(sorted(allowed)) or 'none'}", "query_unknown")
+                for name in unknown
+            ],
+        )

@@ -16,7 +16,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://dpwatch.dev/problems/"
@@ -187,9 +190,25 @@ async def _http_exception_handler(request: Request, exc: Exception) -> JSONRespo
     detail = exc.detail if isinstance(exc.detail, str) else None
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"No route matches {request.method} {request.url.path}."
-    elif exc.status_code == 405:
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
         detail = f"Method {request.method} is not allowed on {request.url.path}."
-    return problem_response(request, exc.status_code, detail, headers=getattr(exc, "headers", None))
+        headers = {**(headers or {}), "Allow": _allowed_methods(request, (headers or {}).get("Allow"))}
+    return problem_response(request, exc.status_code, detail, headers=headers)
+
+
+def _allowed_methods(request: Request, fallback: str | None) -> str:
+    """Every method the OpenAPI description gives this path (Starlette's own 405 names only the
+    methods of the first route that matched the path)."""
+    import re
+
+    paths = request.app.openapi().get("paths", {})
+    methods: set[str] = set()
+    for template, item in paths.items():
+        pattern = "^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, request.url.path):
+            methods |= {m.upper() for m in item if m in ("get", "put", "post", "patch", "delete", "head", "options")}
+    return ", ".join(sorted(methods)) if methods else (fallback or "")
 
 
 async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -205,28 +224,102 @@ async def _validation_error_handler(request: Request, exc: Exception) -> JSONRes
     return problem_response(request, 422, detail, slug="validation-error", errors=errors)
 
 
-async def _unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
-    log.error("unhandled_exception", path=request.url.path, method=request.method, exc_info=exc)
-    return problem_response(request, 500, "An unexpected error occurred; it has been logged.", slug="internal-error")
+#: Postgres SQLSTATEs of the timeouts set on API sessions (app.api.deps).
+_TIMEOUT_SQLSTATES = {"57014": "statement_timeout", "55P03": "lock_timeout"}
+
+
+def database_unavailable_kind(exc: BaseException) -> str:
+    """What a database error that maps to 503 was: ``statement_timeout``, ``lock_timeout``,
+    ``pool_timeout`` or ``unavailable`` (connection refused or lost, SQLite busy...)."""
+    if isinstance(exc, PoolTimeoutError):
+        return "pool_timeout"
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return _TIMEOUT_SQLSTATES.get(str(sqlstate), "unavailable")
+
+
+async def _database_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+    """A database timeout (statement, lock, pool checkout) or an unreachable database: 503 with
+    ``Retry-After``. Logged once, as a warning with the kind, never with the SQL or its values."""
+    kind = database_unavailable_kind(exc)
+    log.warning("database_unavailable", kind=kind, path=request.url.path, method=request.method)
+    settings = getattr(request.app.state, "settings", None)
+    retry_after = str(getattr(settings, "retry_after_seconds", 2))
+    detail = {
+        "statement_timeout": "The database did not answer in time; retry later.",
+        "lock_timeout": "The data is locked by another operation; retry later.",
+        "pool_timeout": "Every database connection is busy; retry later.",
+    }.get(kind, "The database is unavailable; retry later.")
+    return problem_response(request, 503, detail, slug="database-unavailable", headers={"Retry-After": retry_after})
+
+
+def _unexpected_body(path: str) -> bytes:
+    import json
+
+    return json.dumps({
+        "type": PROBLEM_TYPE_BASE + "internal-error",
+        "title": "Internal Server Error",
+        "status": 500,
+        "detail": "An unexpected error occurred; it has been logged.",
+        "instance": path,
+    }).encode()
+
+
+class UnexpectedErrorMiddleware:
+    """Turn an unexpected exception into a bare 500 problem+json, logged once with its traceback.
+
+    It sits inside Starlette's ``ServerErrorMiddleware``: an ``Exception`` handler registered with
+    ``add_exception_handler`` runs there, after which Starlette re-raises the exception and the
+    server logs it a second time. Catching it here ends it after one log line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            log.error("unhandled_exception", path=scope.get("path"), method=scope.get("method"), exc_info=exc)
+            if started:
+                return
+            body = _unexpected_body(str(scope.get("path", "")))
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _problem_error_handler)
     app.add_exception_handler(StarletteHTTPException, _http_exception_handler)
     app.add_exception_handler(RequestValidationError, _validation_error_handler)
-    app.add_exception_handler(Exception, _unexpected_error_handler)
+    app.add_exception_handler(OperationalError, _database_unavailable_handler)
+    app.add_exception_handler(PoolTimeoutError, _database_unavailable_handler)
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error statuses (moved to problem+json later)."""
     descriptions = {
-        400: "Bad request.",
+        400: "Bad request (a `Content-Length` that is not a number).",
         401: "Missing, unknown or revoked API key (`WWW-Authenticate: Bearer`).",
         403: "The API key's scope does not allow this request (a `read` key on a write route).",
         404: "No such resource for this tenant (another tenant's resources are reported as missing).",
         409: "The request conflicts with the resource's current state.",
         422: "Invalid input; `errors` lists every invalid field.",
+        403: "The API key may not do this.",
+        413: "The request body is larger than `DPWATCH_MAX_BODY_BYTES` (1 MiB by default).",
         500: "Unexpected server error (details are logged, not returned).",
-        503: "Not ready.",
+        503: "The database is unavailable or did not answer in time (statement, lock or connection-pool "
+        "timeout); retry after `Retry-After` seconds.",
     }
     return {status: {"model": Problem, "description": descriptions.get(status, _title(status))} for status in statuses}

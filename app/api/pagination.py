@@ -1,18 +1,17 @@
 """Keyset pagination with opaque cursors: ``?limit=&cursor=`` → ``{"items": [...], "next_cursor": ...}``.
 
-The cursor is the sort key of the last item returned, JSON-encoded and base64url'd. It is
-opaque to clients; decoding errors are 422s that point at ``cursor``.
+The cursor is the sort key of the last item returned (see ``cursor_pattern``). Clients treat it
+as opaque; the OpenAPI schema states its exact pattern, and anything else is a 422 that points
+at ``cursor``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
@@ -30,10 +29,41 @@ MAX_LIMIT = 200
 Kind = Literal["datetime", "uuid", "int", "str"]
 
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Items per page (1–{MAX_LIMIT}).")]
-CursorQuery = Annotated[
-    str | None,
-    Query(max_length=512, description="Opaque cursor from the previous page's `next_cursor`; omit for the first page."),
-]
+
+# A cursor is the sort key of the last item, one part per key joined by `~`: a timestamp as
+# microseconds since 1970 (UTC), a UUID as 32 hex digits, an integer in decimal, a string of
+# [A-Za-z0-9_]. Every string that matches a list's pattern decodes, so the OpenAPI pattern is the
+# exact check (a cursor past the end simply gives an empty page).
+_KIND_PATTERNS: dict[str, str] = {
+    "datetime": "[0-9]{1,16}",
+    "uuid": "[0-9a-f]{32}",
+    "int": "[0-9]{1,18}",
+    "str": "[A-Za-z0-9_]{1,64}",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def cursor_pattern(kinds: Sequence[Kind]) -> str:
+    return "^" + "~".join(_KIND_PATTERNS[k] for k in kinds) + "$"
+
+
+def _cursor_query(kinds: tuple[Kind, ...]) -> Any:
+    return Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=cursor_pattern(kinds),
+            description="Cursor from the previous page's `next_cursor`; omit for the first page.",
+        ),
+    ]
+
+
+#: Lists ordered by (created_at, id).
+CursorQuery = _cursor_query(("datetime", "uuid"))
+#: Lists ordered by an integer sequence (a monitor's periods).
+SeqCursorQuery = _cursor_query(("int",))
+#: Lists ordered by (created_at, a string id) (a webhook's deliveries).
+MessageCursorQuery = _cursor_query(("datetime", "str"))
 
 
 class Page(BaseModel, Generic[T]):
@@ -49,49 +79,37 @@ class SortKey:
     kind: Kind
 
 
-def _encode_value(value: Any) -> Any:
+def _encode_value(value: Any) -> str:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return str((value.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1))
     if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
+        return value.hex
+    return str(value)
 
 
-def _decode_value(value: Any, kind: Kind) -> Any:
+def _decode_value(value: str, kind: Kind) -> Any:
     if kind == "datetime":
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            raise ValueError("naive datetime")
-        return parsed
+        return _EPOCH + timedelta(microseconds=int(value))
     if kind == "uuid":
-        return uuid.UUID(value)
+        return uuid.UUID(hex=value)
     if kind == "int":
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError("not an integer")
-        return value
-    if not isinstance(value, str):
-        raise ValueError("not a string")
+        return int(value)
     return value
 
 
 def encode_cursor(values: Sequence[Any]) -> str:
-    raw = json.dumps([_encode_value(v) for v in values], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return "~".join(_encode_value(v) for v in values)
 
 
 def decode_cursor(cursor: str, kinds: Sequence[Kind]) -> list[Any]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        values = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if not isinstance(values, list) or len(values) != len(kinds):
-            raise ValueError("wrong shape")
-        return [_decode_value(v, k) for v, k in zip(values, kinds, strict=True)]
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError) as exc:
+    """The sort key in ``cursor``; 422 pointing at ``cursor`` unless it matches the list's pattern."""
+    if re.fullmatch(cursor_pattern(kinds)[1:-1], cursor) is None:
         raise InvalidInputError(
             "The cursor is not valid; pass the next_cursor of a previous page unchanged.",
             field=["query", "cursor"],
             error_type="cursor_invalid",
-        ) from exc
+        )
+    return [_decode_value(part, kind) for part, kind in zip(cursor.split("~"), kinds, strict=True)]
 
 
 def _after(keys: Sequence[SortKey], values: Sequence[Any]) -> Any:

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.auth.rotation import DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS
+from app.sampling.protocol import SECRET_MIN_LENGTH, SECRET_PATTERN
 
 Scope = Literal["read", "admin"]
 
@@ -61,11 +62,10 @@ class RotateSecret(BaseModel):
 class RotateMechanismSecret(RotateSecret):
     secret: str | None = Field(
         None,
-        min_length=1,
-        max_length=100,
+        max_length=200,
         description="The new `whsec_…` secret (at least 16 random bytes, base64) to use instead of a generated "
         "one, e.g. one already given to the endpoint. It must differ from the current secret.",
-        json_schema_extra={"writeOnly": True},
+        json_schema_extra={"writeOnly": True, "pattern": SECRET_PATTERN, "minLength": SECRET_MIN_LENGTH},
     )
 
     @field_validator("secret")

@@ -72,10 +72,17 @@ class PairIn(BaseModel):
     x_prime: Any = Field(description="A neighbouring database.")
 
 
-class _EngineRequest(BaseModel):
-    """What discovery and audits share: the pairs, the level, the budget, the region."""
+_ONE_SOURCE = [
+    {"required": ["pairs"], "properties": {"pairs": {"type": "array"}}},
+    {"required": ["pattern"], "properties": {"pattern": {"type": "string"}}},
+]
 
-    model_config = ConfigDict(extra="forbid")
+
+class _EngineRequest(BaseModel):
+    """What discovery and audits share: the pairs, the level, the budget, the region. Exactly one of
+    `pairs` and `pattern` is given (stated as a `oneOf` in the schema)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": _ONE_SOURCE})
 
     pairs: list[PairIn] | None = Field(None, min_length=1, max_length=20, description="Candidate pairs (x, x').")
     pattern: Literal["table1"] | None = Field(
@@ -103,7 +110,7 @@ class DiscoverRequest(_EngineRequest):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [
+        json_schema_extra={"oneOf": _ONE_SOURCE, "examples": [
             {"pairs": [{"x": [0, 0, 0, 0, 0, 0, 2], "x_prime": [1, 1, 1, 1, 1, 1, 1]}], "epsilon": 1.0},
             {"pattern": "table1", "queries": 5, "budget": 64000},
         ]},
@@ -122,7 +129,7 @@ class AuditRequest(_EngineRequest):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [
+        json_schema_extra={"oneOf": _ONE_SOURCE, "examples": [
             {"pairs": [{"x": [0, 0, 0, 0, 0], "x_prime": [1, 1, 1, 1, 1]}], "epsilon": 1.0},
             {"pattern": "table1", "queries": 5, "epsilon": 0.5, "alpha": 0.05, "budget": 1024000},
         ]},

@@ -173,11 +173,19 @@ def update_mechanism(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     summary="Delete a mechanism",
-    description="Delete the mechanism and, with it, its monitors, their periods and alarms.",
-    responses=problem_responses(401, 404, 422),
+    description="Delete the mechanism. While monitors use it the answer is 409, unless `?cascade=true`, which "
+    "deletes its monitors, their periods and alarms with it.",
+    responses=problem_responses(401, 404, 409, 422),
 )
-def delete_mechanism(mechanism_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> Response:
-    service.delete_mechanism(session, service.get_mechanism(session, principal.tenant_id, mechanism_id))
+def delete_mechanism(
+    mechanism_id: uuid.UUID,
+    principal: CurrentPrincipal,
+    session: SessionDep,
+    cascade: Annotated[bool, Query(description="Also delete the monitors that use the mechanism.")] = False,
+) -> Response:
+    service.delete_mechanism(
+        session, service.get_mechanism(session, principal.tenant_id, mechanism_id), cascade=cascade
+    )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -8,13 +8,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.urls import check_http_url
+from app.api.urls import check_http_url, url_schema_extra
 from app.stats.shapes import OutputShape
+from app.sampling.protocol import SECRET_MIN_LENGTH, SECRET_PATTERN
 
 OutputKind = Literal["real", "discrete", "vector"]
 HttpUrl = Annotated[
     str,
-    Field(min_length=1, max_length=2048, description="Absolute http(s) URL; no credentials, no fragment."),
+    Field(
+        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
+        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
+        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
+        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
+    ),
     AfterValidator(check_http_url),
 ]
 
@@ -64,9 +70,10 @@ class MechanismCreate(BaseModel):
     prefer_binary: bool = Field(False, description="Ask the endpoint for the binary (NumPy) response format.")
     secret: str | None = Field(
         None,
-        description="Optional `whsec_…` signing secret (at least 24 random bytes, base64) to use instead of a "
+        max_length=200,
+        description="Optional `whsec_…` signing secret (at least 16 random bytes, base64) to use instead of a "
         "generated one, e.g. when the endpoint was started with its secret already configured. Never shown again.",
-        json_schema_extra={"writeOnly": True},
+        json_schema_extra={"writeOnly": True, "pattern": SECRET_PATTERN, "minLength": SECRET_MIN_LENGTH},
     )
     output_shape: OutputShape | None = Field(
         None,
@@ -106,13 +113,15 @@ class MechanismUpdate(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"timeout_seconds": 20, "max_batch": 5000}]}
     )
 
-    name: str | None = Field(None, min_length=1, max_length=200)
-    sampling_url: HttpUrl | None = None
-    output_kind: OutputKind | None = None
+    # Fields that may be omitted but not null: typed without `None`, so the schema says so too
+    # (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
+    name: str = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
+    sampling_url: HttpUrl = None  # type: ignore[assignment]
+    output_kind: OutputKind = None  # type: ignore[assignment]
     dim: int | None = Field(None, ge=1, le=10_000)
-    max_batch: int | None = Field(None, ge=1, le=10_000_000)
-    timeout_seconds: float | None = Field(None, gt=0, le=600)
-    prefer_binary: bool | None = None
+    max_batch: int = Field(None, ge=1, le=10_000_000)  # type: ignore[assignment]
+    timeout_seconds: float = Field(None, gt=0, le=600)  # type: ignore[assignment]
+    prefer_binary: bool = None  # type: ignore[assignment]
     output_shape: OutputShape | None = Field(
         None, description="A new output contract; `null` forgets it, and the next period detects it again.")
     probe_database: Any = Field(None, description="A new input for validation probes (`null` forgets it).")

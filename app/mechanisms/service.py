@@ -199,8 +199,15 @@ def update_mechanism(session: Session, mechanism: Mechanism, data: MechanismUpda
     return apply_update(session, mechanism, check_update(session, mechanism, data, settings))
 
 
-def delete_mechanism(session: Session, mechanism: Mechanism) -> None:
-    """Delete the mechanism; its monitors, checks, periods and alarms go with it (FK cascade)."""
+def delete_mechanism(session: Session, mechanism: Mechanism, *, cascade: bool = False) -> None:
+    """Delete the mechanism. While monitors use it, 409 unless ``cascade``; with ``cascade`` its
+    monitors, checks, periods and alarms go with it (FK cascade)."""
+    monitors = session.scalar(select(func.count()).select_from(Monitor).where(Monitor.mechanism_id == mechanism.id))
+    if monitors and not cascade:
+        raise ConflictError(
+            f"Mechanism {mechanism.id} is used by {monitors} monitor{'s' if monitors != 1 else ''}; delete them first, "
+            "or pass ?cascade=true to delete them with it (their periods and alarms too)."
+        )
     session.delete(mechanism)
     session.flush()
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import ProblemError, field_problem, problem_responses
-from app.api.pagination import CursorQuery, LimitQuery, Page
+from app.api.pagination import CursorQuery, LimitQuery, Page, SeqCursorQuery
 from app.mechanisms.models import Mechanism
 from app.mechanisms.router import ProberDep
 from app.mechanisms.schemas import ProbeReport
@@ -227,7 +227,8 @@ def reset_monitor(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     summary="Delete a monitor",
-    description="Delete the monitor with its checks, periods and alarms.",
+    description="Delete the monitor with its checks and periods. Its alarms are kept, archived: they keep the "
+    "monitor's id and name and are listed by `GET /v1/alarms?archived=true`.",
     responses=problem_responses(401, 404, 422),
 )
 def delete_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> Response:
@@ -248,7 +249,7 @@ def list_periods(
     principal: CurrentPrincipal,
     session: SessionDep,
     limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    cursor: SeqCursorQuery = None,
 ) -> Page[PeriodRead]:
     monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
     rows, next_cursor = service.list_periods(session, monitor, limit=limit, cursor=cursor)

@@ -433,3 +433,53 @@ class MonitorCreated(MonitorRead):
         default_factory=list, description="Checks whose event is too sparse for the test to have power, when an "
         "estimate of its probabilities exists at creation (discovery's); otherwise the status shows them from the "
         "first period on.")
+
+
+# --------------------------------------------------------------------------- events that cannot work
+
+
+def _covers_everything(interval: dict[str, Any], bounds: tuple[float, float] | None) -> bool:
+    """Whether an interval holds every output: (−∞, ∞), or the whole declared range."""
+    low, high = interval.get("low"), interval.get("high")
+    if low is None and high is None:
+        return True
+    if bounds is None:
+        return False
+    lo, hi = bounds
+    low_ok = low is None or low < lo or (low == lo and interval.get("closed_low", True))
+    high_ok = high is None or high > hi or (high == hi and interval.get("closed_high", True))
+    return low_ok and high_ok
+
+
+def useless_event(event: dict[str, Any], output_kind: str, output_shape: dict[str, Any] | None) -> str | None:
+    """Why ``event`` can never show a violation on these outputs, or None.
+
+    * an interval (or a union with an interval, or a box) that holds every output: p = q = 1
+      in every period, so the statistic never moves;
+    * a `set` of numbers on continuous real outputs: each value has probability 0, so p = q = 0.
+      Continuous means the mechanism's output contract (declared or detected) says real values
+      off any lattice; with no contract yet, a set with a non-integer value is refused (a set of
+      integers may fit integer-valued outputs, and the first period detects the contract).
+    """
+    bounds = None
+    if output_shape and output_shape.get("bounds") is not None:
+        bounds = (float(output_shape["bounds"][0]), float(output_shape["bounds"][1]))
+    kind = event.get("kind")
+    everything = "the event holds every output (p = q = 1 in every period), so it can never show a violation"
+    if kind == "interval" and _covers_everything(event, bounds):
+        return everything
+    if kind == "union" and any(_covers_everything(i, bounds) for i in event.get("intervals", [])):
+        return everything
+    if kind == "box" and all(v is None for v in event.get("low", [])) and all(v is None for v in event.get("high", [])):
+        return everything
+    if kind == "set" and output_kind == "real":
+        values = event.get("values") or []
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if not numbers or len(numbers) != len(values):
+            return None
+        continuous = output_shape is not None and output_shape.get("values", "real") == "real" \
+            and not output_shape.get("lattice")
+        if continuous or (output_shape is None and any(float(v) != int(v) for v in numbers)):
+            return ("a `set` of values on continuous real outputs has probability 0 under x and x' (z = 0 forever); "
+                    "use an `interval`, or declare an integer or lattice output_shape on the mechanism")
+    return None

@@ -21,6 +21,7 @@ from app.api.pagination import SortKey, paginate
 from app.claims.service import effective_claim
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
+from app.monitors.schemas import useless_event
 from app.mechanisms.service import get_mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.monitors.schedule import Schedule
@@ -177,12 +178,15 @@ def check_claim_fields(monitor: Monitor, check: Check) -> dict[str, Any]:
 # --------------------------------------------------------------------------- events vs outputs
 
 
-def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
+def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:  # noqa: C901
     """Why ``event`` cannot apply to the mechanism's outputs, or None if it can."""
     kind = event["kind"]
     output = mechanism.output_kind
     if kind == "auto":
         return None
+    useless = useless_event(event, mechanism.output_kind, mechanism.output_shape)
+    if useless is not None:
+        return useless
     if kind in ("rows", "projection"):
         return None if output == "vector" else f"a `{kind}` event applies to vector or list outputs, but the " \
             f"mechanism's outputs are {output}"
@@ -398,7 +402,10 @@ def reset_monitor(session: Session, monitor: Monitor, settings: Settings, *, now
 
 
 def delete_monitor(session: Session, monitor: Monitor) -> None:
-    """Delete the monitor with its checks, periods and alarms (FK cascade)."""
+    """Delete the monitor with its checks and periods (FK cascade); its alarms are archived."""
+    from app.alarms.service import archive_monitor_alarms
+
+    archive_monitor_alarms(session, monitor)
     session.delete(monitor)
     session.flush()
 

@@ -197,6 +197,10 @@ def encode_request(
 
 _SECRET_PREFIX = "whsec_"
 _MIN_SECRET_BYTES = 16
+#: The syntax :func:`validate_secret` accepts, as a JSON-Schema pattern (with ``SECRET_MIN_LENGTH``):
+#: ``whsec_`` + unpadded or padded base64; 22 base64 characters carry the 16 bytes asked for.
+SECRET_PATTERN = r"^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
+SECRET_MIN_LENGTH = len(_SECRET_PREFIX) + 22
 
 
 def generate_secret(nbytes: int = 32) -> str:

@@ -1,0 +1,210 @@
+"""Request limits at the ASGI edge, before FastAPI parses anything.
+
+:class:`RequestLimitsMiddleware` is a pure ASGI middleware (no ``BaseHTTPMiddleware``, so it
+neither buffers responses nor breaks streaming) that, for every HTTP request:
+
+* answers **413** when the body is larger than ``max_body_bytes``. A ``Content-Length`` above the
+  limit is refused before a byte is read; a chunked body is counted as it streams and refused as
+  soon as the count passes the limit. Nothing larger than the limit is ever held in memory.
+* for JSON bodies (``application/json``, ``*+json`` or no content type, which FastAPI reads as
+  JSON), answers **422** (``json_invalid``) when the body is not valid UTF-8 JSON, and **422** when it
+  holds a value
+  that JSON does not have but Python's parser accepts: ``NaN``, ``Infinity``, ``-Infinity``,
+  a number that overflows a double (``1e999``), or a ``\\u0000`` in any string or key.
+  Postgres refuses the last two, and none of them is a meaningful input anywhere in the API.
+* answers **422** when a query parameter's name or value holds a NUL, or a value spells a
+  non-finite number (``nan``, ``inf``, ``1e999``...).
+
+The body is then replayed unchanged to the application, which parses it again: the JSON check
+costs one extra parse of at most ``max_body_bytes`` (1 MiB by default).
+
+Each refusal is one problem+json answer; the access log line written by
+``RequestContextMiddleware`` is the only log line for it (no error is logged twice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.errors import PROBLEM_MEDIA_TYPE, PROBLEM_TYPE_BASE, field_problem
+
+_NON_FINITE_TEXT = re.compile(r"^\s*[+-]?(nan|inf|infinity)\s*$", re.IGNORECASE)
+_NUMBER_TEXT = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+_BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+class _NonFinite:
+    """What ``json.loads`` gives for ``NaN``/``Infinity``/``-Infinity`` in our parse."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _escape(part: str | int) -> str:
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+def find_bad_json_value(value: Any, path: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], str] | None:
+    """The path to, and a description of, the first value JSON cannot carry safely, or None."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, _NonFinite):
+            return where, f"{item.text} is not a JSON number; numbers must be finite"
+        if isinstance(item, float) and not math.isfinite(item):
+            return where, "the number is too large (it overflows a double); numbers must be finite"
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where, "the string contains a NUL character (\\u0000), which is not allowed"
+        elif isinstance(item, dict):
+            for key, sub in reversed(list(item.items())):
+                if "\x00" in key:
+                    return (*where, key), "the key contains a NUL character (\\u0000), which is not allowed"
+                stack.append(((*where, key), sub))
+        elif isinstance(item, list):
+            for index in range(len(item) - 1, -1, -1):
+                stack.append(((*where, index), item[index]))
+    return None
+
+
+def parse_strict_json(body: bytes) -> Any:
+    """``json.loads`` that keeps NaN/Infinity as markers (found by :func:`find_bad_json_value`)."""
+    return json.loads(body.decode("utf-8"), parse_constant=_NonFinite)
+
+
+def _query_problem(query_string: bytes) -> dict[str, Any] | None:
+    try:
+        text = query_string.decode("latin-1")
+        pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return field_problem(["query"], "the query string is not valid percent-encoded UTF-8", "query_invalid")
+    for name, value in pairs:
+        if "\x00" in name or "\x00" in value:
+            return field_problem(["query", name.replace("\x00", "")], "a NUL character (%00) is not allowed",
+                                 "string_nul")
+        if _NON_FINITE_TEXT.match(value) or (_NUMBER_TEXT.match(value) and not math.isfinite(float(value))):
+            return field_problem(["query", name], f"{value!r} is not a finite number", "finite_number")
+    return None
+
+
+def _is_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json") or media == ""
+
+
+async def _problem(send: Send, scope: Scope, status: int, title: str, slug: str, detail: str,
+                   errors: list[dict[str, Any]] | None = None) -> None:
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": scope.get("path", ""),
+    }
+    if errors is not None:
+        body["errors"] = errors
+    payload = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", PROBLEM_MEDIA_TYPE.encode()), (b"content-length", str(len(payload)).encode()),
+                    (b"connection", b"close")] if status == 413 else
+                   [(b"content-type", PROBLEM_MEDIA_TYPE.encode()), (b"content-length", str(len(payload)).encode())],
+    })
+    await send({"type": "http.response.body", "body": payload})
+
+
+class RequestLimitsMiddleware:
+    """Body-size limit, strict JSON bodies and sane query strings (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        problem = _query_problem(scope.get("query_string", b""))
+        if problem is not None:
+            await _problem(send, scope, 422, "Unprocessable Content", "validation-error",
+                           f"The request has 1 invalid input: {problem['pointer']}: {problem['message']}", [problem])
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        limit = self.max_body_bytes
+        too_large = f"The request body is larger than {limit} bytes (DPWATCH_MAX_BODY_BYTES)."
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0:
+                await _problem(send, scope, 400, "Bad Request", "bad-request", "Content-Length is not a number.")
+                return
+            if length > limit:
+                await _problem(send, scope, 413, "Content Too Large", "body-too-large", too_large)
+                return
+        if scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+
+        # Read the whole (bounded) body, counting streamed bytes for chunked requests.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _problem(send, scope, 413, "Content Too Large", "body-too-large", too_large)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+
+        content_type = headers.get(b"content-type")
+        if body.strip() and _is_json(content_type.decode("latin-1") if content_type is not None else None):
+            try:
+                parsed = parse_strict_json(body)
+            except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+                elif isinstance(exc, UnicodeDecodeError):
+                    reason = "it is not UTF-8"
+                else:
+                    reason = "a value cannot be read (too deep, or an integer with too many digits)"
+                message_text = f"The body is not valid JSON: {reason}."
+                error = field_problem(["body"], message_text, "json_invalid")
+                await _problem(send, scope, 422, "Unprocessable Content", "validation-error",
+                               f"The request has 1 invalid input: #/: {message_text}", [error])
+                return
+            bad = find_bad_json_value(parsed)
+            if bad is not None:
+                where, message_text = bad
+                error = field_problem(["body", *where], message_text, "json_value_not_allowed")
+                await _problem(send, scope, 422, "Unprocessable Content", "validation-error",
+                               f"The request has 1 invalid input: {error['pointer']}: {message_text}", [error])
+                return
+
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
