@@ -34,7 +34,7 @@ from app.snapshots.codec import encode_outputs
 from app.snapshots.service import database_digest
 
 if TYPE_CHECKING:
-    from app.monitors.runner import CheckResult, PeriodPlan
+    from app.monitors.period_plan import CheckResult, PeriodPlan
 
 
 def _json(value: Any) -> str | None:

@@ -37,7 +37,7 @@ from app.alarms.service import contract_fingerprint, enqueue_event, fire_alarm, 
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.sampling.client import ByteBudget, MechanismEndpoint, SamplingClient
+from app.sampling.client import ByteBudget, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.scheduler.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
@@ -46,9 +46,10 @@ from app.monitors.service import check_claim, is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
 from app.monitors.detectors import HORIZON_FREE, aggregator_step, needs_prefix_sums, sequential_line, sequential_step
-from app.stats.events import Event, event_contains, parse_event
+from app.stats.events import event_contains, parse_event
 from app.claims.service import claim_period_step
 from app.stats.shapes import OutputShape
+from app.monitors.period_plan import CheckPlan, CheckResult, PeriodPlan  # noqa: F401  (re-exported)
 
 log = structlog.get_logger("dpwatch.runner")
 
@@ -56,70 +57,6 @@ log = structlog.get_logger("dpwatch.runner")
 RUNNABLE_STATES = ("active", "degraded")
 
 Outcome = Literal["ok", "alarm", "failed", "lost_lease", "not_runnable", "duplicate"]
-
-
-@dataclass(frozen=True)
-class CheckPlan:
-    id: uuid.UUID
-    position: int
-    x_key: str
-    x_prime_key: str
-    event: Event
-    # What the write step needs, read with the plan (a period's results are computed before its
-    # write transaction; the write's guard, t unchanged under our lease, keeps them current).
-    claim: dict[str, Any] | None = None
-    claim_state: dict[str, Any] | None = None
-    detector_state: dict[str, Any] | None = None
-    past_prefix: tuple[float, ...] | None = None  # S_1..S_t of the aggregator in this horizon
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check's numbers in one period, computed from the plan and the counts."""
-
-    check_id: uuid.UUID
-    a: int
-    b: int
-    p_hat: float
-    q_hat: float
-    d_hat: float
-    sigma_hat: float
-    z: float
-    statistic: float
-    threshold: float
-    alarm: bool
-    lag: int
-    max_statistic: float
-    prefix_sum: float | None
-    claim: dict[str, Any]
-    line: dict[str, Any] | None
-    claim_state: dict[str, Any] | None
-    detector_state: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class PeriodPlan:
-    monitor_id: uuid.UUID
-    scheduled: datetime  # the monitor's next_run_at when planned (the write guard compares it)
-    slot: datetime  # the slot this period stands for (latest due; see schedule.py)
-    skipped: int
-    horizon_index: int
-    t: int
-    n: int
-    epsilon: float | None
-    endpoint: MechanismEndpoint
-    databases: dict[str, Any]
-    checks: tuple[CheckPlan, ...]
-    mechanism_id: uuid.UUID | None = None
-    contract: OutputShape | None = None  # None: detect it from this period's outputs
-    variance: str = "score"
-    kappa: float = 1e-6
-    next_slot: datetime | None = None  # the slot after ``slot`` (the schedule cannot change under the guard)
-    horizon: int = 0
-    detector: str = "aggregator"
-    outputs_window: int = 0
-    snapshot_every: int | None = None
-    rediscover_every: int = 0
 
 
 @dataclass(frozen=True)
