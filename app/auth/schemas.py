@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.auth.rotation import DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS
-from app.sampling.protocol import SECRET_MIN_LENGTH, SECRET_PATTERN
+from app.sampling.protocol import SECRET_MIN_LENGTH, SECRET_PATTERN, validate_secret
 
 Scope = Literal["read", "admin"]
+
+def _checked_secret(value: str) -> str:
+    validate_secret(value)  # its message names the rule, never the secret
+    return value
+
+
+#: A Standard Webhooks signing secret given by a client (``whsec_`` + base64 of ≥ 16 bytes): the
+#: schema states the syntax, the validator gives the message.
+SigningSecret = Annotated[str, Field(max_length=200, json_schema_extra={"pattern": SECRET_PATTERN,
+                                                                         "minLength": SECRET_MIN_LENGTH}),
+                          AfterValidator(_checked_secret)]
 
 #: Printable text without control characters (no NUL, no newline).
 _LABEL_PATTERN = r"^[^\x00-\x1f\x7f]+$"
@@ -60,22 +71,12 @@ class RotateSecret(BaseModel):
 
 
 class RotateMechanismSecret(RotateSecret):
-    secret: str | None = Field(
+    secret: SigningSecret | None = Field(
         None,
-        max_length=200,
         description="The new `whsec_…` secret (at least 16 random bytes, base64) to use instead of a generated "
         "one, e.g. one already given to the endpoint. It must differ from the current secret.",
-        json_schema_extra={"writeOnly": True, "pattern": SECRET_PATTERN, "minLength": SECRET_MIN_LENGTH},
+        json_schema_extra={"writeOnly": True},
     )
-
-    @field_validator("secret")
-    @classmethod
-    def _valid_secret(cls, value: str | None) -> str | None:
-        if value is not None:
-            from app.sampling.protocol import validate_secret
-
-            validate_secret(value)
-        return value
 
 
 class SecretRotated(BaseModel):

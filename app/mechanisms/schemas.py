@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.api.urls import check_http_url, url_schema_extra
 from app.stats.shapes import OutputShape
-from app.sampling.protocol import SECRET_MIN_LENGTH, SECRET_PATTERN
+from app.auth.schemas import SigningSecret
 
 OutputKind = Literal["real", "discrete", "vector"]
 HttpUrl = Annotated[
@@ -68,12 +68,11 @@ class MechanismCreate(BaseModel):
     max_batch: int = Field(10_000, ge=1, le=10_000_000, description="Most outputs the endpoint returns per request.")
     timeout_seconds: float = Field(10.0, gt=0, le=600, description="Time limit of one sampling request.")
     prefer_binary: bool = Field(False, description="Ask the endpoint for the binary (NumPy) response format.")
-    secret: str | None = Field(
+    secret: SigningSecret | None = Field(
         None,
-        max_length=200,
         description="Optional `whsec_…` signing secret (at least 16 random bytes, base64) to use instead of a "
         "generated one, e.g. when the endpoint was started with its secret already configured. Never shown again.",
-        json_schema_extra={"writeOnly": True, "pattern": SECRET_PATTERN, "minLength": SECRET_MIN_LENGTH},
+        json_schema_extra={"writeOnly": True},
     )
     output_shape: OutputShape | None = Field(
         None,
@@ -88,15 +87,6 @@ class MechanismCreate(BaseModel):
         "mechanism on it. Without it, probes use the databases of the mechanism's monitors; dpwatch never guesses "
         "an input.",
     )
-
-    @field_validator("secret")
-    @classmethod
-    def _valid_secret(cls, value: str | None) -> str | None:
-        if value is not None:
-            from app.sampling.protocol import validate_secret
-
-            validate_secret(value)
-        return value
 
     @model_validator(mode="after")
     def _dim_matches_kind(self) -> MechanismCreate:

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 from app.api.errors import ConflictError, InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.api.urls import destination_problem
-from app.auth.rotation import signing_secrets
 from app.auth.service import generate_signing_secret
 from app.mechanisms.models import Mechanism
 from app.mechanisms.schemas import MechanismCreate, MechanismUpdate
@@ -278,23 +277,14 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
     there is one), so a mechanism that validates here is one the scheduler can sample. One
     attempt only: a probe reports, it does not retry.
     """
-    from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
+    from app.monitors.contract import sampling_endpoint
+    from app.sampling.client import SamplingClient, SamplingClientConfig
     from app.sampling.protocol import SamplingError
 
     n = max(1, min(n, mechanism.max_batch))
     started = time.perf_counter()
     try:
-        endpoint = MechanismEndpoint(
-            sampling_url=mechanism.sampling_url,
-            secret=mechanism.secret,
-            previous_secrets=signing_secrets(mechanism)[1:],
-            output_kind=mechanism.output_kind,  # type: ignore[arg-type]
-            max_batch=mechanism.max_batch,
-            timeout_seconds=mechanism.timeout_seconds,
-            prefer_binary=mechanism.prefer_binary,
-            vector_dim=mechanism.dim,
-            shape=_strict_shape(mechanism),
-        )
+        endpoint = sampling_endpoint(mechanism, _strict_shape(mechanism))
         config = SamplingClientConfig(
             max_attempts=1,
             deadline_seconds=mechanism.timeout_seconds + 1.0,

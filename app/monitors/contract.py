@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from app.auth.rotation import signing_secrets
 from app.mechanisms.models import Mechanism
+from app.auth.rotation import signing_secrets
 from app.sampling.client import MechanismEndpoint
 from app.sampling.protocol import SamplingError
 from app.stats.shapes import OutputShape, concat_outputs, conformance, detect_shape, n_outputs, take_outputs
@@ -136,9 +136,10 @@ def breach_of_error(error: SamplingError, contract: OutputShape | None, period: 
     }
 
 
-def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
-    """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
-    output contract (app.monitors.contract), which periods then check strictly."""
+def sampling_endpoint(mechanism: Mechanism, shape: OutputShape | None) -> MechanismEndpoint:
+    """The mechanism as the sampling client sees it (a ``MechanismEndpoint``), signing with its
+    current secret and, during a rotation's overlap, the previous one; outputs are read with
+    ``shape`` (periods pass the lenient form of the contract, probes the strict one)."""
     return MechanismEndpoint(
         sampling_url=mechanism.sampling_url,
         secret=mechanism.secret,
@@ -148,5 +149,11 @@ def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
         timeout_seconds=mechanism.timeout_seconds,
         prefer_binary=mechanism.prefer_binary,
         vector_dim=mechanism.dim,
-        shape=parsing_shape(mechanism),
+        shape=shape,
     )
+
+
+def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
+    """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
+    output contract (app.monitors.contract), which periods then check strictly."""
+    return sampling_endpoint(mechanism, parsing_shape(mechanism))

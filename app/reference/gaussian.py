@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -92,8 +93,29 @@ def _numbers(database: Any, low: float | None, high: float | None, what: str) ->
     return arr
 
 
+class _Claimed(ABC):
+    """A reference mechanism with the privacy claim it makes (``claim``, the API's JSON form)."""
+
+    @property
+    @abstractmethod
+    def claim(self) -> dict[str, float]: ...
+
+    def claim_object(self) -> Claim:
+        return parse_claim(self.claim)
+
+
+class _GDPClaimed(_Claimed):
+    """A mechanism that claims μ-GDP with its field ``mu``."""
+
+    mu: float
+
+    @property
+    def claim(self) -> dict[str, float]:
+        return {"gdp_mu": self.mu}
+
+
 @dataclass(frozen=True)
-class _Gaussian:
+class _Gaussian(_Claimed):
     """A continuous Gaussian mechanism on a scalar query: ``f(x) + N(0, σ²)``."""
 
     output_kind: ClassVar[str] = "real"
@@ -102,12 +124,8 @@ class _Gaussian:
     sensitivity: ClassVar[float] = 2.0
 
     @property
-    def claim(self) -> dict[str, float]:
-        raise NotImplementedError
-
-    @property
-    def sigma(self) -> float:
-        raise NotImplementedError
+    @abstractmethod
+    def sigma(self) -> float: ...
 
     @property
     def holds(self) -> bool:
@@ -129,9 +147,6 @@ class _Gaussian:
         hi = 1.0 if event.high is None else float(special.ndtr((event.high - mean) / self.sigma))
         lo = 0.0 if event.low is None else float(special.ndtr((event.low - mean) / self.sigma))
         return hi - lo
-
-    def claim_object(self) -> Claim:
-        return parse_claim(self.claim)
 
 
 @dataclass(frozen=True)
@@ -178,16 +193,12 @@ class GaussianMissingConstant(GaussianAnalytic):
 
 
 @dataclass(frozen=True)
-class GaussianGDP(_Gaussian):
+class GaussianGDP(_GDPClaimed, _Gaussian):
     """μ-GDP with σ = Δ/μ (Dong, Roth & Su 2022, Thm. 2.7). ``sigma_factor`` < 1 makes it buggy."""
 
     mu: float = DEFAULT_MU
     sigma_factor: float = 1.0
     name: ClassVar[str] = "gaussian-gdp"
-
-    @property
-    def claim(self) -> dict[str, float]:
-        return {"gdp_mu": self.mu}
 
     @property
     def sigma(self) -> float:
@@ -220,7 +231,7 @@ class GaussianZCDP(_Gaussian):
 
 
 @dataclass(frozen=True)
-class DiscreteGaussian:
+class DiscreteGaussian(_Claimed):
     """The discrete Gaussian mechanism on a count (Canonne, Kamath & Steinke 2020), sampled
     exactly by OpenDP; its claim is OpenDP's privacy map: ρ = Δ²/(2σ²)-zCDP."""
 
@@ -240,9 +251,6 @@ class DiscreteGaussian:
     @property
     def claim(self) -> dict[str, float]:
         return {"zcdp_rho": float(self._measurement().map(1))}
-
-    def claim_object(self) -> Claim:
-        return parse_claim(self.claim)
 
     def query(self, database: Any) -> int:
         arr = _numbers(database, 0, 1, "the database")
@@ -291,7 +299,7 @@ def _opendp_discrete_gaussian(sigma: float) -> Any:
 
 
 @dataclass(frozen=True)
-class GaussianPerCoordinate:
+class GaussianPerCoordinate(_GDPClaimed):
     """Bug: μ-GDP claimed on a ``dim``-dimensional sum, with σ = 1/μ (one coordinate's
     sensitivity) instead of √dim/μ (the vector's ℓ2 sensitivity). Outputs are vectors."""
 
@@ -308,12 +316,6 @@ class GaussianPerCoordinate:
     def holds(self) -> bool:
         return self.correct
 
-    @property
-    def claim(self) -> dict[str, float]:
-        return {"gdp_mu": self.mu}
-
-    def claim_object(self) -> Claim:
-        return parse_claim(self.claim)
 
     @property
     def sigma(self) -> float:
@@ -352,7 +354,7 @@ class GaussianPerCoordinate:
 
 
 @dataclass(frozen=True)
-class ClippedMeanNoClip:
+class ClippedMeanNoClip(_GDPClaimed):
     """Bug: a clipped mean claiming μ-GDP, ``(Σ clip(x_i, −C, C) + N(0, σ²))/m`` with σ = 2C/μ,
     whose clipping is switched off (``clip=False``); ``clip=True`` is the correct mechanism."""
 
@@ -369,12 +371,6 @@ class ClippedMeanNoClip:
     def holds(self) -> bool:
         return self.clip
 
-    @property
-    def claim(self) -> dict[str, float]:
-        return {"gdp_mu": self.mu}
-
-    def claim_object(self) -> Claim:
-        return parse_claim(self.claim)
 
     @property
     def sigma_sum(self) -> float:

@@ -437,6 +437,22 @@ def _reject_constant(name: str) -> float:
     )
 
 
+def _binary_rows(body: bytes, n: int, d: int) -> np.ndarray:
+    """The n rows of d little-endian float64 in a binary answer, flat (a copy, so writable);
+    ``invalid_binary`` unless the body holds whole rows, ``wrong_count`` unless it holds n."""
+    row_bytes = 8 * d
+    if len(body) % row_bytes:
+        raise SamplingError(
+            "invalid_binary",
+            f"binary body of {len(body)} bytes is not a whole number of {row_bytes}-byte rows "
+            f"(little-endian float64 x {d})",
+        )
+    rows = len(body) // row_bytes
+    if rows != n:
+        raise SamplingError("wrong_count", f"expected {n} samples, got {rows} (binary body of {len(body)} bytes)")
+    return np.frombuffer(body, dtype="<f8").astype(np.float64, copy=True)
+
+
 def _parse_binary(body: bytes, n: int, output_kind: OutputKind, dim: int | None) -> np.ndarray:
     if output_kind == "discrete":
         raise SamplingError(
@@ -456,17 +472,7 @@ def _parse_binary(body: bytes, n: int, output_kind: OutputKind, dim: int | None)
         d = 1
     if d < 1:
         raise SamplingError("invalid_binary", f"{DIM_HEADER} must be a positive integer, got {d}")
-    row_bytes = 8 * d
-    if len(body) % row_bytes:
-        raise SamplingError(
-            "invalid_binary",
-            f"binary body of {len(body)} bytes is not a whole number of {row_bytes}-byte rows "
-            f"(little-endian float64 x {d})",
-        )
-    rows = len(body) // row_bytes
-    if rows != n:
-        raise SamplingError("wrong_count", f"expected {n} samples, got {rows} (binary body of {len(body)} bytes)")
-    arr = np.frombuffer(body, dtype="<f8").astype(np.float64, copy=True)
+    arr = _binary_rows(body, n, d)
     if output_kind == "vector":
         arr = arr.reshape(n, d)
     _fail_non_finite(arr)
@@ -521,17 +527,7 @@ def _parse_binary_shaped(body: bytes, n: int, shape: OutputShape, dim: int | Non
         d = dim
         if shape.container == "vector" and d != shape.length:
             raise _shape_error(f"vector outputs have length {d}, expected {shape.length}", "length")
-    row_bytes = 8 * d
-    if len(body) % row_bytes:
-        raise SamplingError(
-            "invalid_binary",
-            f"binary body of {len(body)} bytes is not a whole number of {row_bytes}-byte rows "
-            f"(little-endian float64 x {d})",
-        )
-    rows = len(body) // row_bytes
-    if rows != n:
-        raise SamplingError("wrong_count", f"expected {n} samples, got {rows} (binary body of {len(body)} bytes)")
-    arr = np.frombuffer(body, dtype="<f8").astype(np.float64, copy=True).reshape(n, d)
+    arr = _binary_rows(body, n, d).reshape(n, d)
     if np.isinf(arr).any():
         raise SamplingError("non_finite", "the binary answer holds an infinity")
     if shape.container == "list":

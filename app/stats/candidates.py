@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from app.stats.events import (
     DiscreteSet,
@@ -197,6 +198,23 @@ def _continuous(st: _Stat, s: ProposalSettings, region: tuple[float, float] | No
     return _best(cands, s.per_statistic)
 
 
+def _cross_fit(inv: NDArray[np.int64], nx: int, nxp: int, m: int) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                                                       NDArray[np.float64], int, int]:
+    """Cross-fitting of outcome-ordered candidates: ``inv`` maps each of the nx + nxp choosing
+    samples (those of x first) to one of m outcomes. The even-indexed half orders the outcomes by
+    their smoothed log ratio; the odd half gives the counts (cx, cxp, out of nx', nxp') that predict
+    each candidate's bound, so that outcomes seen once under x only do not look infinitely
+    informative. Returns (ratio, cx, cxp, nx', nxp')."""
+    half_x, half_y = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
+    ix, iy = inv[:nx], inv[nx:]
+    ox = np.bincount(ix[half_x], minlength=m).astype(float)
+    oy = np.bincount(iy[half_y], minlength=m).astype(float)
+    ratio = np.log((ox + 0.5) / (half_x.sum() + 1)) - np.log((oy + 0.5) / (half_y.sum() + 1))
+    cx = np.bincount(ix[~half_x], minlength=m).astype(float)
+    cxp = np.bincount(iy[~half_y], minlength=m).astype(float)
+    return ratio, cx, cxp, int((~half_x).sum()), int((~half_y).sum())
+
+
 def _discrete(st: _Stat, s: ProposalSettings) -> list[Candidate]:
     nx, nxp = st.sx.shape[0], st.sxp.shape[0]
     if st.labels:
@@ -215,17 +233,7 @@ def _discrete(st: _Stat, s: ProposalSettings) -> list[Candidate]:
     m = values.size
     if m < 2:
         return []
-    # cross-fitting: the order of the outcomes comes from one half of the choosing samples, the
-    # prefix counts (and so the predicted bounds) from the other half (rare outcomes seen once
-    # under x only would otherwise look infinitely informative)
-    half_x, half_y = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
-    ix, iy = inv[:nx], inv[nx:]
-    ox = np.bincount(ix[half_x], minlength=m).astype(float)
-    oy = np.bincount(iy[half_y], minlength=m).astype(float)
-    ratio = np.log((ox + 0.5) / (half_x.sum() + 1)) - np.log((oy + 0.5) / (half_y.sum() + 1))
-    cx = np.bincount(ix[~half_x], minlength=m).astype(float)
-    cxp = np.bincount(iy[~half_y], minlength=m).astype(float)
-    nx, nxp = int((~half_x).sum()), int((~half_y).sum())
+    ratio, cx, cxp, nx, nxp = _cross_fit(inv, nx, nxp, m)
     cands: list[Candidate] = []
 
     def make(members: np.ndarray) -> Any:
@@ -297,14 +305,7 @@ def _rows(x: Any, y: Any, s: ProposalSettings, max_rows: int = 20_000) -> list[C
     st = _Stat("row", np.arange(0), np.arange(0), True, lambda e, n: e)
     m = uniq.size
     nxp = both.shape[0] - nx
-    half_x, half_y = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
-    ix, iy = inv[:nx], inv[nx:]
-    ox = np.bincount(ix[half_x], minlength=m).astype(float)
-    oy = np.bincount(iy[half_y], minlength=m).astype(float)
-    ratio = np.log((ox + 0.5) / (half_x.sum() + 1)) - np.log((oy + 0.5) / (half_y.sum() + 1))
-    cx = np.bincount(ix[~half_x], minlength=m).astype(float)
-    cxp = np.bincount(iy[~half_y], minlength=m).astype(float)
-    nx, nxp = int((~half_x).sum()), int((~half_y).sum())
+    ratio, cx, cxp, nx, nxp = _cross_fit(inv, nx, nxp, m)
     cands = []
     for x_first, order in ((True, np.argsort(-ratio, kind="stable")), (False, np.argsort(ratio, kind="stable"))):
         limit = min(m - 1, 500)

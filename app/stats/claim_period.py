@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from app.stats.claims import Claim, Line, PureDP, boundary_mle, line_mle
-from app.stats.period import DEFAULT_KAPPA
+from app.stats.period import DEFAULT_KAPPA, PeriodStatistic
 
 __all__ = [
     "ANCHOR_PERIODS",
@@ -55,14 +55,10 @@ ANCHOR_PERIODS = 4
 
 
 @dataclass(frozen=True)
-class ClaimPeriodStatistic:
-    """The per-period numbers of one check under a claim (arrays, 0-d for scalar input)."""
+class ClaimPeriodStatistic(PeriodStatistic):
+    """The per-period numbers of one check under a claim (arrays, 0-d for scalar input): those of
+    the pure-ε statistic, plus the supporting line tested and the restricted estimates on it."""
 
-    p_hat: NDArray[np.float64]
-    q_hat: NDArray[np.float64]
-    d_hat: NDArray[np.float64]
-    sigma_hat: NDArray[np.float64]
-    z: NDArray[np.float64]
     line: Line
     p_tilde: NDArray[np.float64]
     q_tilde: NDArray[np.float64]

@@ -274,6 +274,15 @@ def _lower_envelope(slopes: NDArray[np.float64], intercepts: NDArray[np.float64]
     return np.array(q_lo), np.array(q_hi), np.array(ss), np.array(dd)
 
 
+def _dp_lines(epsilon: ArrayLike, delta: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The supporting lines ``p ≤ s·q + d`` of the (ε, δ)-DP region for each pair (ε_i, δ_i):
+    ``p ≤ e^ε q + δ`` and its mirror ``1 − q ≤ e^ε (1 − p) + δ``, i.e. slope e^−ε and
+    intercept 1 − (1 − δ)e^−ε (Kairouz, Oh & Viswanath 2015). Slopes of the first kind first."""
+    c = np.exp(np.atleast_1d(np.asarray(epsilon, dtype=np.float64)))
+    d = np.broadcast_to(np.asarray(delta, dtype=np.float64), c.shape)
+    return np.concatenate([c, 1.0 / c]), np.concatenate([d, 1.0 - (1.0 - d) / c])
+
+
 @dataclass(frozen=True)
 class PureDP(_PolygonClaim):
     """ε-DP (Dwork, McSherry, Nissim & Smith 2006): ``p ≤ e^ε q`` and ``1 − q ≤ e^ε (1 − p)``."""
@@ -291,8 +300,7 @@ class PureDP(_PolygonClaim):
         return f"{self.epsilon:g}-DP"
 
     def _lines(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        c = math.exp(self.epsilon)
-        return np.array([c, 1.0 / c]), np.array([0.0, 1.0 - 1.0 / c])
+        return _dp_lines(self.epsilon, 0.0)
 
     def delta_at(self, epsilon: float) -> float:
         return 0.0 if epsilon >= self.epsilon else super().delta_at(epsilon)
@@ -318,8 +326,7 @@ class ApproxDP(_PolygonClaim):
         return f"({self.epsilon:g}, {self.delta:g})-DP"
 
     def _lines(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        c = math.exp(self.epsilon)
-        return np.array([c, 1.0 / c]), np.array([self.delta, 1.0 - (1.0 - self.delta) / c])
+        return _dp_lines(self.epsilon, self.delta)
 
     def delta_at(self, epsilon: float) -> float:
         return self.delta if epsilon >= self.epsilon else super().delta_at(epsilon)
@@ -342,9 +349,7 @@ class ZCDP(_PolygonClaim):
         return f"{self.rho:g}-zCDP"
 
     def _lines(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        eps, delta = accounting.zcdp_delta_curve(self.rho)
-        c = np.exp(eps)
-        return np.concatenate([c, 1.0 / c]), np.concatenate([delta, 1.0 - (1.0 - delta) / c])
+        return _dp_lines(*accounting.zcdp_delta_curve(self.rho))
 
     def delta_at(self, epsilon: float) -> float:
         return accounting.zcdp_delta(self.rho, epsilon)
