@@ -10,6 +10,7 @@ For k = 1 the term is T^{γ−1/2}·z_t, the naive statistic rescaled (eq. 14).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +32,14 @@ def validate_design(horizon: int, gamma: float) -> None:
         raise ValueError(f"gamma must lie in [0, 1/2), got {gamma!r}")
 
 
+@functools.lru_cache(maxsize=64)
 def lag_weights(horizon: int, gamma: float) -> NDArray[np.float64]:
-    """w_k = √T·(k/T)^γ for k = 0..T (w_0 is unused and set to +inf)."""
+    """w_k = √T·(k/T)^γ for k = 0..T (w_0 is unused and set to +inf). Cached, since a monitor's
+    period rebuilds its aggregator from the stored state with the same (T, γ); read-only."""
     k = np.arange(horizon + 1, dtype=np.float64)
     w = math.sqrt(horizon) * np.power(k / horizon, gamma, where=k > 0, out=np.full(horizon + 1, np.inf))
     w[0] = np.inf
+    w.flags.writeable = False
     return w
 
 
