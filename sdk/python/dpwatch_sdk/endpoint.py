@@ -291,11 +291,13 @@ class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class RunningServer:
-    """The endpoint on the standard library's threaded WSGI server. ``url`` is
+    """An endpoint (or any WSGI app) on the standard library's threaded WSGI server. ``url`` is
     ``http://host:port/``; use as a context manager or call ``stop()``."""
 
-    def __init__(self, endpoint: Endpoint, host: str, port: int, *, background: bool = True) -> None:
-        self._server = make_server(host, port, endpoint.wsgi, server_class=_ThreadingServer,
+    def __init__(self, app: Endpoint | Callable[..., typing.Any], host: str = "127.0.0.1", port: int = 0, *,
+                 background: bool = True) -> None:
+        wsgi = app.wsgi if isinstance(app, Endpoint) else app
+        self._server = make_server(host, port, wsgi, server_class=_ThreadingServer,
                                    handler_class=_QuietHandler)
         self.host, self.port = host, self._server.server_address[1]
         shown = f"[{host}]" if ":" in host else host

@@ -1,0 +1,57 @@
+"""assert_dp: the test passes on a correct mechanism, fails with dpwatch's report on a broken one,
+and says clearly what is wrong when it cannot run."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from dpwatch_sdk import Claim
+from dpwatch_sdk.adapters import from_function
+from dpwatch_sdk.testing import Auditor, DPViolation, DpwatchError, assert_dp, configure
+
+PAIRS = [([0, 0, 0], [0, 0, 1])]
+
+
+def laplace(database, n, rng):
+    return float(sum(database)) + rng.laplace(0.0, 1.0, n)
+
+
+def half_noise(database, n, rng):
+    return float(sum(database)) + rng.laplace(0.0, 0.5, n)
+
+
+def test_correct_passes_and_half_noise_fails_with_the_report(auditor, tmp_path):
+    result = auditor.assert_dp(laplace, epsilon=1.0, pairs=PAIRS)
+    assert not result.violated and "not refuted" in result.report and "whsec_…" in result.command
+    with pytest.raises(DPViolation) as caught:
+        auditor.assert_dp(half_noise, epsilon=1.0, pairs=PAIRS, junit_xml=tmp_path / "r.xml")
+    message = str(caught.value)
+    assert "refuted the claim 1-DP of half_noise" in message and "REFUTED" in message and "held out" in message
+    assert ET.parse(tmp_path / "r.xml").getroot().get("failures") == "1"
+
+
+def test_the_module_level_assert_dp_and_an_adapter_claim(auditor):
+    configure(auditor.argv)
+    mechanism = from_function(half_noise, epsilon=1.0)
+    with pytest.raises(DPViolation):
+        assert_dp(mechanism, pairs=PAIRS)  # the claim comes from the mechanism
+    # A zCDP claim goes through --rho: Laplace(b = 1) on Δ = 1 is 1-DP, hence ½-zCDP (Bun & Steinke
+    # 2016, Prop. 1.4); a claim of ρ = 0.5 is then true.
+    assert not assert_dp(laplace, rho=0.5, pairs=PAIRS).violated
+
+
+def test_what_cannot_run_is_a_clear_error(auditor, tmp_path):
+    with pytest.raises(ValueError, match="give the claim"):
+        auditor.assert_dp(laplace, pairs=PAIRS)
+    with pytest.raises(ValueError, match="pairs= .* or domain="):
+        auditor.assert_dp(laplace, epsilon=1.0)
+    with pytest.raises(DpwatchError, match="exit code 2"):
+        auditor.assert_dp(laplace, epsilon=1.0, pairs=PAIRS, extra_args=["--no-such-option"])
+    with pytest.raises(DpwatchError, match="cannot run dpwatch"):
+        Auditor(str(tmp_path / "nowhere" / "dpwatch")).assert_dp(laplace, epsilon=1.0, pairs=PAIRS)
+    if not auditor.has_search():
+        with pytest.raises(DpwatchError, match="needs `dpwatch search`"):
+            auditor.assert_dp(laplace, epsilon=1.0, domain={"records": {"type": "real", "low": 0, "high": 1}})
+    assert Claim.of(1.0, 1e-6).cli_args() == ["--epsilon", "1.0", "--delta", "1e-06"]
