@@ -23,23 +23,15 @@ def half_noise(database, n, rng):
 
 
 def test_correct_passes_and_half_noise_fails_with_the_report(auditor, tmp_path):
-    result = auditor.assert_dp(laplace, epsilon=1.0, pairs=PAIRS)
+    configure(auditor.argv)  # what the pytest plugin's --dpwatch-command does
+    result = assert_dp(laplace, epsilon=1.0, pairs=PAIRS)
     assert not result.violated and "not refuted" in result.report and "whsec_…" in result.command
+    mechanism = from_function(half_noise, epsilon=1.0)  # the claim travels with the mechanism
     with pytest.raises(DPViolation) as caught:
-        auditor.assert_dp(half_noise, epsilon=1.0, pairs=PAIRS, junit_xml=tmp_path / "r.xml")
+        assert_dp(mechanism, pairs=PAIRS, junit_xml=tmp_path / "r.xml")
     message = str(caught.value)
     assert "refuted the claim 1-DP of half_noise" in message and "REFUTED" in message and "held out" in message
     assert ET.parse(tmp_path / "r.xml").getroot().get("failures") == "1"
-
-
-def test_the_module_level_assert_dp_and_an_adapter_claim(auditor):
-    configure(auditor.argv)
-    mechanism = from_function(half_noise, epsilon=1.0)
-    with pytest.raises(DPViolation):
-        assert_dp(mechanism, pairs=PAIRS)  # the claim comes from the mechanism
-    # A zCDP claim goes through --rho: Laplace(b = 1) on Δ = 1 is 1-DP, hence ½-zCDP (Bun & Steinke
-    # 2016, Prop. 1.4); a claim of ρ = 0.5 is then true.
-    assert not assert_dp(laplace, rho=0.5, pairs=PAIRS).violated
 
 
 def test_what_cannot_run_is_a_clear_error(auditor, tmp_path):
