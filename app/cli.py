@@ -470,6 +470,38 @@ def audit(
         raise typer.Exit(code=1)
 
 
+@app.command("apply")
+def apply_manifest(
+    file: Annotated[Path, typer.Option("--file", "-f", help="The manifest (YAML): mechanisms, monitors, webhooks.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Also destroy what the file does not list.")] = False,
+    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
+) -> None:
+    """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
+    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent.
+
+    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage.
+    """
+    from app.manifest.apply import run_apply
+
+    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune, echo=typer.echo,
+                               err=_err))
+
+
+@app.command("export")
+def export_manifest(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")] = None,
+    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An API key (read is enough).")] = None,
+) -> None:
+    """Write the tenant's current mechanisms, monitors and webhooks as a manifest for `dpwatch apply`
+    (secrets are never exported)."""
+    from app.manifest.apply import run_export
+
+    raise typer.Exit(run_export(output, url=url, api_key=api_key, echo=typer.echo, err=_err))
+
+
 @app.command("receive-webhooks")
 def receive_webhooks(
     secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],
