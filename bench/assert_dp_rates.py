@@ -51,9 +51,11 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def study(runs: int, auditor: Auditor, alpha: float, budget: int, workers: int,
-          progress: Any = None) -> dict[str, dict[str, Any]]:
+          progress: Any = None, only: str | None = None) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for name, f in MECHANISMS.items():
+        if only is not None and f.__name__ != only:
+            continue
         def one(i: int, f: Any = f) -> tuple[bool, float]:
             r = auditor.run(f, epsilon=EPSILON, pairs=PAIRS, alpha=alpha, budget=budget, output="real")
             return r.violated, r.seconds
@@ -89,10 +91,12 @@ def main() -> None:
     parser.add_argument("--dpwatch", default=str(Path(sys.executable).parent / "dpwatch"),
                         help="the dpwatch command (default: this venv's)")
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
+    parser.add_argument("--only", choices=[f.__name__ for f in MECHANISMS.values()], default=None,
+                        help="run one of the two mechanisms (to run them side by side)")
     args = parser.parse_args()
     started = time.monotonic()
     results = study(args.runs, Auditor(args.dpwatch), args.alpha, args.budget, args.workers,
-                    progress=lambda m: print(m, file=sys.stderr, flush=True))
+                    progress=lambda m: print(m, file=sys.stderr, flush=True), only=args.only)
     print(table(results, args.alpha))
     print(f"total {time.monotonic() - started:.0f} s")
     if args.out:

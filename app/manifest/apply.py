@@ -126,47 +126,48 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                 client.monitors.delete(change.current["id"])  # type: ignore[index]
 
 
+def _guarded(work: Callable[[], int], err: Echo) -> int:
+    """Run a command's work: a bad file or usage is exit code 2, a refusal of the service 1."""
+    from dpwatch_sdk.errors import ApiError
+
+    try:
+        return work()
+    except ManifestError as exc:
+        err(f"error: {exc}")
+        return 2
+    except ApiError as exc:
+        err(f"error: the service refused: {exc}")
+        return 1
+
+
 def run_apply(path: Path, *, url: str | None, api_key: str | None, dry_run: bool = False, prune: bool = False,
               echo: Echo = print, err: Echo = print) -> int:
     """Exit code: 0 done (or nothing to do), 1 when the API refused a step, 2 for a bad file or
     usage."""
     from dpwatch_sdk.errors import ApiError
 
-    try:
+    def work() -> int:
         manifest = load_manifest(path)
-        client = _client(url, api_key)
-    except ManifestError as exc:
-        err(f"error: {exc}")
-        return 2
-    with client:
-        try:
+        with _client(url, api_key) as client:
             mechanisms, monitors, webhooks = _current(client)
-            mechanism_ids = {m["name"]: m["id"] for m in mechanisms}
             plan = make_plan(manifest, mechanisms, monitors, webhooks, prune=prune)
-        except ManifestError as exc:
-            err(f"error: {exc}")
-            return 2
-        except ApiError as exc:
-            err(f"error: the service refused to list the current configuration: {exc}")
-            return 1
-        echo(plan.render())
-        if dry_run:
-            echo("Dry run: nothing was changed.")
-            return 0
-        if plan.empty:
-            echo("Nothing to do.")
-            return 0
-        try:
-            _execute(client, plan, mechanism_ids, echo, err)
-        except ManifestError as exc:
-            err(f"error: {exc}")
-            return 2
-        except ApiError as exc:
-            err(f"error: the service refused the step above: {exc}\nThe steps before it are done; fix the file "
-                "and apply again to finish.")
-            return 1
-    echo("Applied.")
-    return 0
+            echo(plan.render())
+            if dry_run:
+                echo("Dry run: nothing was changed.")
+                return 0
+            if plan.empty:
+                echo("Nothing to do.")
+                return 0
+            try:
+                _execute(client, plan, {m["name"]: m["id"] for m in mechanisms}, echo, err)
+            except ApiError as exc:
+                err(f"error: the service refused the step above: {exc}\nThe steps before it are done; fix the "
+                    "file and apply again to finish.")
+                return 1
+        echo("Applied.")
+        return 0
+
+    return _guarded(work, err)
 
 
 def export_manifest(client: Any) -> dict[str, Any]:
@@ -181,24 +182,16 @@ def export_manifest(client: Any) -> dict[str, Any]:
 
 def run_export(output: Path | None, *, url: str | None, api_key: str | None, echo: Echo = print,
                err: Echo = print) -> int:
-    from dpwatch_sdk.errors import ApiError
-
-    try:
-        client = _client(url, api_key)
-    except ManifestError as exc:
-        err(f"error: {exc}")
-        return 2
-    with client:
-        try:
+    def work() -> int:
+        with _client(url, api_key) as client:
             data = export_manifest(client)
-        except ApiError as exc:
-            err(f"error: {exc}")
-            return 1
-    text = HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
-    if output is None:
-        echo(text.rstrip("\n"))
-    else:
-        output.write_text(text)
-        err(f"wrote {output}: {len(data['mechanisms'])} mechanisms, {len(data['monitors'])} monitors, "
-            f"{len(data['webhooks'])} webhooks (secrets are not exported: add secret_env to the mechanisms)")
-    return 0
+        text = HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+        if output is None:
+            echo(text.rstrip("\n"))
+        else:
+            output.write_text(text)
+            err(f"wrote {output}: {len(data['mechanisms'])} mechanisms, {len(data['monitors'])} monitors, "
+                f"{len(data['webhooks'])} webhooks (secrets are not exported: add secret_env to the mechanisms)")
+        return 0
+
+    return _guarded(work, err)

@@ -9,8 +9,8 @@ Nothing here imports the dpwatch service; the package's only dependencies are ``
 ``standardwebhooks`` (numpy is optional).
 """
 
-from .endpoint import Endpoint, RunningServer
-from .mechanism import Claim, Mechanism, one_at_a_time
+from .endpoint import Endpoint, Mechanism, RunningServer
+from .mechanism import Claim, one_at_a_time
 from .protocol import Output, generate_secret
 
 __version__ = "0.1.0"

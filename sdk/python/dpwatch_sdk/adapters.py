@@ -17,7 +17,8 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 
-from .mechanism import Claim, Mechanism, one_at_a_time
+from .endpoint import Mechanism
+from .mechanism import Claim, one_at_a_time
 from .protocol import Output
 
 __all__ = ["from_diffprivlib", "from_function", "from_opendp", "opendp_claim"]

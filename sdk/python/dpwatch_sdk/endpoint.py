@@ -22,9 +22,10 @@ import socketserver
 import threading
 import typing
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from .mechanism import Mechanism, RngFactory, takes_period
+from .mechanism import Claim, RngFactory, Sampler, takes_period
 from .protocol import (
     BadRequest,
     Output,
@@ -36,7 +37,7 @@ from .protocol import (
     parse_request,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_N", "Endpoint", "RunningServer"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_N", "Endpoint", "Mechanism", "RunningServer"]
 
 log = logging.getLogger("dpwatch_sdk.endpoint")
 
@@ -44,6 +45,62 @@ DEFAULT_MAX_N = 1_000_000
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+@dataclass
+class Mechanism:
+    """A sampler with its output and, when known, the claim it makes.
+
+    ``sample(database, n, rng)`` returns ``n`` independent outputs (a list or a numpy array; it may
+    also take ``period=``). Adapters (``dpwatch_sdk.adapters``) build these from real libraries and
+    fill ``claim`` from the library's own accounting.
+    """
+
+    sample: Sampler
+    output: Output = field(default_factory=Output)
+    claim: Claim | None = None
+    name: str | None = None
+    details: dict[str, typing.Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not callable(self.sample):
+            raise TypeError("sample must be callable: f(database, n, rng)")
+        self.output = Output.of(self.output)
+        if self.name is None:
+            self.name = getattr(self.sample, "__name__", None) or "mechanism"
+
+    # Serving: the endpoint, as an ASGI app, a WSGI app or a server of its own.
+    def endpoint(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> "Endpoint":
+        return Endpoint(self, secret=secret, **options)
+
+    def asgi(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> typing.Any:
+        """An ASGI app (FastAPI/Starlette: ``app.mount("/dp", mechanism.asgi(secret=...))``)."""
+        return self.endpoint(secret=secret, **options).asgi
+
+    def wsgi(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> typing.Any:
+        """A WSGI app (Flask, Django; or ``endpoint.wsgi_middleware`` to add it under a path)."""
+        return self.endpoint(secret=secret, **options).wsgi
+
+    def serve(self, *, secret: str | typing.Sequence[str] | None, host: str = "127.0.0.1", port: int = 8080,
+              **options: typing.Any) -> None:
+        """Serve the endpoint until interrupted (a threaded HTTP server from the standard library)."""
+        self.endpoint(secret=secret, **options).serve(host=host, port=port)
+
+    def registration(self, sampling_url: str, *, name: str | None = None, secret: str | None = None,
+                     **fields: typing.Any) -> dict[str, typing.Any]:
+        """The body of ``POST /v1/mechanisms`` for this mechanism served at ``sampling_url``."""
+        body: dict[str, typing.Any] = {"name": name or self.name, "sampling_url": sampling_url,
+                                       "output_kind": self.output.output_kind, "output_shape": self.output.shape()}
+        if self.output.kind == "vector":
+            if self.output.length is None:
+                raise ValueError("registering a vector mechanism needs its length: Output('vector', length=d)")
+            body["dim"] = self.output.length
+        if self.output.kind == "list":
+            raise ValueError("a list output needs its max_length to be registered; pass output_shape and dim")
+        if secret is not None:
+            body["secret"] = secret
+        body.update(fields)
+        return body
 
 
 def _json_error(status: int, detail: typing.Any) -> Answer:

@@ -1,4 +1,6 @@
-"""A mechanism as the SDK sees it: a sampler, what one output is, and the privacy claim it makes.
+"""What the SDK knows of a mechanism besides serving it: the privacy claim it makes, and its
+sampler's generators. (The :class:`~dpwatch_sdk.Mechanism` itself, a sampler with its output and
+claim, is in ``endpoint.py``, beside what serves it.)
 
 A sampler is ``f(database, n, rng)`` returning ``n`` independent outputs on ``database``;
 :func:`one_at_a_time` turns a sampler that draws a single output (most DP libraries) into one.
@@ -13,11 +15,9 @@ import random
 import threading
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .protocol import Output
-
-__all__ = ["Claim", "Mechanism", "RngFactory", "one_at_a_time"]
+__all__ = ["Claim", "RngFactory", "one_at_a_time", "takes_period"]
 
 Sampler = Callable[..., typing.Any]
 
@@ -137,63 +137,3 @@ def one_at_a_time(draw: Callable[..., typing.Any], prepare: Callable[[typing.Any
     return sample
 
 
-@dataclass
-class Mechanism:
-    """A sampler with its output and, when known, the claim it makes.
-
-    ``sample(database, n, rng)`` returns ``n`` independent outputs (a list or a numpy array; it may
-    also take ``period=``). Adapters (``dpwatch_sdk.adapters``) build these from real libraries and
-    fill ``claim`` from the library's own accounting.
-    """
-
-    sample: Sampler
-    output: Output = field(default_factory=Output)
-    claim: Claim | None = None
-    name: str | None = None
-    details: dict[str, typing.Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not callable(self.sample):
-            raise TypeError("sample must be callable: f(database, n, rng)")
-        self.output = Output.of(self.output)
-        if self.name is None:
-            self.name = getattr(self.sample, "__name__", None) or "mechanism"
-
-    # Serving: the endpoint, as an ASGI app, a WSGI app or a server of its own.
-    def endpoint(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> "Endpoint":
-        from .endpoint import Endpoint
-
-        return Endpoint(self, secret=secret, **options)
-
-    def asgi(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> typing.Any:
-        """An ASGI app (FastAPI/Starlette: ``app.mount("/dp", mechanism.asgi(secret=...))``)."""
-        return self.endpoint(secret=secret, **options).asgi
-
-    def wsgi(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> typing.Any:
-        """A WSGI app (Flask, Django; or ``endpoint.wsgi_middleware`` to add it under a path)."""
-        return self.endpoint(secret=secret, **options).wsgi
-
-    def serve(self, *, secret: str | typing.Sequence[str] | None, host: str = "127.0.0.1", port: int = 8080,
-              **options: typing.Any) -> None:
-        """Serve the endpoint until interrupted (a threaded HTTP server from the standard library)."""
-        self.endpoint(secret=secret, **options).serve(host=host, port=port)
-
-    def registration(self, sampling_url: str, *, name: str | None = None, secret: str | None = None,
-                     **fields: typing.Any) -> dict[str, typing.Any]:
-        """The body of ``POST /v1/mechanisms`` for this mechanism served at ``sampling_url``."""
-        body: dict[str, typing.Any] = {"name": name or self.name, "sampling_url": sampling_url,
-                                       "output_kind": self.output.output_kind, "output_shape": self.output.shape()}
-        if self.output.kind == "vector":
-            if self.output.length is None:
-                raise ValueError("registering a vector mechanism needs its length: Output('vector', length=d)")
-            body["dim"] = self.output.length
-        if self.output.kind == "list":
-            raise ValueError("a list output needs its max_length to be registered; pass output_shape and dim")
-        if secret is not None:
-            body["secret"] = secret
-        body.update(fields)
-        return body
-
-
-if typing.TYPE_CHECKING:
-    from .endpoint import Endpoint

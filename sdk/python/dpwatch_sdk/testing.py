@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .endpoint import Endpoint
-from .mechanism import Claim, Mechanism
+from .endpoint import Endpoint, Mechanism
+from .mechanism import Claim
 from .protocol import Output, generate_secret
 
 __all__ = ["Auditor", "DPViolation", "DpTestResult", "DpwatchError", "assert_dp", "configure", "default_auditor"]
