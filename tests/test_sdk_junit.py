@@ -71,3 +71,28 @@ def test_report_escapes_and_strips_what_xml_cannot_hold():
     case = root.find("testsuite/testcase")
     assert case.get("name") == "a <b> & \ufffdc" and case.find("failure").text == "report\ufffd"
     assert shown_url("https://u:p@h.example:8443/x?k=s#f") == "https://h.example:8443/x"
+
+
+def test_the_ci_workflow_example_uses_real_options():
+    """docs/ci/dp-tests.yml: valid YAML, and every option it gives dpwatch or the pytest plugin exists."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    workflow = yaml.safe_load((root / "docs" / "ci" / "dp-tests.yml").read_text())
+    runs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
+    script = "\n".join(runs).replace("\\\n", " ")
+    checked = 0
+    for command in ("audit", "apply"):
+        for line in script.splitlines():
+            if f" {command} " not in line or "dpwatch" not in line.lower():
+                continue
+            help_text = CliRunner().invoke(app, [command, "--help"], terminal_width=200).stdout
+            for flag in {t for t in line.split() if t.startswith("--")}:
+                assert flag in help_text, f"dpwatch {command} has no {flag}"
+                checked += 1
+    plugin = (root / "sdk" / "python" / "dpwatch_sdk" / "pytest_plugin.py").read_text()
+    for flag in ("--dpwatch-command", "--dpwatch-junit-dir"):
+        assert flag in script and f'"{flag}"' in plugin
+    assert checked >= 8
