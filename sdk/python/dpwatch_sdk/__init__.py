@@ -13,6 +13,11 @@ from .endpoint import Endpoint, Mechanism, RunningServer
 from .mechanism import Claim, one_at_a_time
 from .protocol import Output, generate_secret
 
+import typing
+
+if typing.TYPE_CHECKING:  # loaded lazily below, so that serving an endpoint never imports the client
+    from .client import AsyncClient, Client
+
 __version__ = "0.1.0"
 
 __all__ = [

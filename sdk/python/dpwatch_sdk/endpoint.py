@@ -95,8 +95,9 @@ class Mechanism:
             if self.output.length is None:
                 raise ValueError("registering a vector mechanism needs its length: Output('vector', length=d)")
             body["dim"] = self.output.length
-        if self.output.kind == "list":
-            raise ValueError("a list output needs its max_length to be registered; pass output_shape and dim")
+        if self.output.kind == "list" and "dim" not in fields:
+            raise ValueError("a list output is registered with its longest length: pass dim=L and "
+                             "output_shape={'container': 'list', 'max_length': L, …}")
         if secret is not None:
             body["secret"] = secret
         body.update(fields)

@@ -47,3 +47,25 @@ def test_what_cannot_run_is_a_clear_error(auditor, tmp_path):
         with pytest.raises(DpwatchError, match="needs `dpwatch search`"):
             auditor.assert_dp(laplace, epsilon=1.0, domain={"records": {"type": "real", "low": 0, "high": 1}})
     assert Claim.of(1.0, 1e-6).cli_args() == ["--epsilon", "1.0", "--delta", "1e-06"]
+
+
+def test_domain_runs_dpwatch_search_when_the_installation_has_it(tmp_path):
+    """A stand-in dpwatch that has `search`: assert_dp(domain=…) calls it with the domain file, the
+    claim, the secret and the output kind, and reads its exit code (1: a certified violation)."""
+    fake = tmp_path / "dpwatch"
+    fake.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = search ] && [ \"$3\" = --help ] || [ \"$2\" = --help ]; then exit 0; fi\n"
+                    "echo \"called: $*\"; domain=$(sed -n 1p \"$4\"); echo \"domain: $domain\"\n"
+                    "exit ${FAKE_EXIT:-1}\n")
+    fake.chmod(0o755)
+    auditor = Auditor(str(fake))
+    assert auditor.has_search()
+    domain = {"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 0, "max": 10}}
+    with pytest.raises(DPViolation) as caught:
+        auditor.assert_dp(laplace, epsilon=1.0, domain=domain)
+    report = caught.value.result.report
+    assert "called: search http://127.0.0.1:" in report and "--domain" in report and "--epsilon 1.0" in report
+    assert "--output-kind real" in report and '"records"' in report
+    assert "found a certified violation of the claim 1-DP" in str(caught.value)
+    ok = Auditor(str(fake), env={"FAKE_EXIT": "0"}).assert_dp(laplace, epsilon=1.0, domain=domain)
+    assert not ok.violated
