@@ -230,7 +230,9 @@ async def refine_pair(draws: SearchDraws, domain: InputDomain, pair: CandidatePa
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(template.initial(), skip_if_exists=True)
     dists = template.distributions()
-    prop = replace(proposal, target=None)  # DP-Finder's objective: the (conservative) estimate of ε
+    # DP-Finder's objective: the (conservative) estimate of ε; no classifier per trial (it costs a
+    # fit per proposed pair, and screening already tried it on the pairs that reached its last rungs)
+    prop = replace(proposal, target=None, learned=False)
     started, spent0 = time.perf_counter(), draws.used["refinement"]
     best: tuple[float, CandidatePair] | None = None
     start_value = None

@@ -223,15 +223,25 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     finalists = [f for f in finalists if not draws.failed(f.x) and not draws.failed(f.x_prime)]
     cert_budget = max(0, s.budget - draws.total)
     result = None
+    cert_error: dict[str, Any] | None = None
     t0 = time.monotonic()
     stopped = "budget"
     if finalists and cert_budget >= 4 * 100 * len(finalists):
         n_dbs = len({k for f in finalists for k in f.key.split("|")})
         engine_settings = certification_settings(cert_budget, n_dbs, s.alpha, seed=s.seed)
         await report(f"certifying {len(finalists)} finalist(s) on fresh samples", force=True)
-        result = await certify(draws, finalists, shape, claim, settings=engine_settings,
-                               progress=lambda m: report(m), deadline=deadline)
-        stopped = "certified" if result.refuted else ("time limit" if result.stopped == "time limit" else "budget")
+        try:
+            result = await certify(draws, finalists, shape, claim, settings=engine_settings,
+                                   progress=lambda m: report(m), deadline=deadline)
+        except (SearchCancelled, EndpointUnusable):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the endpoint failed on a finalist it answered before
+            from app.search.draws import failure_of
+
+            cert_error = failure_of(exc)
+            stopped = f"certification failed ({cert_error['reason']}): nothing certified"
+        else:
+            stopped = "certified" if result.refuted else ("time limit" if result.stopped == "time limit" else "budget")
     elif not finalists:
         stopped = "no pair could be sampled"
     else:
@@ -246,7 +256,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     certified = bool(result is not None and result.refuted)
     finding = findings[0] if findings and certified else None
     failing = list(draws.failures.values())
-    cert_summary: dict[str, Any] = {"finalists": [f.to_dict() for f in finalists]}
+    cert_summary: dict[str, Any] = {"finalists": [f.to_dict() for f in finalists], "error": cert_error}
     if result is not None:
         cert_summary.update({
             "lower_bound": result.lower_bound, "epsilon_hat": result.epsilon_hat, "rounds": result.rounds,
