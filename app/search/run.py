@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.search.certify import certification_settings, certify, findings_from
@@ -32,13 +32,17 @@ from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
 from app.search.refine import RefineSettings, refine_pair
-from app.search.screening import ScreeningSettings, successive_halving
+from app.search.screening import ScreeningSettings, pair_score, successive_halving
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
 from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
            "SearchSettings", "run_search"]
+
+#: The probe's level, as a fraction of α: a pair whose best event refutes the claim on the probe's
+#: own outputs at α·FLAGRANT_LEVEL is a flagrant violation (run_search's ``flagrant``).
+FLAGRANT_LEVEL = 1e-5
 
 DEFAULT_SEARCH_BUDGET = 8_000_000
 """Outputs drawn in all by default: screening ~2.8 M, refinement ~1.2 M, certification ~4 M."""
@@ -60,6 +64,7 @@ class SearchSettings:
     refine_trials: int = 24
     refine_samples: int = 4_000
     refine: bool = True
+    probe: int = 200  # outputs per database of the probe rung (0: none; see screening.py)
     concurrency: int = 4
 
     def __post_init__(self) -> None:
@@ -186,14 +191,36 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
     search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
 
+    def flagrant(x: Any, y: Any) -> bool:
+        """Whether the best probed pair's best event refutes the claim on the probe's own outputs at
+        level α·10⁻⁵ (Clopper–Pearson, app.stats.heldout): so small a level that the choice among a
+        few thousand events and pairs rarely passes it by luck. This only ends the search early (a
+        flagrant violation, which searching further would only delay); it certifies nothing, since
+        certification draws its own samples."""
+        import numpy as np
+
+        from app.stats.events import event_contains
+        from app.stats.heldout import Counts, test_claim
+        from app.stats.shapes import n_outputs
+
+        _, cand = pair_score(x, y, shape, replace(proposal, n_test=n_outputs(x), learned=False))
+        if cand is None:
+            return False
+        a = int(np.count_nonzero(event_contains(cand.event, x)))
+        b = int(np.count_nonzero(event_contains(cand.event, y)))
+        counts = Counts(a, n_outputs(x), b, n_outputs(y)) if cand.x_first else Counts(b, n_outputs(y), a, n_outputs(x))
+        return test_claim(claim, counts, s.alpha * FLAGRANT_LEVEL).refutes
+
     # 2. screening ----------------------------------------------------------------------------
     phase["name"] = "screening"
     await report(f"screening {len(candidates)} candidate pairs", force=True)
     screen_budget = int(s.budget * s.screening_share)
     screening = await successive_halving(
         draws, candidates, shape, proposal,
-        ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs)),
-        budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True))
+        ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
+                          probe=s.probe),
+        budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
+        flagrant=flagrant if s.probe else None)
     seconds["screening"] = screening.seconds
     ranked = screening.ranked
     draws.forget(set())
@@ -202,7 +229,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     refined: list[dict[str, Any]] = []
     finalists: list[CandidatePair] = [e.pair for e in ranked[: s.finalists]]
     t0 = time.monotonic()
-    if s.refine and ranked and s.refine_share > 0:
+    if s.refine and ranked and s.refine_share > 0 and screening.stopped != "flagrant":
         phase["name"] = "refinement"
         per_pair = int(s.budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
         for e in ranked[: s.refine_pairs]:

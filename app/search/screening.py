@@ -40,10 +40,15 @@ class ScreeningSettings:
     max_per_database: int = 64_000
     #: learned events (a classifier per pair) once at most this many pairs remain
     learned_below: int = 8
+    #: a probe rung of this many outputs per database before the halving (0: none); it eliminates
+    #: nothing, and when a pair's violation is already flagrant there, screening stops at once
+    probe: int = 200
 
     def __post_init__(self) -> None:
         if self.first_rung < 100 or self.eta < 2 or self.survivors < 1:
             raise ValueError("first_rung >= 100, eta >= 2 and survivors >= 1")
+        if self.probe and not 50 <= self.probe < self.first_rung:
+            raise ValueError("probe must be 0 or in [50, first_rung)")
 
 
 @dataclass
@@ -81,13 +86,19 @@ class Screening:
 async def successive_halving(draws: SearchDraws, pairs: list[CandidatePair], shape: OutputShape,
                              proposal: ProposalSettings, settings: ScreeningSettings, *, budget: int,
                              deadline: float | None = None,
-                             progress: Callable[[str], Any] | None = None) -> Screening:
-    """Rank ``pairs`` by successive halving within ``budget`` outputs (module docstring)."""
+                             progress: Callable[[str], Any] | None = None,
+                             flagrant: Callable[[Any, Any], bool] | None = None) -> Screening:
+    """Rank ``pairs`` by successive halving within ``budget`` outputs (module docstring).
+
+    ``flagrant(x_outputs, x'_outputs)`` (optional) is asked about the best pair after the probe
+    rung: when it says yes, screening stops there (``stopped: "flagrant"``), so that a violation
+    that shows on a few hundred outputs is certified without spending the screening budget."""
     started = time.perf_counter()
     entries = [ScreenedPair(p) for p in pairs]
     alive = list(entries)
     rungs: list[dict[str, Any]] = []
-    n = settings.first_rung
+    probing = bool(settings.probe) and flagrant is not None
+    n = settings.probe if probing else settings.first_rung
     spent0 = draws.used["screening"]
     stopped = "survivors"
     r = 0
@@ -135,6 +146,16 @@ async def successive_halving(draws: SearchDraws, pairs: list[CandidatePair], sha
             out = progress(f"screening rung {r}: {len(alive)} pairs at {n:,} outputs per database")
             if asyncio.iscoroutine(out):
                 await out
+        if probing:
+            probing = False
+            x, y = draws.store[database_key(best.pair.x)], draws.store[database_key(best.pair.x_prime)]
+            if math.isfinite(best.score) and await asyncio.to_thread(flagrant, x, y):
+                stopped = "flagrant"
+                rungs[-1]["flagrant"] = True
+                break
+            n = settings.first_rung
+            r += 1
+            continue
         if len(alive) <= settings.survivors:
             break
         alive = alive[: max(settings.survivors, math.ceil(len(alive) / settings.eta))]
