@@ -70,7 +70,15 @@ class PairTemplate:
     build_fn: Callable[[dict[str, Any]], tuple[list[Any], list[Any]]] = field(repr=False)
 
     def initial(self) -> dict[str, Any]:
-        return {p.name: p.initial for p in self.parameters}
+        """The screened pair's coordinates, brought inside their boxes (an extreme record such as
+        ±1.8·10³⁰⁸ starts at the box's edge, ±10³⁰⁰)."""
+        out = {}
+        for p in self.parameters:
+            v = p.initial
+            if p.kind in ("float", "int"):
+                v = min(max(v, p.low), p.high)
+            out[p.name] = v
+        return out
 
     def build(self, values: dict[str, Any]) -> CandidatePair | None:
         try:
