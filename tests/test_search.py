@@ -150,10 +150,11 @@ def _search(url, slug, *extra):
                                     "--domain", json.dumps(entry.domain), "--candidates", "40", *claim, *extra])
 
 
-def test_search_finds_and_certifies_input_dependent_bugs_over_http():
+def test_search_finds_and_certifies_input_dependent_bugs_over_http(tmp_path):
+    body = tmp_path / "monitor.json"
     with _server(["clamp-forgotten", "empty-returns-zero"]) as base:
         clamp = _search(f"{base}/clamp-forgotten", "clamp-forgotten", "--output-kind", "real", "--budget", "300000",
-                        "--json", "--no-progress")
+                        "--json", "--no-progress", "--monitor-body", str(body), "--mechanism-id", "m-1")
         empty = _search(f"{base}/empty-returns-zero", "empty-returns-zero", "--budget", "300000", "--progress")
         picky = _search(f"{base}/picky", "clamp-correct", "--output-kind", "real", "--budget", "200000",
                         "--no-progress", "--json")
@@ -162,6 +163,13 @@ def test_search_finds_and_certifies_input_dependent_bugs_over_http():
     f = r["finding"]
     assert r["certified"] and f["lower_bound"] > 1 and f["held_out"]["refutes"]
     assert D(r["domain"]).relation(f["x"], f["x_prime"]) == f["relation"] == "add_remove"
+    # one call to watch it: a POST /v1/monitors body with the pair, the event and the claim
+    monitor = json.loads(body.read_text())
+    assert monitor["mechanism_id"] == "m-1" and monitor["claim"] == {"epsilon": 1.0}
+    assert monitor["checks"] == [{"x": f["x"], "x_prime": f["x_prime"], "event": f["event"]}]
+    from app.monitors.schemas import MonitorCreate
+
+    MonitorCreate.model_validate({**monitor, "mechanism_id": "4f1c2b7e-9a0d-4c3b-8e6f-2d1a0b9c8e7f"})
     assert r["samples"]["total"] <= 300_000 and r["samples"]["certification"] > 0 and r["seconds"]["total"] > 0
     assert r["candidates"]["generated"] == 40 and r["candidates"]["by_source"]["edge"] > 0
     # inputs the endpoint refuses (a 500) do not stop the search; they are listed as findings
