@@ -502,6 +502,52 @@ def export_manifest(
     raise typer.Exit(run_export(output, url=url, api_key=api_key, echo=typer.echo, err=_err))
 
 
+@app.command()
+def search(
+    sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
+    domain: Annotated[Optional[str], typer.Option(help="The input domain the claim covers: a JSON file or inline JSON (docs/search.md §1).")] = None,
+    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε.")] = None,
+    delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
+    mu: Annotated[Optional[float], typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
+    output_kind: Annotated[Optional[str], typer.Option(help="real | discrete | vector (with --dim).")] = None,
+    dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
+    shape: Annotated[Optional[str], typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
+    budget: Annotated[int, typer.Option(help="Outputs drawn in all, every phase and database.")] = 8_000_000,
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search; half for searching, the rest for certifying.")] = None,
+    alpha: Annotated[float, typer.Option(help="Level of the certification (false certifications at most α).")] = 0.05,
+    candidates: Annotated[int, typer.Option(help="Candidate pairs the generators propose at most.")] = 300,
+    seed: int = 0,
+    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
+    max_batch: int = 10_000,
+    binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
+    allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
+    monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
+    mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
+) -> None:
+    """Search the input domain for a pair of neighbouring databases and an event that break the claim
+    (docs/search.md): candidates from StatDP's patterns, Halton databases and edge cases, screened by
+    successive halving, refined by Optuna, certified on fresh samples with the audit engine.
+
+    Exits 1 when a violation is certified, 0 when none is found within the budget (which does not mean
+    that the claim holds), 2 on usage errors.
+    """
+    from app.observability import configure_logging
+    from app.search.cli import run_command
+
+    configure_logging("WARNING", "console")
+    networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
+    code = run_command(url=sampling_url, domain=domain, epsilon=epsilon, delta=delta, mu=mu, rho=rho,
+                       output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
+                       alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
+                       allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
+                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err)
+    if code:
+        raise typer.Exit(code=code)
+
+
 @app.command("receive-webhooks")
 def receive_webhooks(
     secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],

@@ -163,6 +163,8 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("POST", mechanism + "/validate"),
         ("POST", mechanism + "/discover"),
         ("POST", mechanism + "/audits"),
+        ("POST", mechanism + "/searches"),
+        ("POST", monitor + "/checks/from-search"),
         ("GET", "/v1/jobs"),
         ("GET", "/v1/jobs/{job_id}"),
         ("POST", "/v1/jobs/{job_id}/cancel"),

@@ -43,7 +43,7 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 40  # 34, then the keys routes (4) and the two rotate-secret routes
+    assert len(operations) == 42  # 34, the keys routes (4), the two rotate-secret routes and the two search routes
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -112,6 +112,8 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         ("POST", "/v1/alarms/{alarm_id}/acknowledge"): {"note": "not yours"},
         ("POST", "/v1/mechanisms/{mechanism_id}/discover"): {"pattern": "table1"},
         ("POST", "/v1/mechanisms/{mechanism_id}/audits"): {"pattern": "table1", "epsilon": 1.0},
+        ("POST", "/v1/mechanisms/{mechanism_id}/searches"): {"claim": {"epsilon": 1.0}},
+        ("POST", "/v1/monitors/{monitor_id}/checks/from-search"): {"job_id": job["id"]},
     }
     checked = 0
     for method, path in _v1_operations(client):
@@ -122,7 +124,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 30  # 26, then GET and DELETE /v1/keys/{key_id} and the two rotate-secret routes
+    assert checked == 32  # 26, GET and DELETE /v1/keys/{key_id}, the two rotate-secret routes, the two search routes
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks", "/v1/jobs"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path

@@ -45,6 +45,10 @@ CROSS_FIELD_RULES = {
     "events that fit the mechanism's output kind; x differs from x'",
     "POST /v1/mechanisms/{mechanism_id}/discover": "region is [low, high] with low < high",
     "POST /v1/mechanisms/{mechanism_id}/audits": "region is [low, high] with low < high",
+    "POST /v1/mechanisms/{mechanism_id}/searches": "a claim of exactly one form; the domain's own rules (low < high, "
+    "size.min <= size.max, sensitivity with linf/l1 only, ...); a domain in the request or on the mechanism",
+    "POST /v1/monitors/{monitor_id}/checks/from-search": "job_id names a succeeded search of the monitor's mechanism "
+    "with that finding",
 }
 
 

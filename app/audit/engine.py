@@ -69,6 +69,10 @@ class AuditCancelled(Exception):
     """The audit was cancelled between two draws or rounds."""
 
 
+class _OutOfTime(Exception):
+    """The deadline passed: the engine stops and reports the tests it completed."""
+
+
 @dataclass(frozen=True)
 class AuditSettings:
     alpha: float = 0.05
@@ -272,11 +276,14 @@ def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float
 async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: OutputShape,
                      claim: Claim | None = None, settings: AuditSettings | None = None, *,
                      progress: Callable[[Progress], Any] | None = None,
-                     cancel: CancelFlag = None) -> AuditResult:
+                     cancel: CancelFlag = None, deadline: float | None = None) -> AuditResult:
     """Audit a mechanism (``sampler``) on neighbouring ``pairs`` for ``claim`` (module docstring).
 
     Without a claim the engine spends its whole budget and reports the largest ε lower bound.
-    Raises :class:`AuditCancelled` when ``cancel`` is set, ``ValueError`` for bad input."""
+    ``deadline`` (a ``time.monotonic()`` value): past it the engine stops before its next draw,
+    drops the unfinished round, and reports the tests it completed (``stopped: "time limit"``);
+    stopping early keeps the union bound valid. Raises :class:`AuditCancelled` when ``cancel`` is
+    set, ``ValueError`` for bad input."""
     settings = settings or AuditSettings()
     if not pairs:
         raise ValueError("give at least one pair of neighbouring databases")
@@ -309,11 +316,16 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         if inspect.isawaitable(out):
             await out
 
+    def check_time() -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise _OutOfTime()
+
     async def draw(needed: list[str], n: int, r: int) -> dict[str, Any]:
         fresh: dict[str, Any] = {}
         for i, k in enumerate(needed):
             if _cancelled(cancel):
                 raise AuditCancelled("cancelled")
+            check_time()
             out = await sampler(keys[k], n)
             if n_outputs(out) != n:
                 raise ValueError(f"the sampler returned {n_outputs(out)} outputs instead of {n}")
@@ -322,14 +334,43 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             await report(r, f"round {r}: drew {n} outputs on database {i + 1}/{len(needed)}")
         return fresh
 
+    async def _held_out_draws(needed: list[str], n_r: int, r: int, chosen: list[tuple[int, Candidate]],
+                              hits: list[list[int]]) -> None:
+        """Round r's held-out draw, in chunks: count the chosen events as the outputs arrive, then
+        keep the outputs as choosing data for the next rounds (memory stays bounded)."""
+        for d, k in enumerate(needed):
+            remaining = n_r
+            while remaining > 0:
+                if _cancelled(cancel):
+                    raise AuditCancelled("cancelled")
+                check_time()
+                size = min(CHUNK, remaining)
+                out = await sampler(keys[k], size)
+                if n_outputs(out) != size:
+                    raise ValueError(f"the sampler returned {n_outputs(out)} outputs instead of {size}")
+                drawn[k] += size
+                remaining -= size
+                for j, (i, cand) in enumerate(chosen):
+                    for side, db in enumerate(pairs[i]):
+                        if _key(db) == k:
+                            hits[j][side] += _count(cand.event, out)
+                data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
+                await report(r, f"round {r}: {drawn[k]:,} outputs on database {d + 1}/{len(needed)}")
+
     log.info("audit: %d pairs, %d databases, %d rounds, claim %s", len(pairs), len(keys), len(schedule),
              claim_used.describe())
-    pilot = await draw(list(keys), settings.first_round, 0)
+    try:
+        pilot = await draw(list(keys), settings.first_round, 0)
+    except _OutOfTime:
+        pilot, schedule, stopped = {}, [], "time limit"
     data.update(pilot)
     active = list(range(len(pairs)))
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
         if _cancelled(cancel):
             raise AuditCancelled("cancelled")
+        if deadline is not None and time.monotonic() >= deadline:
+            stopped = "time limit"
+            break
         k_events = settings.events_per_round
         level = alpha_r / k_events
         prop = ProposalSettings(n_test=n_r, level=level, delta=getattr(claim_used, "delta", 0.0),
@@ -375,26 +416,12 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
         if any(drawn[k] + n_r > settings.budget for k in needed):
             break
-        # the held-out draw, in chunks: count the chosen events as the outputs arrive, then keep the
-        # outputs as choosing data for the next rounds (memory stays bounded for any budget)
         hits = [[0, 0] for _ in chosen]
-        for d, k in enumerate(needed):
-            remaining = n_r
-            while remaining > 0:
-                if _cancelled(cancel):
-                    raise AuditCancelled("cancelled")
-                size = min(CHUNK, remaining)
-                out = await sampler(keys[k], size)
-                if n_outputs(out) != size:
-                    raise ValueError(f"the sampler returned {n_outputs(out)} outputs instead of {size}")
-                drawn[k] += size
-                remaining -= size
-                for j, (i, cand) in enumerate(chosen):
-                    for side, db in enumerate(pairs[i]):
-                        if _key(db) == k:
-                            hits[j][side] += _count(cand.event, out)
-                data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
-                await report(r, f"round {r}: {drawn[k]:,} outputs on database {d + 1}/{len(needed)}")
+        try:
+            await _held_out_draws(needed, n_r, r, chosen, hits)
+        except _OutOfTime:  # the round is unfinished: none of its events is tested
+            stopped = "time limit"
+            break
         round_tests = []
         for (i, cand), (a, b) in zip(chosen, hits):
             counts = Counts(a, n_r, b, n_r) if cand.x_first else Counts(b, n_r, a, n_r)

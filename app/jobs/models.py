@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, JSONType, new_uuid, utcnow
 
-JOB_KINDS = ("discovery", "audit", "rediscovery")
+JOB_KINDS = ("discovery", "audit", "rediscovery", "search")
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
 
@@ -26,7 +26,7 @@ FINISHED_STATES = ("succeeded", "failed", "cancelled")
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
-        CheckConstraint("kind IN ('discovery', 'audit', 'rediscovery')", name="kind"),
+        CheckConstraint("kind IN ('discovery', 'audit', 'rediscovery', 'search')", name="kind"),
         CheckConstraint("state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')", name="state"),
         CheckConstraint("progress >= 0 AND progress <= 1", name="progress_range"),
         # The claim query: WHERE state IN ('queued', 'running') ORDER BY created_at.

@@ -14,6 +14,8 @@ from app.jobs import service
 from app.jobs.schemas import AuditRequest, JobKind, JobRead, JobState
 from app.mechanisms.service import get_mechanism
 from app.jobs.schemas import DiscoverRequest
+from app.api.errors import InvalidInputError
+from app.search.schemas import SearchRequest
 
 router = APIRouter(tags=["jobs"])
 
@@ -60,6 +62,31 @@ def create_audit(mechanism_id: uuid.UUID, body: AuditRequest, principal: Current
                  response: Response) -> JobRead:
     get_mechanism(session, principal.tenant_id, mechanism_id)
     job = service.enqueue_job(session, principal.tenant_id, "audit", body.model_dump(mode="json"),
+                              mechanism_id=mechanism_id)
+    return _accepted(response, service.to_job_read(job))
+
+
+@router.post(
+    "/mechanisms/{mechanism_id}/searches",
+    response_model=JobRead,
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["mechanisms"],
+    summary="Search for inputs that break a claim (a job)",
+    description="Queues a `search` job (docs/search.md): candidate pairs of neighbouring databases from the input "
+    "domain (the request's `domain`, else the mechanism's `input_domain`; 422 with neither), screened by successive "
+    "halving, refined by a derivative-free optimiser, and the finalists certified on fresh samples with the audit "
+    "engine at level `alpha`. `result.certified` is true only when a violation was certified; otherwise none was "
+    "found within the budget, which does not show that the claim holds. Inputs the endpoint fails on are listed in "
+    "`result.failing_inputs`. " + _POLL,
+    responses=problem_responses(401, 404, 422),
+)
+def create_search(mechanism_id: uuid.UUID, body: SearchRequest, principal: CurrentPrincipal, session: SessionDep,
+                  response: Response) -> JobRead:
+    mechanism = get_mechanism(session, principal.tenant_id, mechanism_id)
+    if body.domain is None and mechanism.input_domain is None:
+        raise InvalidInputError("the mechanism declares no input_domain: give `domain` in the request, or set it on "
+                                "the mechanism (PATCH /v1/mechanisms/{id})", field=["body", "domain"])
+    job = service.enqueue_job(session, principal.tenant_id, "search", body.model_dump(mode="json", exclude_none=True),
                               mechanism_id=mechanism_id)
     return _accepted(response, service.to_job_read(job))
 

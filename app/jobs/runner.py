@@ -71,8 +71,10 @@ def json_safe(value: Any) -> Any:
 def default_handlers() -> dict[str, Handler]:
     from app.jobs.handlers import run_audit_job, run_discovery_job
     from app.monitors.rediscovery import run_rediscovery_job
+    from app.monitors.searches import run_search_job
 
-    return {"discovery": run_discovery_job, "audit": run_audit_job, "rediscovery": run_rediscovery_job}
+    return {"discovery": run_discovery_job, "audit": run_audit_job, "rediscovery": run_rediscovery_job,
+            "search": run_search_job}
 
 
 class JobRunner:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-JobKind = Literal["discovery", "audit", "rediscovery"]
+JobKind = Literal["discovery", "audit", "rediscovery", "search"]
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 _JOB_EXAMPLE = {
@@ -41,20 +41,25 @@ class JobRead(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [_JOB_EXAMPLE]})
 
     id: uuid.UUID
-    kind: JobKind = Field(description="`discovery` (candidate checks), `audit` (a one-shot audit of a claim) "
-                          "or `rediscovery` (a monitor looking for a better event; started by the monitor).")
+    kind: JobKind = Field(description="`discovery` (candidate checks), `audit` (a one-shot audit of a claim), "
+                          "`rediscovery` (a monitor looking for a better event; started by the monitor) or `search` "
+                          "(inputs that break a claim: a mechanism's search, a monitor's search every K periods, or a "
+                          "finding turned into a check).")
     state: JobState = Field(description="`queued` → `running` → `succeeded` | `failed` | `cancelled`.")
     mechanism_id: uuid.UUID | None
-    monitor_id: uuid.UUID | None = Field(None, description="For `rediscovery`: the monitor it serves.")
+    monitor_id: uuid.UUID | None = Field(None, description="For `rediscovery` and a monitor's `search`: the monitor "
+                                         "it serves.")
     params: dict[str, Any] = Field(description="What was asked (the request body, with defaults filled in).")
     progress: JobProgress
-    result: DiscoveryResult | AuditResult | RediscoveryResult | dict[str, Any] | None = Field(
+    result: DiscoveryResult | AuditResult | RediscoveryResult | SearchResultModel | dict[str, Any] | None = Field(
         None,
         union_mode="left_to_right",
         description="Set when `succeeded`. `discovery`: a `DiscoveryResult` (`candidates` ranked, each a check "
         "`x`, `x_prime`, `event` with `epsilon_hat`, `lower_bound`…). `audit`: an `AuditResult` (`epsilon_hat`, "
         "`lower_bound`, `refutes_claim`, `samples_used`, `seconds`…). `rediscovery`: a `RediscoveryResult` "
-        "(`adopted`, the new check, the candidates and the level spent).",
+        "(`adopted`, the new check, the candidates and the level spent). `search`: a `SearchResultModel` (`certified`, "
+        "`finding`, `findings`, `failing_inputs`, `samples`, …; a monitor's search adds `adopted`, `check_id`, "
+        "`level`).",
     )
     error: str | None = Field(None, description="Why the job failed, when `failed`.")
     cancel_requested: bool = Field(description="A cancel was asked; a running job stops at its next step.")
@@ -180,5 +185,7 @@ class RediscoveryResult(BaseModel):
     threshold: float | None = Field(None, description="Its threshold for the remaining periods of the horizon.")
     candidates: list[dict[str, Any]] = Field(default_factory=list)
 
+
+from app.search.schemas import SearchResultModel  # noqa: E402  (the search room's result, in the union above)
 
 JobRead.model_rebuild()

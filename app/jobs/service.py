@@ -81,10 +81,12 @@ def _typed_result(kind: str, result: dict[str, Any] | None) -> Any:
     from pydantic import ValidationError
 
     from app.jobs.schemas import AuditResult, DiscoveryResult, RediscoveryResult
+    from app.search.schemas import SearchResultModel
 
     if result is None:
         return None
-    model = {"discovery": DiscoveryResult, "audit": AuditResult, "rediscovery": RediscoveryResult}.get(kind)
+    model = {"discovery": DiscoveryResult, "audit": AuditResult, "rediscovery": RediscoveryResult,
+             "search": SearchResultModel}.get(kind)
     try:
         return model.model_validate(result) if model is not None else result
     except ValidationError:

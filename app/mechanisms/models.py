@@ -46,5 +46,8 @@ class Mechanism(Base):
     output_shape_source: Mapped[str | None] = mapped_column(String(16))  # declared | detected
     # The input that validation probes use when no monitor gives one (never an empty guess).
     probe_database: Mapped[Any | None] = mapped_column(JSONType)
+    # The databases its claim covers (app.search.domain.InputDomain as JSON): what a search
+    # (POST /v1/mechanisms/{id}/searches, a monitor's search_every) explores. None: not declared.
+    input_domain: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from app.api.urls import check_http_url, url_schema_extra
 from app.stats.shapes import OutputShape
 from app.auth.schemas import SigningSecret
+from app.search.domain import DOMAIN_DESCRIPTION, InputDomain
 
 OutputKind = Literal["real", "discrete", "vector"]
 HttpUrl = Annotated[
@@ -87,6 +88,9 @@ class MechanismCreate(BaseModel):
         "mechanism on it. Without it, probes use the databases of the mechanism's monitors; dpwatch never guesses "
         "an input.",
     )
+    input_domain: InputDomain | None = Field(
+        None, description=DOMAIN_DESCRIPTION + " Optional: needed to search the mechanism for inputs that break its "
+        "claim (`POST /v1/mechanisms/{id}/searches`, a monitor's `search_every`).")
 
     @model_validator(mode="after")
     def _dim_matches_kind(self) -> MechanismCreate:
@@ -115,6 +119,7 @@ class MechanismUpdate(BaseModel):
     output_shape: OutputShape | None = Field(
         None, description="A new output contract; `null` forgets it, and the next period detects it again.")
     probe_database: Any = Field(None, description="A new input for validation probes (`null` forgets it).")
+    input_domain: InputDomain | None = Field(None, description="A new input domain (`null` forgets it).")
 
     @model_validator(mode="after")
     def _no_nulls(self) -> MechanismUpdate:
@@ -178,6 +183,8 @@ class MechanismRead(BaseModel):
         None, description="The output contract (an `OutputShape`), or null until the first period detects it.")
     output_shape_source: Literal["declared", "detected"] | None = None
     probe_database: Any = Field(None, description="The input validation probes use.")
+    input_domain: dict[str, Any] | None = Field(
+        None, description="The databases the claim covers (an `InputDomain`, docs/search.md), or null.")
     created_at: datetime
     updated_at: datetime
 

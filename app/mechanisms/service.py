@@ -82,7 +82,17 @@ def build_mechanism(tenant_id: uuid.UUID, data: MechanismCreate) -> Mechanism:
         output_shape=_shape_json(data.output_shape),
         output_shape_source="declared" if data.output_shape is not None else None,
         probe_database=data.probe_database,
+        input_domain=_domain_json(data.input_domain),
     )
+
+
+def _domain_json(domain: Any) -> dict[str, Any] | None:
+    """An input domain as stored: its JSON without unset fields."""
+    if domain is None:
+        return None
+    from app.search.domain import InputDomain
+
+    return InputDomain.model_validate(domain).model_dump(mode="json", exclude_none=True)
 
 
 def _shape_json(shape: Any) -> dict[str, Any] | None:
@@ -131,12 +141,15 @@ def draft_update(mechanism: Mechanism, data: MechanismUpdate) -> Mechanism:
             "output_shape",
             "output_shape_source",
             "probe_database",
+            "input_domain",
         )
     }
     changes = data.model_dump(exclude_unset=True)
     if "output_shape" in changes:
         changes["output_shape"] = _shape_json(changes["output_shape"])
         changes["output_shape_source"] = "declared" if changes["output_shape"] is not None else None
+    if "input_domain" in changes:
+        changes["input_domain"] = _domain_json(changes["input_domain"])
     values.update(changes)
     if changes.get("output_kind") in ("real", "discrete") and "dim" not in changes:
         values["dim"] = None
@@ -186,7 +199,7 @@ def check_update(session: Session, mechanism: Mechanism, data: MechanismUpdate, 
 
 def apply_update(session: Session, mechanism: Mechanism, draft: Mechanism) -> Mechanism:
     for name in ("name", "sampling_url", "output_kind", "dim", "max_batch", "timeout_seconds", "prefer_binary",
-                 "output_shape", "output_shape_source", "probe_database"):
+                 "output_shape", "output_shape_source", "probe_database", "input_domain"):
         value = getattr(draft, name)
         if getattr(mechanism, name) != value:
             setattr(mechanism, name, value)

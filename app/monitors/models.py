@@ -78,6 +78,12 @@ class Monitor(Base):
     rediscoveries: Mapped[int] = mapped_column(default=0, server_default="0")
     discovery_samples: Mapped[int | None]
     discovery_fresh_samples: Mapped[int | None]
+    # The search (app.search, app.monitors.research): every ``search_every`` periods (0: never) a
+    # search job explores the mechanism's input domain with ``search_budget`` outputs (None: the
+    # settings' default); a new pair it finds becomes a check with its own share of α, counted in
+    # ``rediscoveries`` with the checks re-discovery adds.
+    search_every: Mapped[int] = mapped_column(default=0, server_default="0")
+    search_budget: Mapped[int | None]
 
     state: Mapped[str] = mapped_column(String(16))
     paused_from_state: Mapped[str | None] = mapped_column(String(16))

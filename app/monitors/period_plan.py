@@ -80,3 +80,4 @@ class PeriodPlan:
     outputs_window: int = 0
     snapshot_every: int | None = None
     rediscover_every: int = 0
+    search_every: int = 0

@@ -365,6 +365,25 @@ def _public(candidate: dict[str, Any]) -> dict[str, Any]:
     return {k: candidate.get(k) for k in keys}
 
 
+def add_check(session: Session, monitor: Monitor, chosen: dict[str, Any], info: dict[str, Any], level: float,
+              estimate: Any, remaining: int, *, origin: str, claim: dict[str, Any] | None = None) -> Check:
+    """A check added during a horizon (by re-discovery or a search): ``chosen``'s pair and event, at
+    ``level`` (its share α_j·2^−(r+1)), with its own detector over the ``remaining`` periods and the
+    threshold ``estimate``; counts one more in ``monitor.rediscoveries``. The caller holds the
+    monitor's row lock and commits."""
+    position = (session.scalar(select(func.max(Check.position)).where(Check.monitor_id == monitor.id)) or 0) + 1
+    info = {**info, "level": level, "threshold": estimate.value, "threshold_std_error": estimate.std_error,
+            "threshold_source": estimate.source, "detector_horizon": remaining}
+    check = Check(monitor_id=monitor.id, position=position, x=chosen["x"], x_prime=chosen["x_prime"],
+                  event=chosen["event"], reversed=False, origin=origin, joined_t=monitor.t, level=level,
+                  discovery=info, claim=claim,
+                  detector_state=initial_state("aggregator", horizon=remaining, gamma=monitor.gamma,
+                                               threshold=estimate.value, level=level, claim={}))
+    session.add(check)
+    monitor.rediscoveries += 1
+    return check
+
+
 def _adopt(ctx: JobContext, plan: RediscoveryPlan, chosen: dict[str, Any], dormant: dict[str, Any] | None,
            level: float | None, estimate: Any, remaining: int) -> dict[str, Any]:
     with ctx.session_factory() as session:
@@ -401,20 +420,12 @@ def _adopt(ctx: JobContext, plan: RediscoveryPlan, chosen: dict[str, Any], dorma
         if monitor.rediscoveries != plan.r - 1:
             session.rollback()
             return {"adopted": False, "reason": "another re-discovery added a check meanwhile"}
-        position = (session.scalar(select(func.max(Check.position)).where(Check.monitor_id == monitor.id)) or 0) + 1
-        info.update(level=level, threshold=estimate.value, threshold_std_error=estimate.std_error,
-                    threshold_source=estimate.source, detector_horizon=remaining, r=plan.r)
+        info.update(r=plan.r)
         # The new check tests the claim of the auto check whose pair it watches (None: the monitor's).
         key = _pair_key(chosen["x"], chosen["x_prime"])
         claim = next((c.claim for c in session.scalars(select(Check).where(Check.monitor_id == monitor.id))
                       if c.origin == "auto" and _pair_key(c.x, c.x_prime) == key), None)
-        check = Check(monitor_id=monitor.id, position=position, x=chosen["x"], x_prime=chosen["x_prime"],
-                      event=chosen["event"], reversed=False, origin="rediscovery", joined_t=monitor.t, level=level,
-                      discovery=info, claim=claim,
-                      detector_state=initial_state("aggregator", horizon=remaining, gamma=monitor.gamma,
-                                                   threshold=estimate.value, level=level, claim={}))
-        session.add(check)
-        monitor.rediscoveries += 1
+        check = add_check(session, monitor, chosen, info, level, estimate, remaining, origin="rediscovery", claim=claim)
         session.commit()
         log.info("rediscovery_added_check", monitor_id=str(monitor.id), check_id=str(check.id), t=monitor.t,
                  level=level, threshold=estimate.value)

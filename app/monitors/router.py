@@ -19,6 +19,8 @@ from app.mechanisms.service import Prober, get_mechanism
 from app.monitors import service
 from app.monitors.models import Check, Monitor
 from app.settings import Settings
+from app.jobs.schemas import JobRead
+from app.search.schemas import AdoptFindingRequest
 from app.monitors.schemas import (
     CheckRead,
     DatabaseProbe,
@@ -220,6 +222,39 @@ def reset_monitor(
     monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
     service.reset_monitor(session, monitor, settings)
     return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.post(
+    "/{monitor_id}/checks/from-search",
+    response_model=JobRead,
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Watch a search's finding (one call; a job)",
+    description="Turns a finding of a succeeded `search` job on this monitor's mechanism into a new check of the "
+    "monitor (its pair and event, the monitor's claim), with its own share of α: the r-th check added in the "
+    "horizon runs at α_j·2^−(r+1) over the remaining periods (docs/search.md §5). Answers 202 with a job that "
+    "computes the check's threshold and adds it (`result.check_id`). 422 when the job is not a succeeded search "
+    "of this mechanism or has no such finding; 409 when the monitor reserved no α for added checks (create it with "
+    "`search_every` or `rediscover_every` > 0), is not running, or its horizon is nearly over.",
+    responses=problem_responses(401, 404, 409, 422),
+)
+def adopt_search_finding(monitor_id: uuid.UUID, body: AdoptFindingRequest, principal: CurrentPrincipal,
+                         session: SessionDep, response: Response) -> JobRead:
+    from app.api.errors import ConflictError, InvalidInputError
+    from app.jobs.service import enqueue_job, to_job_read
+    from app.monitors.searches import adoption_source
+
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
+    try:
+        adoption_source(session, principal.tenant_id, monitor, body.job_id, body.finding)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc), field=["body", "job_id"]) from None
+    except LookupError as exc:
+        raise ConflictError(str(exc)) from None
+    job = enqueue_job(session, principal.tenant_id, "search",
+                      {"mode": "adopt", "job_id": str(body.job_id), "finding": body.finding},
+                      mechanism_id=monitor.mechanism_id, monitor_id=monitor.id)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return to_job_read(job)
 
 
 @router.delete(

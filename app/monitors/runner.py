@@ -136,7 +136,8 @@ def _is_routine(plan: PeriodPlan, results: list[CheckResult], contract: Contract
     return (not any(r.alarm for r in results) and contract.breach is None and contract.detected is None
             and not (plan.detector == "aggregator" and t >= plan.horizon)
             and not (plan.snapshot_every and t % plan.snapshot_every == 0)
-            and not (plan.rediscover_every and t % plan.rediscover_every == 0))
+            and not (plan.rediscover_every and t % plan.rediscover_every == 0)
+            and not (plan.search_every and t % plan.search_every == 0))
 
 
 class PeriodRunner:
@@ -209,7 +210,7 @@ class PeriodRunner:
                 variance=monitor.variance, kappa=monitor.kappa, next_slot=schedule.slot_after(slot),
                 horizon=monitor.horizon, detector=monitor.detector or "aggregator",
                 outputs_window=monitor.outputs_window, snapshot_every=monitor.snapshot_every,
-                rediscover_every=monitor.rediscover_every,
+                rediscover_every=monitor.rediscover_every, search_every=monitor.search_every,
             )
 
     # -- step 2 ---------------------------------------------------------------------------
@@ -381,6 +382,10 @@ class PeriodRunner:
             from app.monitors.rediscovery import request_rediscovery
 
             request_rediscovery(session, monitor, trigger="schedule")
+        if monitor.state in RUNNABLE_STATES and monitor.search_every and t % monitor.search_every == 0:
+            from app.monitors.searches import request_search
+
+            request_search(session, monitor)
         log.info("period_done", monitor_id=str(monitor.id), t=t, horizon_index=plan.horizon_index,
                  skipped_slots=plan.skipped, alarms=len(alarms), sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, outcome, t=t)

@@ -26,9 +26,10 @@ DETECTOR_DESCRIPTION = (
 )
 
 MAX_CHECKS = 64
-CheckOrigin = Literal["given", "auto", "rediscovery"]
+CheckOrigin = Literal["given", "auto", "rediscovery", "search"]
 _ORIGIN = ("`given` (the event sent), `auto` (chosen by discovery while calibrating; still `auto` when no candidate "
-           "was worth adopting), or `rediscovery` (added during a horizon by re-discovery).")
+           "was worth adopting), `rediscovery` (added during a horizon by re-discovery) or `search` (a pair and event "
+           "a search found, added during a horizon: docs/search.md §5).")
 
 
 class AutoEvent(BaseModel):
@@ -180,6 +181,16 @@ class MonitorCreate(BaseModel):
         description="Fresh outputs per database on which re-discovery compares candidates with the existing checks "
         "(default: the service's `DPWATCH_DISCOVERY_FRESH_SAMPLES`).",
     )
+    search_every: int = Field(
+        0, ge=0, le=100_000,
+        description="Search the mechanism's `input_domain` for inputs that break the claim every this-many periods "
+        "(docs/search.md §5; 0: never). A new pair it finds becomes a check with its own share of α; the monitor then "
+        "reserves half of each horizon's α for added checks. Needs the aggregator and a mechanism with an "
+        "`input_domain`. With it, `POST /v1/monitors/{id}/checks/from-search` also adds a finished search's finding.",
+    )
+    search_budget: int | None = Field(
+        None, ge=20_000, le=200_000_000,
+        description="Outputs each of the monitor's searches draws in all (default 2,000,000).")
 
     @field_validator("cron")
     @classmethod
@@ -210,6 +221,8 @@ class MonitorCreate(BaseModel):
                 raise ValueError(f"renew applies to the aggregator only: the {self.detector} has no horizon to renew")
             if self.rediscover_every:
                 raise ValueError(f"rediscover_every applies to the aggregator only, not to the {self.detector}")
+            if self.search_every:
+                raise ValueError(f"search_every applies to the aggregator only, not to the {self.detector}")
         if self.symmetric and 2 * len(self.checks) > MAX_CHECKS:
             raise ValueError(f"with symmetric, at most {MAX_CHECKS // 2} checks (each is doubled)")
         return self
@@ -262,6 +275,8 @@ class MonitorRead(BaseModel):
     rediscoveries: int = Field(description="Checks re-discovery added in this horizon.")
     discovery_samples: int | None
     discovery_fresh_samples: int | None
+    search_every: int = Field(0, description="K: a search of the input domain every K periods (0: off).")
+    search_budget: int | None = Field(None, description="Outputs each search draws (null: the default).")
     horizon_index: int = Field(description="j, the current horizon (1 for the first).")
     horizon_alpha: float = Field(description="α_j: α, or 6α/(π²j²) when `renew`.")
     threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")

@@ -50,8 +50,9 @@ def check_alpha(monitor: Monitor, checks_count: int) -> float:
 
 
 def rediscovers(monitor: Monitor) -> bool:
-    """Whether re-discovery may add checks to this monitor (it has ``auto`` checks and a period K)."""
-    return bool(monitor.rediscover_every)
+    """Whether checks may be added to this monitor during a horizon: re-discovery (``auto`` checks
+    and a period K) or a search every ``search_every`` periods (app.monitors.searches)."""
+    return bool(monitor.rediscover_every or monitor.search_every)
 
 
 def default_rediscover_every(horizon: int) -> int:
@@ -306,6 +307,10 @@ def create_monitor(
             raise InvalidInputError(
                 f"checks[{i}].event: {problem}.", field=["body", "checks", i, "event"], error_type="event_mismatch"
             )
+    if data.search_every and mechanism.input_domain is None:
+        raise InvalidInputError(
+            "search_every needs a mechanism with an input_domain (the databases its claim covers): set it with "
+            "PATCH /v1/mechanisms/{id}.", field=["body", "search_every"], error_type="no_input_domain")
     anchor = data.start_at or now
     monitor = Monitor(
         id=uuid.uuid4(),
@@ -332,6 +337,8 @@ def create_monitor(
         rediscoveries=0,
         discovery_samples=data.discovery_samples,
         discovery_fresh_samples=data.discovery_fresh_samples,
+        search_every=data.search_every,
+        search_budget=data.search_budget,
         state="calibrating",
         schedule_anchor=anchor,
         next_run_at=anchor,

@@ -8,7 +8,9 @@ Routes (all ``POST``):
   ``after`` one, which models a deployment change at a known period;
 - ``/reference/corpus/<slug>`` for every mechanism of the testers' corpus
   (app.reference.corpus) in its output shape, at ε = ``corpus_epsilon`` (0.1, the published
-  evaluations' setting).
+  evaluations' setting);
+- ``/reference/search/<slug>`` for the search's corpus (app.reference.search_corpus): mechanisms
+  whose bugs show only on some inputs of their declared domain, and their correct counterparts.
 
 Used by ``dpwatch serve-reference``, mounted under ``/reference`` by ``dpwatch demo``, and by the
 end-to-end tests.
@@ -73,6 +75,10 @@ def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_P
     for slug, mech in corpus(corpus_epsilon).items():
         routes[f"/corpus/{slug}"] = (mech.sample, mech.shape)
     routes.update(gaussian_routes(change_period))
+    from app.reference.search_corpus import search_corpus
+
+    for slug, entry in search_corpus().items():
+        routes[f"/search/{slug}"] = (entry.sample, entry.shape)
     return routes
 
 

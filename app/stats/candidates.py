@@ -42,7 +42,7 @@ from app.stats.events import (
     feature_map,
     feature_size,
 )
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from app.stats.shapes import ListSamples, OutputShape
 
@@ -116,7 +116,7 @@ def ranking_score(a: Any, na: int, b: Any, nb: int, s: ProposalSettings) -> np.n
         var = (1 - p) / p + (1 - q) / q
         se_c = np.sqrt((1 - p) / (na * p) + (1 - q) / (nb * q))
         se_t = np.sqrt(var / s.n_test)
-    z = float(norm.ppf(1 - s.level / 2))
+    z = float(ndtri(1 - s.level / 2))  # the normal quantile (scipy.special: 50× cheaper than norm.ppf)
     cons = ell - SELECTION_Z * se_c
     if s.target is None:
         return cons - z * se_t

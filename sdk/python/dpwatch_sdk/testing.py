@@ -194,20 +194,22 @@ class Auditor:
         junit_path = Path(junit_xml) if junit_xml is not None else (
             self.junit_dir / f"{_test_name()}.xml" if self.junit_dir is not None else None)
         common = [*claim.cli_args(), "--secret", secret, "--allow-networks", allow_networks]
-        if junit_path is not None:
+        junit = []
+        if junit_path is not None:  # `dpwatch audit --junit-xml`; `search` has no such option yet
             junit_path.parent.mkdir(parents=True, exist_ok=True)
-            common += ["--junit-xml", str(junit_path)]
+            junit = ["--junit-xml", str(junit_path)]
         with tempfile.TemporaryDirectory(prefix="dpwatch-test-") as tmp:
             if pairs is not None:
                 verb = "audit"
                 args = ["audit", url, "--pairs", _pairs_json(pairs), "--alpha", repr(alpha),
-                        "--budget", str(budget or DEFAULT_BUDGET), "--no-progress", *common]
+                        "--budget", str(budget or DEFAULT_BUDGET), "--no-progress", *common, *junit]
                 if spec is not None and (spec.kind != "vector" or spec.length is not None):
                     args += ["--shape", json.dumps(spec.shape())]
                 if first_round is not None:
                     args += ["--first-round", str(first_round)]
             else:
                 verb = "search"
+                junit_path = None
                 if not self.has_search():
                     raise DpwatchError(f"domain= needs `dpwatch search`, which the dpwatch at {shlex.join(self.argv)} "
                                        "does not have; give pairs= (dpwatch audit) or upgrade dpwatch")

@@ -1,0 +1,124 @@
+"""``dpwatch search``: the command's body (``app.cli`` imports it when the command runs).
+
+Exit codes: 1 when a violation is certified on fresh samples, 0 when none is found within the
+budget (which does not mean that the claim holds), 2 on usage errors (a bad domain, claim, shape
+or option, or an endpoint that fails on every input tried).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SearchOptions", "run_command"]
+
+
+class UsageError(Exception):
+    """Exit 2 with this message."""
+
+
+def _claim_spec(epsilon: float | None, delta: float, mu: float | None, rho: float | None) -> dict[str, Any]:
+    given = sum(v is not None for v in (epsilon, mu, rho))
+    if given != 1:
+        raise UsageError("give one claim: --epsilon E [--delta D], --mu M or --rho R")
+    if delta and epsilon is None:
+        raise UsageError("--delta goes with --epsilon")
+    if epsilon is not None:
+        return {"epsilon": epsilon, "delta": delta} if delta else {"epsilon": epsilon}
+    return {"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho}
+
+
+def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: float, mu: float | None,
+                rho: float | None, output_kind: str | None, dim: int | None, shape: str | None, budget: int,
+                time_limit: float | None, alpha: float, candidates: int, seed: int, secret: str | None, max_batch: int,
+                binary: bool, allow_networks: list[str], as_json: bool, progress_bar: bool,
+                monitor_body_path: Path | None, mechanism_id: str | None,
+                echo: Any, err: Any) -> int:
+    """Run the search and print its report; returns the exit code (module docstring)."""
+    from app.search.report import format_search_report, monitor_body
+    from app.search.run import EndpointUnusable, SearchSettings
+    from app.search.service import make_claim, read_domain, search_endpoint
+    from app.sampling.client import MechanismEndpoint
+    from app.sampling.protocol import SamplingError, generate_secret
+    from app.sampling.safe_http import SafeHttpConfig
+    from app.stats.shapes import OutputShape
+
+    try:
+        if domain is None:
+            raise UsageError("give --domain: a JSON file or inline JSON, e.g. '{\"records\": {\"type\": \"real\", "
+                             "\"low\": 0, \"high\": 1}, \"size\": {\"min\": 0, \"max\": 10}, \"neighbours\": "
+                             "[\"add_remove\"]}' (docs/search.md)")
+        the_domain = read_domain(domain)
+        claim = make_claim(_claim_spec(epsilon, delta, mu, rho))
+        if shape is not None and output_kind is not None:
+            raise UsageError("give --shape or --output-kind, not both")
+        declared = None
+        if shape is not None:
+            declared = OutputShape.model_validate_json(shape)
+        elif output_kind is not None:
+            declared = OutputShape.from_output_kind(output_kind, dim)
+        elif dim is not None:
+            raise UsageError("--dim goes with --output-kind vector")
+        settings = SearchSettings(alpha=alpha, budget=budget, time_limit=time_limit, seed=seed,
+                                  max_candidates=candidates)
+        http_config = SafeHttpConfig(allow_networks=tuple(allow_networks))
+        the_secret = secret or generate_secret()
+    except UsageError as exc:
+        err(f"error: {exc}")
+        return 2
+    except ValueError as exc:
+        err(f"error: {str(exc).splitlines()[0] if 'validation error' not in str(exc) else exc}")
+        return 2
+
+    async def run() -> Any:
+        nonlocal declared
+        if declared is None:
+            from app.audit.service import probe_shape
+            from app.search.generators import candidate_pairs
+
+            first = candidate_pairs(the_domain, limit=1)[0].x
+            probe = MechanismEndpoint(sampling_url=url, secret=the_secret, timeout_seconds=60)
+            detection = await probe_shape(probe, first, 2_000, http_config=http_config)
+            declared = detection.shape
+            err(f"detected output shape: {declared.describe()} (on {json.dumps(first)[:80]}; declare --output-kind "
+                "or --shape if other inputs answer in another shape)")
+        endpoint = MechanismEndpoint(sampling_url=url, secret=the_secret, max_batch=max_batch, timeout_seconds=60,
+                                     prefer_binary=binary, shape=declared)
+        if not progress_bar:
+            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config)
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed:,}/{task.total:,} outputs"), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=False) as bar:
+            task = bar.add_task("generating candidates", total=settings.budget)
+
+            def on_progress(p: Any) -> None:
+                bar.update(task, completed=min(p.samples_used, p.budget), description=p.message[:70])
+
+            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
+                                         progress=on_progress)
+
+    try:
+        result = asyncio.run(run())
+    except EndpointUnusable as exc:
+        err(f"error: {exc}")
+        return 2
+    except SamplingError as exc:
+        err(f"error: sampling failed ({exc.reason}): {exc.detail}")
+        return 2
+    except ValueError as exc:
+        err(f"error: {exc}")
+        return 2
+    echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else format_search_report(result, url=url))
+    if monitor_body_path is not None:
+        body = monitor_body(result, mechanism_id=mechanism_id)
+        if body is None:
+            err("no informative finding: no monitor body written")
+        else:
+            monitor_body_path.write_text(json.dumps(body, indent=2))
+            err(f"wrote {monitor_body_path}: POST it to /v1/monitors to watch the finding from now on")
+    return 1 if result.certified else 0

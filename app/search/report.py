@@ -1,0 +1,93 @@
+"""The search's report in words, and the body that turns a finding into a monitor (docs/search.md §2)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["format_search_report", "monitor_body"]
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:.{digits}g}"
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_search_report(result: Any, *, url: str | None = None) -> str:
+    r = result.to_dict() if hasattr(result, "to_dict") else result
+    conf = f"{100 * (1 - r['alpha']):g}%"
+    s, c = r["samples"], r["candidates"]
+    by = ", ".join(f"{k} {v}" for k, v in c["by_source"].items())
+    rungs = r["screening"]["rungs"]
+    lines = [f"search{' of ' + url if url else ''}",
+             f"claim: {r['claim']} (α = {r['alpha']:g}); domain: {_domain(r['domain'])}",
+             f"candidates: {c['generated']} pairs ({by})"
+             + (f"; screened in {len(rungs)} rung(s), {rungs[0]['pairs']} → {rungs[-1]['pairs']} pairs, up to "
+                f"{rungs[-1]['n_per_database']:,} outputs per database" if rungs else ""),
+             f"refined: {len(r['refinement'])} pair(s)"
+             + ("" if not r["refinement"] else " (" + ", ".join(
+                 f"{x['trials']} trials, {'moved' if x['improved'] else 'kept'}" for x in r["refinement"]) + ")"),
+             f"certified on fresh samples: {c['finalists']} finalist(s)",
+             f"samples: screening {s['screening']:,} + refinement {s['refinement']:,} + certification "
+             f"{s['certification']:,} = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
+             f"(stopped: {r['stopped']})", ""]
+    f = r.get("finding")
+    if r["certified"] and f:
+        h = f["held_out"]
+        lines += ["VIOLATION CERTIFIED",
+                  f"  x  = {_short(f['x'])}",
+                  f"  x′ = {_short(f['x_prime'])}",
+                  f"  neighbours by {f['relation']}; found by {f['source']} ({f['note']})",
+                  f"  event: {f['describe']}",
+                  f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g}), "
+                  f"tested at level {h['alpha']:.2e}",
+                  f"  {r['parameter']} ≥ {_fmt(f['lower_bound'])} at {conf} confidence (claimed {r['parameter']} = "
+                  f"{_fmt(r['claimed_value'])})"]
+    else:
+        lb = r["certification"].get("lower_bound")
+        lines += ["no violation certified within the budget (this does not show that the claim holds)"]
+        if lb is not None:
+            lines.append(f"  largest lower bound on {r['parameter']} certified on fresh samples: {_fmt(lb)}")
+    fails = r["failing_inputs"]
+    if fails:
+        lines += ["", f"failing inputs ({len(fails)}; the endpoint did not answer them, findings too):"]
+        for item in fails[:10]:
+            code = f" {item['status_code']}" if item.get("status_code") else ""
+            detail = item["detail"].split(": ", 1)[1] if item["detail"].startswith("HTTP ") else item["detail"]
+            lines.append(f"  {item['reason']}{code}: {_short(item['database'], 60)} — {detail[:120]}")
+        if len(fails) > 10:
+            lines.append(f"  … and {len(fails) - 10} more (--json lists them all)")
+    lines += ["", r["statement"]]
+    return "\n".join(lines)
+
+
+def _domain(d: dict[str, Any]) -> str:
+    from app.search.domain import InputDomain
+
+    try:
+        return InputDomain.model_validate(d).describe()
+    except ValueError:
+        return json.dumps(d)
+
+
+def monitor_body(result: Any, *, mechanism_id: str | None = None, finding: int = 1, horizon: int = 100,
+                 samples_per_period: int = 5_000, period_seconds: int = 3_600) -> dict[str, Any] | None:
+    """A ``POST /v1/monitors`` body that watches a finding (the ``finding``-th, 1-based) from now on:
+    one call, with the pair, the event and the claim. None when there is no informative finding."""
+    r = result.to_dict() if hasattr(result, "to_dict") else result
+    usable = [f for f in r["findings"] if f.get("informative")]
+    if not 1 <= finding <= len(usable):
+        return None
+    f = usable[finding - 1]
+    return {"name": f"search finding: {f['describe']}"[:200], "mechanism_id": mechanism_id or "<mechanism id>",
+            "claim": r["claim_json"], "checks": [{"x": f["x"], "x_prime": f["x_prime"], "event": f["event"]}],
+            "horizon": horizon, "samples_per_period": samples_per_period, "period_seconds": period_seconds}

@@ -1,0 +1,341 @@
+"""The search for inputs that break a claim: generators, screening, refinement, certification
+(docs/search.md).
+
+``run_search(sampler, domain, claim, shape, settings)`` is black-box: it sees the mechanism only
+through ``await sampler(database, n)`` (over HTTP in app.search.service; a Python function in the
+benches). Four replaceable parts, after DP-Auditorium's split (generators / testers), of which only
+the last speaks for α:
+
+1. **generators** (app.search.generators): candidate pairs from the domain at no sample cost;
+2. **screening** (app.search.screening): successive halving with the engine's ranking score;
+3. **refinement** (app.search.refine): Optuna's TPE moves the best pairs' coordinates, with
+   DP-Finder's objective (the estimated lower bound);
+4. **certification** (app.search.certify): the audit engine on the finalists, on fresh samples,
+   α over all finalists, events and rounds.
+
+The budget is the number of outputs drawn in all (every database, every phase); by default 35% goes
+to screening, 15% to refinement and the rest to certification, which also gets whatever the
+first two leave. A violation is reported only when certification refutes the claim; otherwise the
+result says that none was found within the budget, which never means that the claim holds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from app.search.certify import certification_settings, certify, findings_from
+from app.search.domain import InputDomain
+from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
+from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
+from app.search.refine import RefineSettings, refine_pair
+from app.search.screening import ScreeningSettings, pair_score, successive_halving
+from app.stats.candidates import ProposalSettings
+from app.stats.heldout import Claim
+from app.stats.shapes import OutputShape
+
+__all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
+           "SearchSettings", "run_search"]
+
+#: The probe's level, as a fraction of α: a pair whose best event refutes the claim on the probe's
+#: own outputs at α·FLAGRANT_LEVEL is a flagrant violation (run_search's ``flagrant``).
+FLAGRANT_LEVEL = 1e-5
+
+DEFAULT_SEARCH_BUDGET = 8_000_000
+"""Outputs drawn in all by default: screening ~2.8 M, refinement ~1.2 M, certification ~4 M."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    alpha: float = 0.05
+    budget: int = DEFAULT_SEARCH_BUDGET
+    time_limit: float | None = None  # seconds, whole search
+    seed: int = 0
+    max_candidates: int = DEFAULT_LIMIT
+    families: tuple[str, ...] = ("statdp", "edge", "halton")
+    screening_share: float = 0.35
+    refine_share: float = 0.15
+    first_rung: int = 1_000
+    finalists: int = 3  # screened pairs certified
+    refine_pairs: int = 2  # screened pairs refined
+    refine_trials: int = 24
+    refine_samples: int = 4_000
+    refine: bool = True
+    probe: int = 200  # outputs per database of the probe rung (0: none; see screening.py)
+    concurrency: int = 4
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must lie in (0, 1)")
+        if self.budget < 20_000:
+            raise ValueError("the budget must be at least 20000 outputs (screening and certification need some)")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError("the time limit must be positive")
+        if not (0 <= self.screening_share < 1 and 0 <= self.refine_share < 1
+                and self.screening_share + self.refine_share < 0.9):
+            raise ValueError("screening_share + refine_share must stay below 0.9")
+        if self.finalists < 1 or self.max_candidates < 1:
+            raise ValueError("finalists and max_candidates must be >= 1")
+        if not set(self.families) <= {"statdp", "edge", "halton"} or not self.families:
+            raise ValueError("families: one or more of statdp, edge, halton")
+
+
+@dataclass
+class SearchProgress:
+    """What the progress callback receives."""
+
+    phase: str
+    samples_used: int
+    budget: int
+    seconds: float
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    certified: bool
+    verdict: str
+    statement: str
+    claim: str
+    claim_json: dict[str, Any]
+    parameter: str
+    claimed_value: float | None
+    alpha: float
+    domain: dict[str, Any]
+    shape: dict[str, Any]
+    finding: dict[str, Any] | None
+    findings: list[dict[str, Any]]
+    failing_inputs: list[dict[str, Any]]
+    candidates: dict[str, Any]
+    screening: dict[str, Any]
+    refinement: list[dict[str, Any]]
+    certification: dict[str, Any]
+    samples: dict[str, int]
+    budget: int
+    seconds: dict[str, float]
+    stopped: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Sampler = Callable[[Any, int], Awaitable[Any]]
+
+
+def _claim_info(claim: Claim) -> tuple[str, float | None, dict[str, Any]]:
+    to_dict = getattr(claim, "to_dict", None)
+    if callable(to_dict):
+        data = to_dict()
+    else:
+        eps, delta = getattr(claim, "epsilon", None), getattr(claim, "delta", 0.0)
+        data = {"epsilon": eps} if not delta else {"epsilon": eps, "delta": delta}
+    parameter = getattr(claim, "parameter", "ε")
+    value = getattr(claim, "value", None)
+    if value is None:
+        value = getattr(claim, "epsilon", None)
+    return parameter, value, data
+
+
+async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape: OutputShape,
+                     settings: SearchSettings | None = None, *,
+                     progress: Callable[[SearchProgress], Any] | None = None, cancel: Any = None,
+                     pairs: list[CandidatePair] | None = None) -> SearchResult:
+    """Search ``domain`` for a pair and an event that break ``claim`` (module docstring).
+
+    ``pairs`` replaces the generators (the baselines use it). Raises :class:`SearchCancelled`
+    when ``cancel`` is set and :class:`EndpointUnusable` when every first database fails."""
+    s = settings or SearchSettings()
+    started = time.monotonic()
+    deadline = None if s.time_limit is None else started + s.time_limit
+    parameter, claimed, claim_json = _claim_info(claim)
+    phase = {"name": "generating"}
+    last = {"t": 0.0}
+
+    async def report(message: str, force: bool = False) -> None:
+        if progress is None:
+            return
+        now = time.monotonic()
+        if not force and now - last["t"] < 0.2:
+            return
+        last["t"] = now
+        out = progress(SearchProgress(phase["name"], draws.total, s.budget, round(now - started, 3), message))
+        if hasattr(out, "__await__"):
+            await out
+
+    draws = SearchDraws(sampler, concurrency=s.concurrency, cancel=cancel)
+    draws.on_draw = lambda: report(f"{phase['name']}: {draws.total:,} outputs drawn")
+    seconds: dict[str, float] = {}
+
+    # 1. generators ---------------------------------------------------------------------------
+    t0 = time.monotonic()
+    candidates = pairs if pairs is not None else candidate_pairs(domain, s.max_candidates, s.seed, s.families)
+    candidates = [p for p in candidates if domain.relation(p.x, p.x_prime) is not None]
+    if not candidates:
+        raise ValueError("the domain yields no neighbouring pair")
+    by_source: dict[str, int] = {}
+    for p in candidates:
+        by_source[p.source] = by_source.get(p.source, 0) + 1
+    seconds["generators"] = round(time.monotonic() - t0, 3)
+
+    claim_eps = getattr(claim, "epsilon", None)
+    delta = float(getattr(claim, "delta", 0.0) or 0.0)
+    cert_budget_guess = s.budget * (1 - s.screening_share - s.refine_share)
+    proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
+                                target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
+    search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
+
+    def flagrant(x: Any, y: Any) -> bool:
+        """Whether the best probed pair's best event refutes the claim on the probe's own outputs at
+        level α·10⁻⁵ (Clopper–Pearson, app.stats.heldout): so small a level that the choice among a
+        few thousand events and pairs rarely passes it by luck. This only ends the search early (a
+        flagrant violation, which searching further would only delay); it certifies nothing, since
+        certification draws its own samples."""
+        import numpy as np
+
+        from app.stats.events import event_contains
+        from app.stats.heldout import Counts, test_claim
+        from app.stats.shapes import n_outputs
+
+        _, cand = pair_score(x, y, shape, replace(proposal, n_test=n_outputs(x), learned=False))
+        if cand is None:
+            return False
+        a = int(np.count_nonzero(event_contains(cand.event, x)))
+        b = int(np.count_nonzero(event_contains(cand.event, y)))
+        counts = Counts(a, n_outputs(x), b, n_outputs(y)) if cand.x_first else Counts(b, n_outputs(y), a, n_outputs(x))
+        return test_claim(claim, counts, s.alpha * FLAGRANT_LEVEL).refutes
+
+    # 2. screening ----------------------------------------------------------------------------
+    phase["name"] = "screening"
+    await report(f"screening {len(candidates)} candidate pairs", force=True)
+    screen_budget = int(s.budget * s.screening_share)
+    screening = await successive_halving(
+        draws, candidates, shape, proposal,
+        ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
+                          probe=s.probe),
+        budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
+        flagrant=flagrant if s.probe else None)
+    seconds["screening"] = screening.seconds
+    ranked = screening.ranked
+    draws.forget(set())
+
+    # 3. refinement ---------------------------------------------------------------------------
+    refined: list[dict[str, Any]] = []
+    finalists: list[CandidatePair] = [e.pair for e in ranked[: s.finalists]]
+    t0 = time.monotonic()
+    if s.refine and ranked and s.refine_share > 0 and screening.stopped != "flagrant":
+        phase["name"] = "refinement"
+        per_pair = int(s.budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
+        for e in ranked[: s.refine_pairs]:
+            await report(f"refining the pair from {e.pair.source} ({e.pair.note})", force=True)
+            ref = await refine_pair(draws, domain, e.pair, shape, proposal,
+                                    RefineSettings(trials=s.refine_trials, samples_per_trial=s.refine_samples,
+                                                   seed=s.seed + len(refined)),
+                                    budget=per_pair, deadline=search_deadline)
+            if ref is None:
+                continue
+            refined.append(ref.to_dict())
+            if ref.best is not None and all(ref.best.key != f.key for f in finalists):
+                finalists.append(ref.best)
+    seconds["refinement"] = round(time.monotonic() - t0, 3)
+
+    # 4. certification ------------------------------------------------------------------------
+    phase["name"] = "certification"
+    finalists = [f for f in finalists if not draws.failed(f.x) and not draws.failed(f.x_prime)]
+    cert_budget = max(0, s.budget - draws.total)
+    result = None
+    cert_error: dict[str, Any] | None = None
+    t0 = time.monotonic()
+    stopped = "budget"
+    if finalists and cert_budget >= 4 * 100 * len(finalists):
+        n_dbs = len({k for f in finalists for k in f.key.split("|")})
+        engine_settings = certification_settings(cert_budget, n_dbs, s.alpha, seed=s.seed)
+        await report(f"certifying {len(finalists)} finalist(s) on fresh samples", force=True)
+        try:
+            result = await certify(draws, finalists, shape, claim, settings=engine_settings,
+                                   progress=lambda m: report(m), deadline=deadline)
+        except (SearchCancelled, EndpointUnusable):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the endpoint failed on a finalist it answered before
+            from app.search.draws import failure_of
+
+            cert_error = failure_of(exc)
+            stopped = f"certification failed ({cert_error['reason']}): nothing certified"
+        else:
+            stopped = "certified" if result.refuted else ("time limit" if result.stopped == "time limit" else "budget")
+    elif not finalists:
+        stopped = "no pair could be sampled"
+    else:
+        stopped = "no budget left for certification"
+    if screening.stopped == "time limit" and stopped == "budget":
+        stopped = "time limit"
+    seconds["certification"] = round(time.monotonic() - t0, 3)
+    seconds["total"] = round(time.monotonic() - started, 3)
+    await report("done", force=True)
+
+    findings = [] if result is None else findings_from(result, finalists, claimed, claim_json)
+    certified = bool(result is not None and result.refuted)
+    finding = findings[0] if findings and certified else None
+    failing = list(draws.failures.values())
+    cert_summary: dict[str, Any] = {"finalists": [f.to_dict() for f in finalists], "error": cert_error}
+    if result is not None:
+        cert_summary.update({
+            "lower_bound": result.lower_bound, "epsilon_hat": result.epsilon_hat, "rounds": result.rounds,
+            "tests": len(result.tests), "stopped": result.stopped, "note": result.note,
+            "engine_settings": result.settings, "mpl": result.mpl})
+    statement = _statement(certified, finding, parameter, claimed, s.alpha, draws.total, seconds["total"],
+                           len(candidates), result.lower_bound if result is not None else None, failing, stopped)
+    return SearchResult(
+        certified=certified,
+        verdict="violation certified" if certified else "no violation certified",
+        statement=statement, claim=claim.describe(), claim_json=claim_json, parameter=parameter,
+        claimed_value=claimed, alpha=s.alpha, domain=domain.model_dump(mode="json", exclude_none=True),
+        shape=shape.model_dump(mode="json", exclude_defaults=True), finding=finding, findings=findings[:10],
+        failing_inputs=failing,
+        candidates={"generated": len(candidates), "by_source": by_source,
+                    "scored": sum(1 for e in ranked), "finalists": len(finalists)},
+        screening={"rungs": screening.rungs, "stopped": screening.stopped,
+                   "top": [e.to_dict() for e in ranked[:10]]},
+        refinement=refined, certification=cert_summary,
+        samples={**draws.used, "total": draws.total}, budget=s.budget, seconds=seconds, stopped=stopped,
+        settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families)},
+    )
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return "∞" if math.isinf(x) else f"{x:.4g}"
+
+
+def _statement(certified: bool, finding: dict[str, Any] | None, parameter: str, claimed: float | None,
+               alpha: float, samples: int, seconds: float, tried: int, best_lb: float | None,
+               failing: list[dict[str, Any]], stopped: str) -> str:
+    conf = f"{100 * (1 - alpha):g}%"
+    fails = (f" The endpoint failed on {len(failing)} input(s), listed as findings." if failing else "")
+    if certified and finding is not None:
+        h = finding["held_out"]
+        return (f"Violation certified: on x = {_short(finding['x'])} and x′ = {_short(finding['x_prime'])} "
+                f"({finding['relation'] or 'neighbours'}), the event {finding['describe']} held {h['a']}/{h['n_x']} "
+                f"outputs against {h['b']}/{h['n_xp']} on fresh samples: {parameter} ≥ {_fmt(finding['lower_bound'])} "
+                f"at {conf} confidence, above the claimed {parameter} = {_fmt(claimed)}." + fails)
+    below = ("" if best_lb is None else
+             f" The largest lower bound on {parameter} certified on fresh samples was {_fmt(best_lb)}, not above "
+             f"the claim.")
+    return (f"No violation was certified within the budget ({samples:,} outputs, {seconds:.0f} s; stopped: {stopped})."
+            f" This does not show that the mechanism satisfies its claim: the search tried {tried} candidate pairs of "
+            f"the domain, and a violation on other inputs, or one too small to certify with this budget, may remain."
+            + below + fails)
+
+
+def _short(db: Any, limit: int = 120) -> str:
+    import json
+
+    text = json.dumps(db)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
