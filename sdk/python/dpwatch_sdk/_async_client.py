@@ -176,6 +176,10 @@ class AsyncMechanisms(_Resource):
         """Start an audit job (``client.jobs.wait(job)`` for its result)."""
         return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/audits", json=body)
 
+    async def search(self, mechanism: Id, body: m.SearchRequest | Body) -> m.JobRead:
+        """Start a search of the input domain (docs/search.md; ``client.jobs.wait(job)`` for it)."""
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/searches", json=body)
+
 
 class AsyncMonitors(_Resource):
     async def create(self, body: m.MonitorCreate | Body, *, validate: bool = False) -> m.MonitorCreated:
@@ -211,6 +215,10 @@ class AsyncMonitors(_Resource):
     async def periods(self, monitor: Id, *, limit: int = 100) -> AsyncIterator[m.PeriodRead]:
         async for item in self._c._pages(f"/v1/monitors/{_id(monitor)}/periods", _query(limit=limit)):
             yield item
+
+    async def check_from_search(self, monitor: Id, body: m.AdoptFindingRequest | Body) -> m.JobRead:
+        """Add a check from a search's finding (docs/search.md)."""
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/checks/from-search", json=body)
 
     async def snapshot(self, monitor: Id, body: m.SnapshotRequest | Body | None = None) -> m.SnapshotSummary:
         """Ask for an MPL snapshot (``client.snapshots.wait(snapshot)`` for it)."""

@@ -174,6 +174,10 @@ class Mechanisms(_Resource):
         """Start an audit job (``client.jobs.wait(job)`` for its result)."""
         return self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/audits", json=body)
 
+    def search(self, mechanism: Id, body: m.SearchRequest | Body) -> m.JobRead:
+        """Start a search of the input domain (docs/search.md; ``client.jobs.wait(job)`` for it)."""
+        return self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/searches", json=body)
+
 
 class Monitors(_Resource):
     def create(self, body: m.MonitorCreate | Body, *, validate: bool = False) -> m.MonitorCreated:
@@ -209,6 +213,10 @@ class Monitors(_Resource):
     def periods(self, monitor: Id, *, limit: int = 100) -> Iterator[m.PeriodRead]:
         for item in self._c._pages(f"/v1/monitors/{_id(monitor)}/periods", _query(limit=limit)):
             yield item
+
+    def check_from_search(self, monitor: Id, body: m.AdoptFindingRequest | Body) -> m.JobRead:
+        """Add a check from a search's finding (docs/search.md)."""
+        return self._c.request("POST", f"/v1/monitors/{_id(monitor)}/checks/from-search", json=body)
 
     def snapshot(self, monitor: Id, body: m.SnapshotRequest | Body | None = None) -> m.SnapshotSummary:
         """Ask for an MPL snapshot (``client.snapshots.wait(snapshot)`` for it)."""

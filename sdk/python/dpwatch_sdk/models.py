@@ -9,6 +9,15 @@ class AcknowledgeRequest(TypedDict):
     note: NotRequired[str | None]
 
 
+class AdoptFindingRequest(TypedDict):
+    """
+    Turn a finished search's finding into a check of this monitor (one call).
+    """
+
+    job_id: str
+    finding: NotRequired[int]
+
+
 class ApiKeyCreate(TypedDict):
     name: str
     scope: NotRequired[Literal['read', 'admin']]
@@ -98,6 +107,15 @@ class Box(TypedDict):
     high: list[float | None]
 
 
+class CategoryRecords(TypedDict):
+    """
+    Each record is one of ``values`` (strings or integers).
+    """
+
+    type: Literal['category']
+    values: list[str | int]
+
+
 class CheckRead(TypedDict):
     id: str
     position: int
@@ -105,7 +123,7 @@ class CheckRead(TypedDict):
     x_prime: Any
     event: dict[str, Any]
     reversed: bool
-    origin: NotRequired[Literal['given', 'auto', 'rediscovery']]
+    origin: NotRequired[Literal['given', 'auto', 'rediscovery', 'search']]
     joined_t: NotRequired[int]
     level: NotRequired[float | None]
     discovery: NotRequired[dict[str, Any] | None]
@@ -262,6 +280,16 @@ class Health(TypedDict):
     status: str
 
 
+class IntegerRecords(TypedDict):
+    """
+    Each record is an integer (JSON integer), in ``[low, high]`` when given.
+    """
+
+    type: Literal['integer']
+    low: NotRequired[int | None]
+    high: NotRequired[int | None]
+
+
 class Interval(TypedDict):
     """
     An interval of the real line; ``None`` endpoints are infinite and always open.
@@ -324,6 +352,7 @@ class MechanismRead(TypedDict):
     output_shape: NotRequired[dict[str, Any] | None]
     output_shape_source: NotRequired[Literal['declared', 'detected'] | None]
     probe_database: NotRequired[Any]
+    input_domain: NotRequired[dict[str, Any] | None]
     created_at: str
     updated_at: str
 
@@ -353,6 +382,8 @@ class MonitorRead(TypedDict):
     rediscoveries: int
     discovery_samples: int | None
     discovery_fresh_samples: int | None
+    search_every: NotRequired[int]
+    search_budget: NotRequired[int | None]
     horizon_index: int
     horizon_alpha: float
     threshold: float | None
@@ -509,6 +540,16 @@ class Readiness(TypedDict):
     migrations: str
 
 
+class RealRecords(TypedDict):
+    """
+    Each record is a real number, in ``[low, high]`` when given (each side optional).
+    """
+
+    type: Literal['real']
+    low: NotRequired[float | None]
+    high: NotRequired[float | None]
+
+
 class RediscoveryResult(TypedDict):
     """
     What a monitor's re-discovery found, and whether it added a check.
@@ -541,10 +582,38 @@ class RowSet(TypedDict):
     values: list[list[float | None]]
 
 
+class SearchResultModel(TypedDict):
+    """
+    What a search found (docs/search.md §2). `certified` is true only when a held-out test on fresh samples
+    refuted the claim; otherwise nothing was found within the budget, which does not show that the claim holds.
+    """
+
+    certified: bool
+    verdict: str
+    statement: str
+    claim: str
+    finding: dict[str, Any] | None
+    findings: list[dict[str, Any]]
+    failing_inputs: list[dict[str, Any]]
+    samples: dict[str, int]
+    seconds: dict[str, float]
+    candidates: dict[str, Any]
+    stopped: str
+
+
 class SecretRotated(TypedDict):
     id: str
     secret: str
     previous_secret_expires_at: str | None
+
+
+class SizeRange(TypedDict):
+    """
+    How many records a database holds: ``min`` to ``max`` (both included).
+    """
+
+    min: int
+    max: int
 
 
 class SnapshotEvidence(TypedDict):
@@ -606,6 +675,17 @@ class SnapshotSummary(TypedDict):
     lower_bound: NotRequired[float | None]
     epsilon_hat: NotRequired[float | None]
     statement: NotRequired[str | None]
+
+
+class VectorRecords(TypedDict):
+    """
+    Each record is a list of ``dim`` reals, each coordinate in ``[low, high]`` when given.
+    """
+
+    type: Literal['vector']
+    dim: int
+    low: NotRequired[float | list[float] | None]
+    high: NotRequired[float | list[float] | None]
 
 
 class WebhookCreate(TypedDict):
@@ -690,7 +770,7 @@ class CheckStatus(TypedDict):
     position: int
     reversed: bool
     event: dict[str, Any]
-    origin: NotRequired[Literal['given', 'auto', 'rediscovery']]
+    origin: NotRequired[Literal['given', 'auto', 'rediscovery', 'search']]
     joined_t: NotRequired[int]
     level: NotRequired[float | None]
     threshold: NotRequired[float | None]
@@ -725,19 +805,30 @@ class DiscoverRequest2(TypedDict):
 DiscoverRequest: TypeAlias = DiscoverRequest1 | DiscoverRequest2
 
 
+class InputDomain(TypedDict):
+    """
+    The databases the privacy claim covers (docs/search.md §1). `records`: `{"type": "real"|"integer", "low"?, "high"?}`, `{"type": "category", "values": [...]}` or `{"type": "vector", "dim": d, "low"?, "high"?}`; without `low`/`high` the claim must hold for every finite value. `size`: `{"min", "max"}` records (0 to 10000). `neighbours`: one or more of `add_remove`, `replace_one` (records form a multiset) or `linf`/`l1` with a top-level `sensitivity` > 0 (the database is a fixed-length vector of query answers, `size.min` = `size.max`; real or integer records; not mixed with the record relations). A database is sent to the mechanism as the JSON list of its records.
+    """
+
+    records: RealRecords | IntegerRecords | CategoryRecords | VectorRecords
+    size: SizeRange
+    neighbours: list[Literal['add_remove', 'replace_one', 'linf', 'l1']]
+    sensitivity: NotRequired[float | None]
+
+
 class JobRead(TypedDict):
     """
     A job: what was asked, where it stands, and what came of it (kept after it ends).
     """
 
     id: str
-    kind: Literal['discovery', 'audit', 'rediscovery']
+    kind: Literal['discovery', 'audit', 'rediscovery', 'search']
     state: Literal['queued', 'running', 'succeeded', 'failed', 'cancelled']
     mechanism_id: str | None
     monitor_id: NotRequired[str | None]
     params: dict[str, Any]
     progress: JobProgress
-    result: NotRequired[DiscoveryResult | AuditResult | RediscoveryResult | dict[str, Any] | None]
+    result: NotRequired[DiscoveryResult | AuditResult | RediscoveryResult | SearchResultModel | dict[str, Any] | None]
     error: NotRequired[str | None]
     cancel_requested: bool
     attempts: int
@@ -758,6 +849,7 @@ class MechanismCreate(TypedDict):
     secret: NotRequired[str | None]
     output_shape: NotRequired[OutputShape | None]
     probe_database: NotRequired[Any]
+    input_domain: NotRequired[InputDomain | None]
 
 
 class MechanismCreated(TypedDict):
@@ -776,6 +868,7 @@ class MechanismCreated(TypedDict):
     output_shape: NotRequired[dict[str, Any] | None]
     output_shape_source: NotRequired[Literal['declared', 'detected'] | None]
     probe_database: NotRequired[Any]
+    input_domain: NotRequired[dict[str, Any] | None]
     created_at: str
     updated_at: str
     secret: str
@@ -796,6 +889,7 @@ class MechanismUpdate(TypedDict):
     prefer_binary: NotRequired[bool]
     output_shape: NotRequired[OutputShape | None]
     probe_database: NotRequired[Any]
+    input_domain: NotRequired[InputDomain | None]
 
 
 class MechanismUpdated(TypedDict):
@@ -810,6 +904,7 @@ class MechanismUpdated(TypedDict):
     output_shape: NotRequired[dict[str, Any] | None]
     output_shape_source: NotRequired[Literal['declared', 'detected'] | None]
     probe_database: NotRequired[Any]
+    input_domain: NotRequired[dict[str, Any] | None]
     created_at: str
     updated_at: str
     validation: NotRequired[ProbeReport | None]
@@ -840,6 +935,8 @@ class MonitorCreated(TypedDict):
     rediscoveries: int
     discovery_samples: int | None
     discovery_fresh_samples: int | None
+    search_every: NotRequired[int]
+    search_budget: NotRequired[int | None]
     horizon_index: int
     horizon_alpha: float
     threshold: float | None
@@ -915,6 +1012,21 @@ class Projected(TypedDict):
     projection: Projection
     event: NotRequired[Interval | IntervalUnion | DiscreteSet | LatticeSet | None]
     nulls: NotRequired[bool]
+
+
+class SearchRequest(TypedDict):
+    """
+    Search the mechanism's input domain for a pair of neighbouring databases and an event that break
+    the claim; only a certification on fresh samples reports a violation.
+    """
+
+    claim: ClaimSpec
+    domain: NotRequired[InputDomain | None]
+    alpha: NotRequired[float]
+    budget: NotRequired[int]
+    time_limit_seconds: NotRequired[float | None]
+    candidates: NotRequired[int]
+    seed: NotRequired[int]
 
 
 class AlarmEvidence(TypedDict):
@@ -993,6 +1105,8 @@ class MonitorCreate(TypedDict):
     rediscover_every: NotRequired[int | None]
     discovery_samples: NotRequired[int | None]
     discovery_fresh_samples: NotRequired[int | None]
+    search_every: NotRequired[int]
+    search_budget: NotRequired[int | None]
 
 
 class PageAlarmRead(TypedDict):
