@@ -4,10 +4,12 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 # Dependencies first, so that code changes do not invalidate the dependency layer.
 COPY pyproject.toml README.md ./
+# The SDK (dpwatch-sdk) is a dependency of the service, installed from its folder.
+COPY sdk/python ./sdk/python
 RUN mkdir -p app && touch app/__init__.py \
  && python -m venv /opt/venv \
  && /opt/venv/bin/pip install --upgrade pip \
- && /opt/venv/bin/pip install .
+ && /opt/venv/bin/pip install ./sdk/python .
 COPY app ./app
 COPY migrations ./migrations
 COPY alembic.ini ./

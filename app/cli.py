@@ -364,6 +364,8 @@ def audit(
     allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
+    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML "
+                                                      "report (a failure when refuted, an error when sampling fails).")] = None,
 ) -> None:
     """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
     the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
@@ -449,15 +451,55 @@ def audit(
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
                                         progress=on_progress)
 
+    from app.reporting.junit import audit_case, error_case, shown_url, write_junit
+
     try:
         result = asyncio.run(run())
-    except SamplingError as exc:
-        _fail(f"sampling failed ({exc.reason}): {exc.detail}")
-    except ValueError as exc:
-        _fail(str(exc))
-    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else format_report(result))  # type: ignore[attr-defined]
+    except (SamplingError, ValueError) as exc:
+        problem = f"sampling failed ({exc.reason}): {exc.detail}" if isinstance(exc, SamplingError) else str(exc)
+        if junit_xml is not None:
+            write_junit(junit_xml, "dpwatch audit", [error_case(f"audit of {shown_url(sampling_url)}", "dpwatch.audit",
+                                                                 problem)])
+        _fail(problem)
+    report = format_report(result)  # type: ignore[arg-type]
+    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else report)  # type: ignore[attr-defined]
+    if junit_xml is not None:
+        write_junit(junit_xml, "dpwatch audit", [audit_case(result.to_dict(), sampling_url, report,  # type: ignore[attr-defined]
+                                                            claimed=claim is not None)])
     if claim is not None and result.refuted:  # type: ignore[attr-defined]
         raise typer.Exit(code=1)
+
+
+@app.command("apply")
+def apply_manifest(
+    file: Annotated[Path, typer.Option("--file", "-f", help="The manifest (YAML): mechanisms, monitors, webhooks.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Also destroy what the file does not list.")] = False,
+    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
+) -> None:
+    """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
+    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent.
+
+    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage.
+    """
+    from app.manifest.apply import run_apply
+
+    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune, echo=typer.echo,
+                               err=_err))
+
+
+@app.command("export")
+def export_manifest(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")] = None,
+    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An API key (read is enough).")] = None,
+) -> None:
+    """Write the tenant's current mechanisms, monitors and webhooks as a manifest for `dpwatch apply`
+    (secrets are never exported)."""
+    from app.manifest.apply import run_export
+
+    raise typer.Exit(run_export(output, url=url, api_key=api_key, echo=typer.echo, err=_err))
 
 
 @app.command()

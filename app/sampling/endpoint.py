@@ -22,10 +22,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import structlog
+from dpwatch_sdk.protocol import Verifier, negotiate_binary
 from fastapi import APIRouter, FastAPI
 from pydantic import ValidationError
-from standardwebhooks import Webhook
-from standardwebhooks.webhooks import WebhookVerificationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -66,36 +65,6 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def negotiate_binary(accept: str | None) -> bool:
-    """True if the Accept header prefers the binary format over JSON.
-
-    The binary type must be listed with q > 0 and a q at least that of the
-    best match for JSON (``application/json``, ``application/*`` or ``*/*``).
-    """
-    if not accept:
-        return False
-    binary_q = 0.0
-    json_q = 0.0
-    json_specificity = -1
-    for item in accept.split(","):
-        parts = [p.strip() for p in item.split(";")]
-        mtype = parts[0].lower()
-        q = 1.0
-        for param in parts[1:]:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = min(max(float(value), 0.0), 1.0)
-                except ValueError:
-                    q = 0.0
-        if mtype == BINARY_MEDIA_TYPE:
-            binary_q = max(binary_q, q)
-        specificity = {JSON_MEDIA_TYPE: 2, "application/*": 1, "*/*": 0}.get(mtype, -1)
-        if specificity > json_specificity:
-            json_specificity, json_q = specificity, q
-    return binary_q > 0 and binary_q >= json_q
 
 
 def to_samples(output: typing.Any, n: int, output_kind: OutputKind) -> np.ndarray:
@@ -221,7 +190,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 def _make_handler(
     f: MechanismFunction,
     output_kind: OutputKind,
-    webhook: tuple[Webhook, ...] | None,
+    webhook: Verifier | None,
     max_n: int,
     max_body_bytes: int,
     rng_factory: _RngFactory,
@@ -248,7 +217,7 @@ def _make_handler(
         except ClientDisconnect:
             return Response(status_code=400)
         if webhook is not None:
-            error = _verify_any(webhook, body, dict(request.headers))
+            error = webhook.problem(body, request.headers)
             if error is not None:
                 log.info("endpoint.bad_signature", mechanism=name, error=error)
                 return _error(401, f"invalid or missing webhook signature: {error}")
@@ -298,8 +267,9 @@ def _make_handler(
     return sample_endpoint
 
 
-def _webhook(secret: str | typing.Sequence[str] | None) -> tuple[Webhook, ...] | None:
-    """One verifier per accepted secret (several while the endpoint's secret is rotated)."""
+def _webhook(secret: str | typing.Sequence[str] | None) -> Verifier | None:
+    """The signature check (the SDK's, docs/protocol.md §2): one accepted secret, or several while
+    the endpoint's secret is rotated; None switches it off."""
     if secret is None:
         return None
     secrets = [secret] if isinstance(secret, str) else list(secret)
@@ -307,20 +277,7 @@ def _webhook(secret: str | typing.Sequence[str] | None) -> tuple[Webhook, ...] |
         raise ValueError("give at least one secret, or None to disable verification")
     for one in secrets:
         validate_secret(one)
-    return tuple(Webhook(one) for one in secrets)
-
-
-def _verify_any(verifiers: tuple[Webhook, ...], body: bytes, headers: dict[str, str]) -> str | None:
-    """None when a signature in ``webhook-signature`` matches any accepted secret, else why not."""
-    error = "no verifier"
-    for verifier in verifiers:
-        try:
-            verifier.verify(body, headers, json_parse=False)
-            return None
-        except (WebhookVerificationError, ValueError, UnicodeDecodeError) as exc:
-            # ValueError covers malformed signature lists and base64.
-            error = str(exc)
-    return error
+    return Verifier(secrets)
 
 
 def _route_name(path: str) -> str:

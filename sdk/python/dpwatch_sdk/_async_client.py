@@ -1,0 +1,344 @@
+"""The async client of the dpwatch REST API (docs/api.md), on httpx.
+
+This file is the source of both clients: ``_sync_client.py`` is generated from it by
+``scripts/unasync.py`` (async/await removed), and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import typing
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import httpx
+
+from . import models as m
+from ._retry import RETRY_STATUSES, retry_delay
+from .errors import JobFailed, error_for
+
+__all__ = ["AsyncClient"]
+
+Id = typing.Union[str, Mapping[str, typing.Any]]
+Body = Mapping[str, typing.Any]
+T = typing.TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+JOB_DONE = ("succeeded", "failed", "cancelled")
+SNAPSHOT_DONE = ("done", "failed")
+
+
+def _id(value: Id) -> str:
+    """An id, or a resource (a dict with ``id``)."""
+    if isinstance(value, Mapping):
+        return str(value["id"])
+    return str(value)
+
+
+def _query(**params: typing.Any) -> dict[str, typing.Any]:
+    out = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else value
+    return out
+
+
+class AsyncClient:
+    """The dpwatch API. ``url`` and ``api_key`` default to ``$DPWATCH_URL`` and
+    ``$DPWATCH_API_KEY``.
+
+    Errors are raised as :mod:`dpwatch_sdk.errors` exceptions (``NotFound``, ``ValidationFailed``,
+    …, each with the problem+json body). A ``503`` or ``429`` is retried up to ``max_retries``
+    times, after the server's ``Retry-After`` when it sends one (and gives up when that is longer
+    than ``max_retry_wait`` seconds), else after 0.5, 1, 2, … s; so is a connection that could not
+    be made. Lists are iterators over every page (``limit`` is the page size).
+    """
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_retries: int = 3, max_retry_wait: float = 60.0, transport: typing.Any = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        url = url or os.environ.get("DPWATCH_URL")
+        api_key = api_key or os.environ.get("DPWATCH_API_KEY")
+        if not url:
+            raise ValueError("give the service's URL (url= or $DPWATCH_URL), e.g. http://127.0.0.1:8000")
+        if not api_key:
+            raise ValueError("give an API key (api_key= or $DPWATCH_API_KEY); `dpwatch keys create` makes one")
+        self.url = url.rstrip("/")
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport,
+                                       headers={"authorization": f"Bearer {api_key}",
+                                                "user-agent": "dpwatch-sdk/0.1", **(headers or {})})
+        self.mechanisms = AsyncMechanisms(self)
+        self.monitors = AsyncMonitors(self)
+        self.alarms = AsyncAlarms(self)
+        self.webhooks = AsyncWebhooks(self)
+        self.snapshots = AsyncSnapshots(self)
+        self.jobs = AsyncJobs(self)
+        self.keys = AsyncKeys(self)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, typing.Any] | None = None,
+                      json: typing.Any = None) -> typing.Any:
+        """One API call, with the retries: the decoded JSON answer (None for 204)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(method, path, params=params, json=json)
+            except httpx.ConnectError:
+                if attempt > self.max_retries:
+                    raise
+                await asyncio.sleep(retry_delay(None, attempt))
+                continue
+            if response.status_code in RETRY_STATUSES and attempt <= self.max_retries:
+                delay = retry_delay(response.headers.get("retry-after"), attempt)
+                if delay <= self.max_retry_wait:
+                    await asyncio.sleep(delay)
+                    continue
+            if response.status_code >= 400:
+                raise error_for(response)
+            if response.status_code == 204 or not response.content:
+                return None
+            return response.json()
+
+    async def _pages(self, path: str, params: Mapping[str, typing.Any]) -> AsyncIterator[typing.Any]:
+        cursor = None
+        while True:
+            page = await self.request("GET", path, params={**params, **_query(cursor=cursor)})
+            for item in page["items"]:
+                yield item
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    async def health(self) -> m.Health:
+        return await self.request("GET", "/healthz")
+
+    async def ready(self) -> m.Readiness:
+        return await self.request("GET", "/readyz")
+
+
+class _Resource:
+    def __init__(self, client: AsyncClient) -> None:
+        self._c = client
+
+
+class AsyncMechanisms(_Resource):
+    async def create(self, body: m.MechanismCreate | Body, *, validate: bool = False) -> m.MechanismCreated:
+        """Register a mechanism; its ``secret`` is in this answer only."""
+        return await self._c.request("POST", "/v1/mechanisms", params=_query(validate=validate or None), json=body)
+
+    async def register(self, mechanism: typing.Any, sampling_url: str, *, name: str | None = None,
+                       secret: str | None = None, validate: bool = False, **fields: typing.Any) -> m.MechanismCreated:
+        """Register an SDK :class:`~dpwatch_sdk.Mechanism` served at ``sampling_url`` (its output kind
+        and shape come from the mechanism)."""
+        return await self.create(mechanism.registration(sampling_url, name=name, secret=secret, **fields),
+                                 validate=validate)
+
+    async def list(self, *, limit: int = 100) -> AsyncIterator[m.MechanismRead]:
+        async for item in self._c._pages("/v1/mechanisms", _query(limit=limit)):
+            yield item
+
+    async def get(self, mechanism: Id) -> m.MechanismRead:
+        return await self._c.request("GET", f"/v1/mechanisms/{_id(mechanism)}")
+
+    async def update(self, mechanism: Id, body: m.MechanismUpdate | Body, *,
+                     validate: bool = False) -> m.MechanismUpdated:
+        return await self._c.request("PATCH", f"/v1/mechanisms/{_id(mechanism)}",
+                                     params=_query(validate=validate or None), json=body)
+
+    async def delete(self, mechanism: Id, *, cascade: bool = False) -> None:
+        """Delete it; ``cascade`` also deletes its monitors (409 otherwise while monitors use it)."""
+        await self._c.request("DELETE", f"/v1/mechanisms/{_id(mechanism)}", params=_query(cascade=cascade or None))
+
+    async def validate(self, mechanism: Id, body: m.ProbeRequest | Body | None = None) -> m.ProbeReport:
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/validate", json=body)
+
+    async def rotate_secret(self, mechanism: Id, body: m.RotateMechanismSecret | Body | None = None) -> m.SecretRotated:
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/rotate-secret", json=body)
+
+    async def discover(self, mechanism: Id, body: m.DiscoverRequest | Body) -> m.JobRead:
+        """Start a discovery job (``client.jobs.wait(job)`` for its result)."""
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/discover", json=body)
+
+    async def audit(self, mechanism: Id, body: m.AuditRequest | Body) -> m.JobRead:
+        """Start an audit job (``client.jobs.wait(job)`` for its result)."""
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/audits", json=body)
+
+    async def search(self, mechanism: Id, body: m.SearchRequest | Body) -> m.JobRead:
+        """Start a search of the input domain (docs/search.md; ``client.jobs.wait(job)`` for it)."""
+        return await self._c.request("POST", f"/v1/mechanisms/{_id(mechanism)}/searches", json=body)
+
+
+class AsyncMonitors(_Resource):
+    async def create(self, body: m.MonitorCreate | Body, *, validate: bool = False) -> m.MonitorCreated:
+        return await self._c.request("POST", "/v1/monitors", params=_query(validate=validate or None), json=body)
+
+    async def list(self, *, state: str | None = None, mechanism_id: str | None = None,
+                   limit: int = 100) -> AsyncIterator[m.MonitorRead]:
+        async for item in self._c._pages("/v1/monitors", _query(state=state, mechanism_id=mechanism_id, limit=limit)):
+            yield item
+
+    async def get(self, monitor: Id) -> m.MonitorRead:
+        return await self._c.request("GET", f"/v1/monitors/{_id(monitor)}")
+
+    async def delete(self, monitor: Id) -> None:
+        """Delete it with its periods; its alarms are archived."""
+        await self._c.request("DELETE", f"/v1/monitors/{_id(monitor)}")
+
+    async def status(self, monitor: Id) -> m.MonitorStatus:
+        return await self._c.request("GET", f"/v1/monitors/{_id(monitor)}/status")
+
+    async def validate(self, monitor: Id) -> m.MonitorValidation:
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/validate")
+
+    async def pause(self, monitor: Id) -> m.MonitorRead:
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/pause")
+
+    async def resume(self, monitor: Id) -> m.MonitorRead:
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/resume")
+
+    async def reset(self, monitor: Id) -> m.MonitorRead:
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/reset")
+
+    async def periods(self, monitor: Id, *, limit: int = 100) -> AsyncIterator[m.PeriodRead]:
+        async for item in self._c._pages(f"/v1/monitors/{_id(monitor)}/periods", _query(limit=limit)):
+            yield item
+
+    async def check_from_search(self, monitor: Id, body: m.AdoptFindingRequest | Body) -> m.JobRead:
+        """Add a check from a search's finding (docs/search.md)."""
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/checks/from-search", json=body)
+
+    async def snapshot(self, monitor: Id, body: m.SnapshotRequest | Body | None = None) -> m.SnapshotSummary:
+        """Ask for an MPL snapshot (``client.snapshots.wait(snapshot)`` for it)."""
+        return await self._c.request("POST", f"/v1/monitors/{_id(monitor)}/snapshots", json=body or {})
+
+    async def snapshots(self, monitor: Id, *, limit: int = 100) -> AsyncIterator[m.SnapshotSummary]:
+        async for item in self._c._pages(f"/v1/monitors/{_id(monitor)}/snapshots", _query(limit=limit)):
+            yield item
+
+
+class AsyncAlarms(_Resource):
+    async def list(self, *, monitor_id: str | None = None, acknowledged: bool | None = None,
+                   resolved: bool | None = None, kind: str | None = None, archived: bool | None = None,
+                   limit: int = 100) -> AsyncIterator[m.AlarmRead]:
+        params = _query(monitor_id=monitor_id, acknowledged=acknowledged, resolved=resolved, kind=kind,
+                        archived=archived, limit=limit)
+        async for item in self._c._pages("/v1/alarms", params):
+            yield item
+
+    async def get(self, alarm: Id) -> m.AlarmRead:
+        return await self._c.request("GET", f"/v1/alarms/{_id(alarm)}")
+
+    async def acknowledge(self, alarm: Id, note: str | None = None) -> m.AlarmRead:
+        return await self._c.request("POST", f"/v1/alarms/{_id(alarm)}/acknowledge",
+                                     json={"note": note} if note is not None else None)
+
+
+class AsyncWebhooks(_Resource):
+    async def create(self, body: m.WebhookCreate | Body) -> m.WebhookCreated:
+        """Subscribe; the ``secret`` is in this answer only."""
+        return await self._c.request("POST", "/v1/webhooks", json=body)
+
+    async def list(self, *, limit: int = 100) -> AsyncIterator[m.WebhookRead]:
+        async for item in self._c._pages("/v1/webhooks", _query(limit=limit)):
+            yield item
+
+    async def get(self, webhook: Id) -> m.WebhookRead:
+        return await self._c.request("GET", f"/v1/webhooks/{_id(webhook)}")
+
+    async def update(self, webhook: Id, body: m.WebhookUpdate | Body) -> m.WebhookRead:
+        return await self._c.request("PATCH", f"/v1/webhooks/{_id(webhook)}", json=body)
+
+    async def delete(self, webhook: Id) -> None:
+        await self._c.request("DELETE", f"/v1/webhooks/{_id(webhook)}")
+
+    async def test(self, webhook: Id) -> m.DeliveryRead:
+        return await self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/test")
+
+    async def deliveries(self, webhook: Id, *, limit: int = 100) -> AsyncIterator[m.DeliveryRead]:
+        async for item in self._c._pages(f"/v1/webhooks/{_id(webhook)}/deliveries", _query(limit=limit)):
+            yield item
+
+    async def rotate_secret(self, webhook: Id, body: m.RotateSecret | Body | None = None) -> m.SecretRotated:
+        return await self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/rotate-secret", json=body)
+
+
+class AsyncSnapshots(_Resource):
+    async def get(self, snapshot: Id) -> m.SnapshotRead:
+        return await self._c.request("GET", f"/v1/snapshots/{_id(snapshot)}")
+
+    async def wait(self, snapshot: Id, *, timeout: float | None = None, poll_interval: float = 1.0) -> m.SnapshotRead:
+        """Poll until the snapshot is ``done`` (or ``failed``: its ``error`` says why)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            found = await self.get(snapshot)
+            if found["status"] in SNAPSHOT_DONE:
+                return found
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found['status']} after {timeout:g} s")
+            await asyncio.sleep(poll_interval)
+
+
+class AsyncJobs(_Resource):
+    async def list(self, *, kind: str | None = None, state: str | None = None, mechanism_id: str | None = None,
+                   monitor_id: str | None = None, limit: int = 100) -> AsyncIterator[m.JobRead]:
+        params = _query(kind=kind, state=state, mechanism_id=mechanism_id, monitor_id=monitor_id, limit=limit)
+        async for item in self._c._pages("/v1/jobs", params):
+            yield item
+
+    async def get(self, job: Id) -> m.JobRead:
+        return await self._c.request("GET", f"/v1/jobs/{_id(job)}")
+
+    async def cancel(self, job: Id) -> m.JobRead:
+        return await self._c.request("POST", f"/v1/jobs/{_id(job)}/cancel")
+
+    async def wait(self, job: Id, *, timeout: float | None = None, poll_interval: float = 1.0,
+                   on_progress: Callable[[m.JobRead], typing.Any] | None = None) -> m.JobRead:
+        """Poll until the job ends: its last state when ``succeeded`` (``result`` holds what it
+        found); :class:`~dpwatch_sdk.errors.JobFailed` when ``failed`` or ``cancelled``;
+        ``TimeoutError`` after ``timeout`` seconds. ``on_progress(job)`` is called whenever its
+        ``progress`` changes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            found = await self.get(job)
+            progress = (found.get("state"), (found.get("progress") or {}).get("fraction"),
+                        (found.get("progress") or {}).get("message"))
+            if on_progress is not None and progress != last:
+                on_progress(found)
+            last = progress
+            if found["state"] == "succeeded":
+                return found
+            if found["state"] in JOB_DONE:
+                raise JobFailed(found)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {_id(job)} is still {found['state']} after {timeout:g} s")
+            await asyncio.sleep(poll_interval)
+
+
+class AsyncKeys(_Resource):
+    async def create(self, body: m.ApiKeyCreate | Body) -> m.ApiKeyCreated:
+        """A new key of this tenant; ``key`` is in this answer only."""
+        return await self._c.request("POST", "/v1/keys", json=body)
+
+    async def list(self, *, revoked: bool | None = None, limit: int = 100) -> AsyncIterator[m.ApiKeyRead]:
+        async for item in self._c._pages("/v1/keys", _query(revoked=revoked, limit=limit)):
+            yield item
+
+    async def get(self, key: Id) -> m.ApiKeyRead:
+        return await self._c.request("GET", f"/v1/keys/{_id(key)}")
+
+    async def revoke(self, key: Id) -> None:
+        await self._c.request("DELETE", f"/v1/keys/{_id(key)}")

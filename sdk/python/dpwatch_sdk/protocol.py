@@ -1,0 +1,404 @@
+"""The endpoint's side of the dpwatch sampling protocol (docs/protocol.md, the one statement of its
+rules): the request, its signature, content negotiation, and the answer in JSON or binary.
+
+Pure Python: numpy is used when the mechanism returns numpy arrays, and is never required.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import secrets as _secrets
+import sys
+import typing
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+__all__ = [
+    "ACCEPT_BINARY",
+    "BINARY_MEDIA_TYPE",
+    "DIM_HEADER",
+    "JSON_MEDIA_TYPE",
+    "OUTPUTS",
+    "BadRequest",
+    "Output",
+    "OutputError",
+    "SampleRequest",
+    "encode_answer",
+    "generate_secret",
+    "negotiate_binary",
+    "parse_request",
+    "sign",
+    "validate_secret",
+    "Verifier",
+]
+
+JSON_MEDIA_TYPE = "application/json"
+BINARY_MEDIA_TYPE = "application/x-dpwatch-float64"
+DIM_HEADER = "x-dpwatch-dim"
+ACCEPT_BINARY = f"{BINARY_MEDIA_TYPE}, {JSON_MEDIA_TYPE};q=0.5"
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+#: What one output is (docs/protocol.md §3 and §3.1): ``real`` a number; ``integer`` an integer;
+#: ``label`` a string; ``discrete`` integers or strings (all of one kind in an answer); ``vector`` a
+#: fixed-length array of numbers; ``list`` a variable-length array of numbers.
+OUTPUTS = ("real", "integer", "label", "discrete", "vector", "list")
+OutputName = typing.Literal["real", "integer", "label", "discrete", "vector", "list"]
+
+
+# --------------------------------------------------------------------------- secrets and signatures
+
+
+def validate_secret(secret: str) -> bytes:
+    """The key bytes of a ``whsec_<base64>`` secret of at least 16 bytes; ValueError otherwise."""
+    if not isinstance(secret, str) or not secret.startswith("whsec_"):
+        raise ValueError("a signing secret has the form whsec_<base64>")
+    try:
+        key = base64.b64decode(secret[len("whsec_"):], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the part of the secret after whsec_ is not valid base64") from None
+    if len(key) < 16:
+        raise ValueError(f"the secret holds {len(key)} bytes; at least 16 are needed")
+    return key
+
+
+def generate_secret() -> str:
+    """A fresh ``whsec_`` secret of 32 random bytes."""
+    return "whsec_" + base64.b64encode(_secrets.token_bytes(32)).decode()
+
+
+def sign(secret: str, msg_id: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """The Standard Webhooks headers dpwatch sends with ``body`` (for tests and hand-made calls)."""
+    import datetime
+
+    validate_secret(secret)
+    when = (datetime.datetime.now(tz=datetime.timezone.utc) if timestamp is None
+            else datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc))
+    signature = Webhook(secret).sign(msg_id, when, body.decode("utf-8"))
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(when.timestamp())), "webhook-signature": signature}
+
+
+class Verifier:
+    """Checks ``webhook-signature`` against one or more accepted secrets (several while a secret is
+    rotated: dpwatch then signs with both, and either is enough)."""
+
+    def __init__(self, secret: str | Sequence[str]) -> None:
+        secrets = [secret] if isinstance(secret, str) else list(secret)
+        if not secrets:
+            raise ValueError("give at least one secret (or secret=None to switch verification off)")
+        for one in secrets:
+            validate_secret(one)
+        self._webhooks = tuple(Webhook(one) for one in secrets)
+
+    def problem(self, body: bytes, headers: typing.Mapping[str, str]) -> str | None:
+        """None when a signature matches (and its timestamp is within 5 minutes), else why not."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        error = "no signature"
+        for webhook in self._webhooks:
+            try:
+                webhook.verify(body, lowered, json_parse=False)
+                return None
+            except (WebhookVerificationError, ValueError, UnicodeDecodeError) as exc:
+                error = str(exc) or type(exc).__name__
+        return error
+
+
+# --------------------------------------------------------------------------- the request
+
+
+class BadRequest(Exception):
+    """A request the endpoint refuses: ``status`` and a FastAPI-style ``detail``."""
+
+    def __init__(self, status: int, detail: typing.Any) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    database: typing.Any
+    n: int
+    request_id: str
+    monitor_id: str
+    period: int
+
+
+def _field_error(loc: str, msg: str, kind: str) -> dict[str, typing.Any]:
+    return {"loc": ["body", loc], "msg": msg, "type": kind}
+
+
+def _reject_constant(name: str) -> typing.NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_request(body: bytes, max_n: int) -> SampleRequest:
+    """The request body (docs/protocol.md §1), strictly: unknown fields are ignored, wrong types and
+    an ``n`` above ``max_n`` are a 422 (:class:`BadRequest`)."""
+    try:
+        doc = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadRequest(422, [{"loc": ["body"], "msg": f"the body is not UTF-8 JSON: {exc}",
+                                "type": "json_invalid"}]) from None
+    if not isinstance(doc, dict):
+        raise BadRequest(422, [{"loc": ["body"], "msg": "the body must be a JSON object", "type": "model_type"}])
+    errors = []
+    for name in ("n", "request_id", "monitor_id", "period"):
+        if name not in doc:
+            errors.append(_field_error(name, "Field required", "missing"))
+    n, period = doc.get("n"), doc.get("period")
+    if "n" in doc and (type(n) is not int or n < 1):
+        errors.append(_field_error("n", "n must be an integer >= 1", "int_type" if type(n) is not int else
+                                   "greater_than_equal"))
+    if "period" in doc and (type(period) is not int or period < 0):
+        errors.append(_field_error("period", "period must be an integer >= 0", "int_type"))
+    for name in ("request_id", "monitor_id"):
+        if name in doc and not isinstance(doc[name], str):
+            errors.append(_field_error(name, f"{name} must be a string", "string_type"))
+    if errors:
+        raise BadRequest(422, errors)
+    if n > max_n:
+        raise BadRequest(422, [_field_error("n", f"n={n} exceeds this endpoint's max_n={max_n}", "too_large")])
+    return SampleRequest(doc.get("database"), n, doc["request_id"], doc["monitor_id"], period)
+
+
+def negotiate_binary(accept: str | None) -> bool:
+    """True when ``Accept`` lists the binary type with q > 0 and at least the q of JSON's best match
+    (``application/json``, ``application/*`` or ``*/*``)."""
+    if not accept:
+        return False
+    binary_q, json_q, json_rank = 0.0, 0.0, -1
+    for item in accept.split(","):
+        media, *params = (p.strip() for p in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = min(max(float(value), 0.0), 1.0)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        if media == BINARY_MEDIA_TYPE:
+            binary_q = max(binary_q, q)
+        rank = {JSON_MEDIA_TYPE: 2, "application/*": 1, "*/*": 0}.get(media, -1)
+        if rank > json_rank:
+            json_rank, json_q = rank, q
+    return binary_q > 0 and binary_q >= json_q
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class OutputError(Exception):
+    """The mechanism returned something that is not ``n`` valid outputs (answered 500)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one output of the mechanism is. ``length`` fixes a vector's length (else the first answer
+    decides, and later answers must agree); ``nullable`` lets ``None`` stand for "no answer" (SVT's ⊥)."""
+
+    kind: OutputName = "real"
+    length: int | None = None
+    nullable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {self.kind!r}")
+        if self.length is not None and (self.kind != "vector" or self.length < 1):
+            raise ValueError("length goes with a vector output and must be >= 1")
+        if self.nullable and self.kind in ("label", "discrete"):
+            raise ValueError("nullable outputs are numbers (or vectors and lists of numbers)")
+
+    @classmethod
+    def of(cls, spec: "Output | str | tuple[str, int]") -> "Output":
+        """``"real"``, ``("vector", 3)``, or an Output."""
+        if isinstance(spec, Output):
+            return spec
+        if isinstance(spec, tuple):
+            return cls(spec[0], spec[1])  # type: ignore[arg-type]
+        return cls(spec)  # type: ignore[arg-type]
+
+    @property
+    def binary_capable(self) -> bool:
+        return self.kind in ("real", "integer", "vector", "list")
+
+    @property
+    def output_kind(self) -> str:
+        """The mechanism's ``output_kind`` in the API: real, discrete or vector."""
+        return {"real": "real", "integer": "discrete", "label": "discrete", "discrete": "discrete",
+                "vector": "vector", "list": "vector"}[self.kind]
+
+    def shape(self) -> dict[str, typing.Any]:
+        """The ``OutputShape`` JSON the service reads (docs/protocol.md §3.1)."""
+        shape: dict[str, typing.Any] = {}
+        if self.kind in ("vector", "list"):
+            shape["container"] = self.kind
+            if self.length is not None:
+                shape["length"] = self.length
+        elif self.kind != "real":
+            shape["values"] = self.kind
+        if self.nullable:
+            shape["nullable"] = True
+        return shape
+
+
+def _describe(value: typing.Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _as_list(outputs: typing.Any) -> list[typing.Any]:
+    if isinstance(outputs, (str, bytes, dict)):
+        raise OutputError(f"the mechanism must return a sequence of outputs, got {type(outputs).__name__}")
+    tolist = getattr(outputs, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist):
+        outputs = tolist()
+        if not isinstance(outputs, list):
+            raise OutputError("the mechanism returned a single value; return a sequence of n outputs")
+        return outputs
+    try:
+        return list(outputs)
+    except TypeError:
+        raise OutputError(f"the mechanism must return a sequence of outputs, got {type(outputs).__name__}") from None
+
+
+def _number(value: typing.Any, where: str, nullable: bool) -> float | int | None:
+    if value is None:
+        if nullable:
+            return None
+        raise OutputError(f"{where} is null, and the output is not nullable")
+    if type(value) is bool or not isinstance(value, (int, float)):
+        item = getattr(value, "item", None)  # a numpy scalar
+        if callable(item) and not isinstance(value, (str, bytes)):
+            return _number(item(), where, nullable)
+        raise OutputError(f"{where} must be a number, got {type(value).__name__}: {_describe(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value) and nullable:
+            return None
+        raise OutputError(f"{where} is {value}, which is not a finite number")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        try:
+            float(value)
+        except OverflowError:
+            raise OutputError(f"{where} is too large for a float64") from None
+    return value
+
+
+def _integer(value: typing.Any, where: str, nullable: bool) -> int | None:
+    number = _number(value, where, nullable)
+    if number is None:
+        return None
+    if isinstance(number, float):
+        if number != math.floor(number):
+            raise OutputError(f"{where} must be an integer, got {number!r}")
+        number = int(number)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise OutputError(f"{where} is outside the signed 64-bit range")
+    return number
+
+
+def check_outputs(outputs: typing.Any, n: int, output: Output) -> list[typing.Any]:
+    """The mechanism's outputs as JSON-ready Python values, checked against ``output``
+    (docs/protocol.md §3): exactly ``n`` of them, the right types, finite numbers, integral
+    integers (``16.0`` becomes ``16``); raises :class:`OutputError` otherwise."""
+    items = _as_list(outputs)
+    if len(items) != n:
+        raise OutputError(f"expected {n} outputs, got {len(items)}")
+    kind, nullable = output.kind, output.nullable
+    if kind == "real":
+        return [_number(v, f"output {i}", nullable) for i, v in enumerate(items)]
+    if kind == "integer":
+        return [_integer(v, f"output {i}", nullable) for i, v in enumerate(items)]
+    if kind in ("label", "discrete"):
+        if n and all(isinstance(v, str) for v in items):
+            return items
+        if kind == "label":
+            bad = next(i for i, v in enumerate(items) if not isinstance(v, str))
+            raise OutputError(f"output {bad} must be a string (label), got {_describe(items[bad])}")
+        if any(isinstance(v, str) for v in items):
+            raise OutputError("discrete outputs must be all integers or all strings, not a mix of both")
+        return [_integer(v, f"output {i}", False) for i, v in enumerate(items)]
+    rows = []
+    for i, row in enumerate(items):
+        if isinstance(row, (str, bytes, dict)) or not isinstance(row, Iterable):
+            raise OutputError(f"output {i} must be an array of numbers, got {_describe(row)}")
+        rows.append([_number(v, f"output {i}[{j}]", nullable) for j, v in enumerate(row)])
+    if kind == "vector":
+        lengths = {len(r) for r in rows}
+        if len(lengths) > 1:
+            raise OutputError(f"vector outputs must all have the same length; got lengths {sorted(lengths)[:5]}")
+        if rows and not rows[0]:
+            raise OutputError("vector outputs must not be empty")
+        if output.length is not None and rows and len(rows[0]) != output.length:
+            raise OutputError(f"vector outputs have length {len(rows[0])}, expected {output.length}")
+    return rows
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+def _floats(values: Iterable[float | int | None]) -> bytes:
+    data = array("d", (math.nan if v is None else float(v) for v in values))
+    if sys.byteorder == "big":
+        data.byteswap()
+    return data.tobytes()
+
+
+def _numpy_fast_path(outputs: typing.Any, n: int, output: Output, binary: bool) -> tuple[bytes, dict[str, str]] | None:
+    """A numpy float/int array of real or vector outputs, checked and encoded without a Python
+    loop per value (an answer of 10⁵ outputs in a millisecond)."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(outputs, np.ndarray) or outputs.dtype.kind not in "iuf":
+        return None
+    if output.kind not in ("real", "vector") or output.nullable:
+        return None
+    expected_ndim = 1 if output.kind == "real" else 2
+    if outputs.ndim != expected_ndim:
+        return None  # the slow path says what is wrong
+    if outputs.shape[0] != n:
+        raise OutputError(f"expected {n} outputs, got {outputs.shape[0]}")
+    if output.kind == "vector":
+        if outputs.shape[1] < 1:
+            raise OutputError("vector outputs must not be empty")
+        if output.length is not None and outputs.shape[1] != output.length:
+            raise OutputError(f"vector outputs have length {outputs.shape[1]}, expected {output.length}")
+    values = outputs.astype("<f8", copy=False)
+    if not np.isfinite(values).all():
+        raise OutputError("the outputs contain NaN or infinity")
+    headers: dict[str, str] = {}
+    if binary:
+        if output.kind == "vector":
+            headers[DIM_HEADER] = str(values.shape[1])
+        return np.ascontiguousarray(values).tobytes(), headers
+    return json.dumps({"samples": values.tolist()}, separators=(",", ":")).encode(), headers
+
+
+def encode_answer(outputs: typing.Any, n: int, output: Output, binary: bool) -> tuple[bytes, str, dict[str, str]]:
+    """The answer body, its media type and extra headers for the mechanism's ``outputs``: JSON
+    ``{"samples": [...]}``, or little-endian float64 rows when ``binary`` and the output is numeric
+    (``x-dpwatch-dim`` for vectors; a list row is ``[length, v_1, …]`` padded with NaN)."""
+    binary = binary and output.binary_capable
+    fast = _numpy_fast_path(outputs, n, output, binary)
+    if fast is not None:
+        body, headers = fast
+        return body, BINARY_MEDIA_TYPE if binary else JSON_MEDIA_TYPE, headers
+    values = check_outputs(outputs, n, output)
+    if not binary:
+        return json.dumps({"samples": values}, separators=(",", ":"), allow_nan=False).encode(), JSON_MEDIA_TYPE, {}
+    if output.kind in ("real", "integer"):
+        return _floats(values), BINARY_MEDIA_TYPE, {}
+    if output.kind == "vector":
+        d = len(values[0])
+        return _floats(v for row in values for v in row), BINARY_MEDIA_TYPE, {DIM_HEADER: str(d)}
+    width = max((len(row) for row in values), default=0)
+    padded = ([len(row), *row, *([math.nan] * (width - len(row)))] for row in values)
+    return _floats(v for row in padded for v in row), BINARY_MEDIA_TYPE, {DIM_HEADER: str(1 + width)}
