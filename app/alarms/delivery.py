@@ -39,6 +39,8 @@ log = structlog.get_logger("dpwatch.webhooks")
 #: After the last one (about 28 hours after the first try) the message is marked failed.
 RETRY_DELAYS_SECONDS = (5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 43200)
 JITTER = 0.2
+#: How much of a receiver's reply is read (raw; the rest is dropped with the connection).
+REPLY_BYTES = 4096
 #: How long a claimed message is hidden from other deliverers while one tries it.
 CLAIM_SECONDS = 60.0
 
@@ -143,8 +145,10 @@ class WebhookDeliverer:
         status_code: int | None = None
         error: str | None = None
         try:
+            # The reply's body is never used: at most REPLY_BYTES of it are read, raw (never
+            # decompressed, whatever its Content-Encoding), on a connection of its own.
             resp = await self.http.post(out.url, content=out.body, headers=headers, timeout=self.timeout_seconds,
-                                        max_bytes=64 * 1024)
+                                        max_bytes=REPLY_BYTES, truncate=True)
             status_code = resp.status_code
             if not 200 <= status_code < 300:
                 error = f"HTTP {status_code}"
