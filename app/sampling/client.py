@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import hashlib
 import random
 import re
 import time
@@ -86,6 +87,11 @@ class MechanismEndpoint:
     output contract (app.stats.shapes.OutputShape): answers are validated
     against it and returned in its canonical form, and ``output_kind`` and
     ``vector_dim`` are then ignored.
+
+    ``isolation_key`` names whose connections these are (the service passes
+    the mechanism's id): keep-alive connections are reused only between
+    requests with the same key, URL and secret, never across mechanisms or
+    tenants (docs/hardening.md, "Hostile tenants").
     """
 
     sampling_url: str
@@ -97,8 +103,13 @@ class MechanismEndpoint:
     vector_dim: int | None = None
     shape: OutputShape | None = None
     previous_secrets: tuple[str, ...] = field(default=(), repr=False)
+    isolation_key: str | None = None
+    #: The connection pool of this endpoint (derived; see ``isolation_key``).
+    pool_key: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
+        digest = hashlib.sha256("\0".join((self.isolation_key or "", self.sampling_url, self.secret)).encode())
+        object.__setattr__(self, "pool_key", digest.hexdigest())
         if self.shape is not None and not isinstance(self.shape, OutputShape):
             raise ValueError("shape must be an OutputShape")
         if self.output_kind not in OUTPUT_KINDS:
@@ -445,6 +456,7 @@ class SamplingClient:
                         timeout=min(mechanism.timeout_seconds, remaining),
                         identity_only=True,
                         budget=budget,
+                        isolation=mechanism.pool_key,
                     )
                 except SafeHttpError as exc:
                     raise SamplingError(exc.reason, exc.detail) from None
