@@ -32,22 +32,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from .protocol import (
     ACCEPT_BINARY,
     ACCEPT_JSON,
-    BINARY_MEDIA_TYPE,
-    DIM_HEADER,
     JSON_MEDIA_TYPE,
     OUTPUT_KINDS,
     OutputKind,
     SamplingError,
     encode_database,
     encode_request,
-    media_type,
-    parse_dim_header,
-    parse_samples,
     sign_headers,
     validate_secret,
 )
 from app.stats.shapes import ListSamples, OutputShape, concat_outputs
 
+from .answers import answer_reader
 from .logs import get_logger
 from .safe_http import ByteBudget, SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
@@ -346,6 +342,13 @@ class SamplingClient:
                 )
         return np.concatenate(parts)
 
+    def _reader(self, mechanism: MechanismEndpoint, size: int, status: int, headers: typing.Any) -> typing.Any:
+        """The streaming reader of a ``200`` answer (app.sampling.answers); other statuses are read whole."""
+        if status != 200:
+            return None
+        return answer_reader(headers, size, mechanism.output_kind, mechanism.vector_dim, shape=mechanism.shape,
+                             max_bytes=self.config.max_response_bytes)
+
     def _report(self, duration: float, outcome: str) -> None:
         if self._on_request is None:
             return
@@ -457,6 +460,7 @@ class SamplingClient:
                         identity_only=True,
                         budget=budget,
                         isolation=mechanism.pool_key,
+                        reader=functools.partial(self._reader, mechanism, size),
                     )
                 except SafeHttpError as exc:
                     raise SamplingError(exc.reason, exc.detail) from None
@@ -468,22 +472,7 @@ class SamplingClient:
                         status_code=resp.status_code,
                         retry_after=_retry_after_seconds(resp.headers.get("retry-after")),
                     )
-                if media_type(resp.content_type) == BINARY_MEDIA_TYPE:
-                    dim = parse_dim_header(resp.headers.get(DIM_HEADER))
-                    if (
-                        mechanism.shape is None
-                        and mechanism.vector_dim is not None
-                        and dim is not None
-                        and dim != mechanism.vector_dim
-                    ):
-                        raise SamplingError(
-                            "wrong_type",
-                            f"vector outputs have length {dim}, expected {mechanism.vector_dim}",
-                        )
-                else:
-                    dim = mechanism.vector_dim
-                samples = parse_samples(resp.content, resp.content_type, size, mechanism.output_kind, dim,
-                                        shape=mechanism.shape)
+                samples = resp.parsed
                 outcome = "ok"
             except SamplingError as exc:
                 outcome = exc.reason

@@ -55,6 +55,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import httpcore
 import httpx
 
@@ -100,6 +101,8 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _MAX_URL_LENGTH = 2048
 _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 _ERROR_BODY_LIMIT = 8192
+#: A body reader is fed this much at a time, with a turn of the event loop in between.
+_FEED_SLICE = 16 * 1024
 
 SafeHttpReason = typing.Literal[
     "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error",
@@ -888,7 +891,11 @@ class SafeAsyncClient:
                             chunk = chunk[: len(chunk) - (size - cap)]
                             truncated = True
                         if sink is not None:
-                            sink.feed(chunk)
+                            # Parsing is CPU work: let the loop run between slices, even when the
+                            # next chunk is already buffered (a read then does not yield).
+                            for start in range(0, len(chunk), _FEED_SLICE):
+                                sink.feed(chunk[start : start + _FEED_SLICE] if len(chunk) > _FEED_SLICE else chunk)
+                                await anyio.lowlevel.checkpoint()
                         else:
                             chunks.append(chunk)
                         if truncated:
