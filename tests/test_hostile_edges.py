@@ -58,3 +58,27 @@ def test_a_control_character_in_the_query_is_a_422_on_every_route(client: TestCl
 def test_numbers_python_cannot_read_are_left_to_the_route(client: TestClient) -> None:
     assert client.get("/healthz", params={"x": "3\u2028"}).status_code == 200  # no control character
     assert client.get("/v1/monitors", params={"limit": "1e999"}).status_code == 422
+
+
+# ------------------------------------------------------------------------------- item 9: addresses
+
+
+def test_every_special_purpose_block_is_refused_and_public_addresses_are_not() -> None:
+    import ipaddress
+
+    from app.sampling.safe_http import _SPECIAL_PURPOSE, AddressPolicy
+
+    policy = AddressPolicy()
+    for network, _why in _SPECIAL_PURPOSE:
+        for address in (network.network_address, network.network_address + 1,
+                        network.network_address + (network.num_addresses // 2), network.broadcast_address):
+            assert policy.refusal_reason(address) is not None, (network, address)
+    for text in ("192.0.0.8", "192.0.0.9", "192.0.0.170", "::ffff:192.0.0.8", "64:ff9b::c000:8",
+                 "2002:c000:8::1", "3fff::1", "5f00::1", "64:ff9b:1::1", "100:0:0:1::1", "2001:20::1",
+                 "192.88.99.1"):
+        assert policy.refusal_reason(ipaddress.ip_address(text)) is not None, text
+    for text in ("8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "2606:4700::1111", "192.31.196.1",
+                 "2620:4f:8000::1", "64:ff9b::808:808"):
+        assert policy.refusal_reason(ipaddress.ip_address(text)) is None, text
+    # An operator's allow-list still opens them (tests, the local demo).
+    assert AddressPolicy.from_cidrs(["192.0.0.0/24"]).refusal_reason(ipaddress.ip_address("192.0.0.8")) is None

@@ -222,6 +222,47 @@ def _embedded_ipv4(ip: IPAddress) -> tuple[ipaddress.IPv4Address | None, str]:
     return None, ""
 
 
+#: The IANA IPv4 and IPv6 Special-Purpose Address Registries (2025), every block not marked
+#: "globally reachable", stated here rather than left to the ``ipaddress`` flags of the running
+#: Python (3.11.7 calls 192.0.0.8, 3fff::/20 and 5f00::/16 global). Whole blocks are refused
+#: even where the registry lists a globally reachable exception inside them (192.0.0.9/32 and
+#: 192.0.0.10/32, PCP and TURN anycast; 2001:1::1-3, 2001:3::/32, 2001:4:112::/48, 2001:20::/28,
+#: 2001:30::/28 inside 2001::/23): anycast service addresses are not where a mechanism lives.
+_SPECIAL_PURPOSE: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(cidr), why) for cidr, why in (
+        ("0.0.0.0/8", "\"this network\""),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "shared (CGNAT)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("::/96", "IPv4-compatible (deprecated)"),
+        ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation"),
+        ("100::/64", "discard-only"),
+        ("100:0:0:1::/64", "dummy prefix"),
+        ("2001::/23", "IETF protocol assignments"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing (SRv6) SIDs"),
+        ("fc00::/7", "unique local"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+
 def _category(ip: IPAddress) -> str | None:
     """Why a (non-embedded) address is not a public destination, or None if it is."""
     if ip.is_unspecified:
@@ -240,6 +281,9 @@ def _category(ip: IPAddress) -> str | None:
         return "reserved"
     if not ip.is_global:
         return "not globally routable"
+    for network, why in _SPECIAL_PURPOSE:  # what this Python's flags call global
+        if ip.version == network.version and ip in network:
+            return why
     return None
 
 
