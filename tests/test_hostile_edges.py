@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,7 +18,7 @@ SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 ID = "0b6c7f9e-3f0e-4a43-9a0f-7c0f63a2b7f1"
 #: The dashboard's pages are not in the OpenAPI document.
 PAGES = ["/", "/ui", "/ui/login", "/ui/monitors", f"/ui/monitors/{ID}", f"/ui/snapshots/{ID}",
-         f"/ui/data/monitors/{ID}/checks/{ID}", "/ui/static/app.css", "/docs", "/redoc", "/openapi.json"]
+         f"/ui/data/monitors/{ID}/checks/{ID}/series", f"/ui/data/snapshots/{ID}", "/ui/static/app.css", "/docs", "/redoc", "/openapi.json"]
 
 
 def _get_paths(app) -> list[str]:  # noqa: ANN001
@@ -82,3 +83,121 @@ def test_every_special_purpose_block_is_refused_and_public_addresses_are_not() -
         assert policy.refusal_reason(ipaddress.ip_address(text)) is None, text
     # An operator's allow-list still opens them (tests, the local demo).
     assert AddressPolicy.from_cidrs(["192.0.0.0/24"]).refusal_reason(ipaddress.ip_address("192.0.0.8")) is None
+
+
+# ------------------------------------------------------------------------------- item 9: booleans
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize(("change", "pointer"), [
+    ({"epsilon": True}, "#/epsilon"),
+    ({"epsilon": None, "claim": {"epsilon": 1.0, "delta": False}}, "#/claim/delta"),
+    ({"epsilon": None, "claim": {"epsilon": True}}, "#/claim/epsilon"),
+    ({"alpha": True}, "#/alpha"),
+    ({"checks": [{"x": [1, 1, 0], "x_prime": [1, 1, 1], "event": {"kind": "interval", "low": True, "high": None}}]},
+     "#/checks/0/event/low"),
+])
+def test_a_boolean_where_a_number_is_due_is_refused(client: TestClient, change: dict, pointer: str) -> None:
+    from tests.api_helpers import MONITOR, create_mechanism
+
+    mechanism = create_mechanism(client)
+    body = {**MONITOR, "mechanism_id": mechanism["id"], **change}
+    body = {k: v for k, v in body.items() if v is not None}
+    response = client.post("/v1/monitors", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["pointer"] == pointer, response.json()
+
+
+@SQLITE_ONLY
+def test_booleans_where_booleans_are_due_and_any_json_are_kept(client: TestClient) -> None:
+    from tests.api_helpers import MONITOR, create_mechanism
+
+    mechanism = create_mechanism(client, prefer_binary=True)
+    assert mechanism["prefer_binary"] is True
+    body = {**MONITOR, "mechanism_id": mechanism["id"],
+            "checks": [{"x": {"flag": True, "values": [1, 0]}, "x_prime": {"flag": False, "values": [1, 1]},
+                        "event": {"kind": "interval", "low": 0.5, "high": None}}]}
+    assert client.post("/v1/monitors", json=body).status_code == 201
+
+
+# ------------------------------------------------------------------------------- item 9: headers
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("env", ["development", "production"])
+def test_hsts_outside_development_and_a_permissions_policy_everywhere(settings, session_factory, env: str) -> None:  # noqa: ANN001
+    from app.main import create_app
+
+    app = create_app(settings.model_copy(update={"env": env}), session_factory=session_factory)
+    with TestClient(app) as anonymous:
+        answers = [anonymous.get("/healthz"), anonymous.get("/v1/monitors"), anonymous.get("/ui/login"),
+                   anonymous.get("/healthz?x=%01"), anonymous.get("/nowhere")]
+    for answer in answers:
+        assert "camera=()" in answer.headers.get("permissions-policy", ""), answer.request.url
+        if env == "production":
+            assert answer.headers.get("strict-transport-security") == "max-age=31536000; includeSubDomains"
+        else:
+            assert "strict-transport-security" not in answer.headers
+
+
+# ------------------------------------------------------------------------------- item 9: dashboard
+
+
+def _web(app):  # noqa: ANN001, ANN202
+    return TestClient(app, follow_redirects=False)
+
+
+def _signed_in(app, key: str) -> TestClient:  # noqa: ANN001
+    from tests.test_web_pages import sign_in
+
+    client = _web(app)
+    client.__enter__()
+    sign_in(client, key)
+    return client
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_a_session_cookie_stops_working_after_sign_out(app, tenants) -> None:  # noqa: ANN001
+    from app.web.session import SESSION_COOKIE
+    from tests.test_web_pages import csrf
+
+    browser = _signed_in(app, tenants[0].key)
+    try:
+        stolen = browser.cookies.get(SESSION_COOKIE)
+        monitors = browser.get("/ui/monitors")
+        assert monitors.status_code == 200
+        out = browser.post("/ui/logout", data={"csrf_token": csrf(monitors.text)})
+        assert out.status_code == 303
+    finally:
+        browser.__exit__(None, None, None)
+    with _web(app) as replay:  # a copy of the cookie, kept from before the sign-out
+        replay.cookies.set(SESSION_COOKIE, stolen, path="/ui")
+        assert replay.get("/ui/monitors").status_code == 303
+        assert replay.get("/ui/data/monitors/0b6c7f9e-3f0e-4a43-9a0f-7c0f63a2b7f1/checks/"
+                          "0b6c7f9e-3f0e-4a43-9a0f-7c0f63a2b7f1/series").status_code == 401
+    # Another sign-in of the same key is its own session, untouched by this sign-out.
+    other = _signed_in(app, tenants[0].key)
+    try:
+        assert other.get("/ui/monitors").status_code == 200
+    finally:
+        other.__exit__(None, None, None)
+
+
+@SQLITE_ONLY
+def test_the_query_string_cannot_change_a_forms_action(app, client, tenants, db) -> None:  # noqa: ANN001
+    from app.monitors.models import Monitor
+    from tests.api_helpers import create_mechanism, create_monitor
+    from tests.test_web_pages import csrf
+
+    monitor = create_monitor(client, create_mechanism(client)["id"])
+    browser = _signed_in(app, tenants[0].key)
+    try:
+        page = browser.get(f"/ui/monitors/{monitor['id']}")
+        response = browser.post(f"/ui/monitors/{monitor['id']}/pause?_action=reset",
+                                data={"csrf_token": csrf(page.text)})
+        assert response.status_code == 303
+    finally:
+        browser.__exit__(None, None, None)
+    with db() as session:
+        row = session.get(Monitor, uuid.UUID(monitor["id"]))
+        assert row.state == "paused" and row.horizon_index == 1  # paused, not reset

@@ -31,9 +31,10 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import PROBLEM_MEDIA_TYPE, PROBLEM_TYPE_BASE, field_problem
+from app.api.errors import PROBLEM_MEDIA_TYPE, PROBLEM_TYPE_BASE, ProblemError, field_problem
 
 _NON_FINITE_TEXT = re.compile(r"^\s*[+-]?(nan|inf|infinity)\s*$", re.IGNORECASE)
 #: C0 controls and DEL: no query value of the API carries them, and some (\x1c-\x1f) count as
@@ -207,6 +208,7 @@ class RequestLimitsMiddleware:
                 await _problem(send, scope, 422, "Unprocessable Content", "validation-error",
                                f"The request has 1 invalid input: #/: {message_text}", [error])
                 return
+            scope.setdefault("state", {})[JSON_BODY_STATE] = parsed  # for refuse_booleans_for_numbers
             bad = find_bad_json_value(parsed)
             if bad is not None:
                 where, message_text = bad
@@ -225,3 +227,194 @@ class RequestLimitsMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+# --------------------------------------------------------------------------------- booleans
+
+#: Where the middleware leaves the parsed JSON body for :func:`refuse_booleans_for_numbers`.
+JSON_BODY_STATE = "dpwatch_json_body"
+
+
+def _resolve(schema: Any, components: dict[str, Any]) -> Any:
+    seen = 0
+    while isinstance(schema, dict) and "$ref" in schema and seen < 32:
+        schema = components.get(schema["$ref"].rsplit("/", 1)[-1], {})
+        seen += 1
+    return schema if isinstance(schema, dict) else {}
+
+
+def _branches(schema: Any, components: dict[str, Any]) -> list[dict[str, Any]]:
+    """The schema, or the branches of its ``anyOf``/``oneOf``/``allOf`` (flattened, resolved)."""
+    schema = _resolve(schema, components)
+    parts = [b for key in ("anyOf", "oneOf", "allOf") for b in schema.get(key, [])]
+    if not parts:
+        return [schema]
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        out.extend(_branches(part, components))
+    return out
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
+               list: "array", dict: "object"}
+
+
+def _admitted(schema: dict[str, Any]) -> set[str] | None:
+    """The JSON types one (resolved, flat) schema admits; None when it does not say."""
+    if "type" in schema:
+        kinds = schema["type"]
+        return set(kinds) if isinstance(kinds, list) else {kinds}
+    if "const" in schema:
+        return {_JSON_TYPES.get(type(schema["const"]), "string")}
+    if "enum" in schema:
+        return {_JSON_TYPES.get(type(v), "string") for v in schema["enum"]}
+    return None
+
+
+def _children(schemas: list[dict[str, Any]], key: str | int, components: dict[str, Any]) -> list[Any]:
+    """The schemas a member or item may follow, from every branch that describes it."""
+    out: list[Any] = []
+    for schema in schemas:
+        admitted = _admitted(schema)
+        if admitted is not None and ("array" if isinstance(key, int) else "object") not in admitted:
+            continue  # a branch of another type (null, a number...) says nothing about members
+        if isinstance(key, int):
+            prefix = schema.get("prefixItems")
+            if isinstance(prefix, list) and key < len(prefix):
+                out.append(prefix[key])
+            elif isinstance(schema.get("items"), dict):
+                out.append(schema["items"])
+            elif "items" not in schema and "prefixItems" not in schema:
+                out.append({})
+        else:
+            props = schema.get("properties") or {}
+            if key in props:
+                out.append(props[key])
+            elif isinstance(schema.get("additionalProperties"), dict):
+                out.append(schema["additionalProperties"])
+            elif "properties" not in schema and schema.get("additionalProperties") is not False:
+                out.append({})
+    return out
+
+
+def find_boolean_for_number(value: Any, schema: Any, components: dict[str, Any],
+                            path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path to the first ``true``/``false`` where ``schema`` wants a number and no branch of it
+    takes a boolean (pydantic's lax mode reads ``false`` as 0), or None."""
+    stack: list[tuple[tuple[str | int, ...], Any, list[Any]]] = [(path, value, [schema])]
+    while stack:
+        where, item, candidates = stack.pop()
+        flat = [b for c in candidates for b in _branches(c, components)]
+        if not flat:
+            continue
+        if isinstance(item, bool):
+            kinds: set[str] = set()
+            for branch in flat:
+                admitted = _admitted(branch)
+                if admitted is None:
+                    kinds = {"boolean"}
+                    break
+                kinds |= admitted
+            if "boolean" not in kinds and kinds & {"number", "integer"}:
+                return where
+        elif isinstance(item, dict):
+            for key in reversed(list(item)):
+                children = _children(flat, key, components)
+                if children:
+                    stack.append(((*where, key), item[key], children))
+        elif isinstance(item, list):
+            for index in range(len(item) - 1, -1, -1):
+                child = item[index]
+                if not isinstance(child, (bool, dict, list)):
+                    continue  # only booleans, objects and arrays can hold a boolean
+                children = _children(flat, index, components)
+                if children:
+                    stack.append(((*where, index), child, children))
+    return None
+
+
+async def refuse_booleans_for_numbers(request: Request) -> None:
+    """A route dependency: 422 when the JSON body holds ``true``/``false`` where the operation's
+    published schema wants a number (``"delta": false`` was read as 0). Checked against the
+    OpenAPI document, so every body schema is covered without a strict type on each field."""
+    body = request.scope.get("state", {}).get(JSON_BODY_STATE)
+    if body is None or not _has_boolean(body):
+        return
+    document = request.app.openapi()
+    operation = _operation(document, request.url.path, request.method.lower())
+    schema = (operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema"))
+    if schema is None:
+        return
+    where = find_boolean_for_number(body, schema, document.get("components", {}).get("schemas", {}))
+    if where is not None:
+        message = "a boolean is not a number here; send a number"
+        error = field_problem(["body", *where], message, "number_type")
+        raise ProblemError(f"The request has 1 invalid input: {error['pointer']}: {message}", status=422,
+                           slug="validation-error", errors=[error])
+
+
+_TEMPLATES: dict[int, list[tuple[re.Pattern[str], str]]] = {}
+
+
+def _operation(document: dict[str, Any], path: str, method: str) -> dict[str, Any]:
+    """The OpenAPI operation of ``method path`` (templates matched as the router matches them)."""
+    templates = _TEMPLATES.get(id(document))
+    if templates is None:
+        templates = [(re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(t)) + "$"), t)
+                     for t in document.get("paths", {})]
+        # Literal paths before templated ones (/v1/monitors/validate before /v1/monitors/{id}).
+        templates.sort(key=lambda pair: pair[1].count("{"))
+        _TEMPLATES.clear()
+        _TEMPLATES[id(document)] = templates
+    for pattern, template in templates:
+        if pattern.match(path):
+            operation = document["paths"][template].get(method)
+            if operation is not None:
+                return operation  # type: ignore[no-any-return]
+    return {}
+
+
+def _has_boolean(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            return True
+        if isinstance(item, dict):
+            stack.extend(v for v in item.values() if isinstance(v, (bool, dict, list)))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, (bool, dict, list)))
+    return False
+
+
+# --------------------------------------------------------------------------------- headers
+
+#: Browser features no dpwatch page uses, all denied.
+PERMISSIONS_POLICY = ("accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), "
+                      "microphone=(), payment=(), usb=(), interest-cohort=()")
+HSTS = "max-age=31536000; includeSubDomains"
+
+
+class SecurityHeadersMiddleware:
+    """``Permissions-Policy`` on every answer, and ``Strict-Transport-Security`` outside
+    development (a browser that saw it would refuse plain http to localhost for a year)."""
+
+    def __init__(self, app: ASGIApp, *, hsts: bool) -> None:
+        self.app = app
+        self.headers = [(b"permissions-policy", PERMISSIONS_POLICY.encode())]
+        if hsts:
+            self.headers.append((b"strict-transport-security", HSTS.encode()))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
