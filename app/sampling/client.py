@@ -234,8 +234,12 @@ class SamplingClient:
         period: int,
         request_id_prefix: str | None = None,
         budget: ByteBudget | None = None,
+        deadline_seconds: float | None = None,
     ) -> np.ndarray:
         """Draw ``n`` outputs of ``mechanism`` on ``database``.
+
+        ``deadline_seconds`` overrides the configured budget of this call (retries and all), for
+        a caller whose work has its own size (a snapshot's extra samples).
 
         Returns real -> float64 (n,); discrete -> int64 (n,) or object array
         of str (n,); vector -> float64 (n, d).  Raises :class:`SamplingError`
@@ -263,7 +267,10 @@ class SamplingClient:
         database_json = encode_database(database)
         webhook = tuple(Webhook(s) for s in (mechanism.secret, *mechanism.previous_secrets))
         sizes = _split(n, mechanism.max_batch)
-        deadline = time.monotonic() + self.config.deadline_seconds
+        budget_seconds = self.config.deadline_seconds if deadline_seconds is None else deadline_seconds
+        if not budget_seconds > 0:
+            raise ValueError("deadline_seconds must be > 0")
+        deadline = time.monotonic() + budget_seconds
         binary = mechanism.prefer_binary and (
             mechanism.shape.binary_capable if mechanism.shape is not None
             else mechanism.output_kind in ("real", "vector"))
@@ -440,7 +447,7 @@ class SamplingClient:
             if remaining <= _MIN_START_SECONDS:
                 raise _DeadlineReached(
                     "timeout",
-                    f"the sampling deadline of {self.config.deadline_seconds:g}s was reached",
+                    "the sampling deadline of this call was reached",
                 )
             payload = body()
             headers = sign_headers(webhook, request_id, payload)
