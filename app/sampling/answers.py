@@ -7,10 +7,10 @@ canonical samples (what :func:`~app.sampling.protocol.parse_samples` returns).
 
 - **Binary** answers are collected up to the ``n × d × 8`` bytes they must hold; one byte more is
   refused at once (``wrong_count``), then :func:`parse_samples` checks the rows.
-- **JSON** answers up to :data:`SMALL_JSON_BYTES` are collected and parsed at once by
-  :func:`parse_samples` (pydantic-core's parser: at most a few milliseconds, and at most
-  ``SMALL_JSON_BYTES`` worth of Python objects).
-- **Larger JSON** answers are parsed *as they stream* by an incremental parser (ijson over
+- **JSON** answers whose ``Content-Length`` is at most :data:`SMALL_JSON_BYTES` are collected and
+  parsed at once by :func:`parse_samples` (pydantic-core's parser: at most a few milliseconds,
+  and at most ``SMALL_JSON_BYTES`` worth of Python objects).
+- **Other JSON** answers (larger, or chunked without a length) are parsed *as they stream* by an incremental parser (ijson over
   yajl, C): each received chunk is parsed at once, its events are checked, and the outputs are
   converted to arrays piece by piece (:data:`PIECE_VALUES` values at a time), so at most one piece
   is ever held as Python objects. The answer is refused at the first event that cannot belong to
@@ -94,27 +94,27 @@ class _Buffered:
 
 
 class _JsonAnswer:
-    """A JSON answer: buffered while small, streamed through :class:`_JsonStream` beyond."""
+    """A JSON answer that announces at most :data:`SMALL_JSON_BYTES` is collected and parsed
+    whole; any other (larger, or without a ``Content-Length``) streams through
+    :class:`_JsonStream` from its first byte, so that no single call parses more than a slice."""
 
     def __init__(self, n: int, output_kind: OutputKind | None, dim: int | None, shape: OutputShape | None,
-                 content_type: str) -> None:
+                 content_type: str, announced: int | None) -> None:
         self._args = (n, output_kind, dim, shape)
         self._content_type = content_type
         self._chunks: list[bytes] = []
         self._size = 0
-        self._stream: _JsonStream | None = None
+        small = announced is not None and announced <= SMALL_JSON_BYTES
+        self._stream: _JsonStream | None = None if small else _JsonStream(*self._args)
 
     def feed(self, chunk: bytes) -> None:
         if self._stream is not None:
             self._stream.feed(chunk)
             return
         self._size += len(chunk)
+        if self._size > SMALL_JSON_BYTES:  # more than announced: the safe client refuses it first
+            raise SamplingError("oversized", f"the answer is longer than its Content-Length ({self._size} bytes)")
         self._chunks.append(chunk)
-        if self._size > SMALL_JSON_BYTES:
-            self._stream = _JsonStream(*self._args)
-            chunks, self._chunks = self._chunks, []
-            for part in chunks:
-                self._stream.feed(part)
 
     def finish(self) -> typing.Any:
         if self._stream is not None:
@@ -350,7 +350,8 @@ def answer_reader(
     ``dim`` (legacy vectors) is refused before a byte of the body is read."""
     content_type = headers.get("content-type", "")
     if media_type(content_type) != BINARY_MEDIA_TYPE:
-        return _JsonAnswer(n, output_kind, dim, shape, content_type)
+        length = headers.get("content-length", "")
+        return _JsonAnswer(n, output_kind, dim, shape, content_type, int(length) if length.strip().isdigit() else None)
     header_dim = parse_dim_header(headers.get(DIM_HEADER))
     if shape is None and output_kind == "vector" and dim is not None and header_dim is not None and header_dim != dim:
         raise SamplingError("wrong_type", f"vector outputs have length {header_dim}, expected {dim}")
