@@ -222,19 +222,20 @@ class WebhookDeliverer:
             log.exception("webhook_send_crashed", message_id=out.id, webhook_id=str(out.webhook_id))
             return "crashed"
 
-    #: How long one :meth:`deliver_due` keeps claiming new messages before it only finishes its own.
-    CLAIMING_SECONDS = 20.0
-    #: How often it looks for newly due messages while sends are under way.
+    #: How often :meth:`deliver_due` looks for newly due messages while sends are under way.
     POLL_SECONDS = 0.5
 
     async def deliver_due(self, limit: int | None = None) -> int:
         """Try due messages once each, up to ``limit`` (all by default), ``max_parallel`` at a time,
-        claiming more as soon as a slot frees; return when nothing is due or in flight (after at most
-        ``CLAIMING_SECONDS`` of claiming, it only waits for its sends). Returns how many were tried."""
+        claiming more as soon as a slot frees and every ``POLL_SECONDS`` while sends are under way;
+        return when nothing is due or in flight. It never stops claiming while it waits for a send:
+        a slow receiver must not hold back messages that became due meanwhile (the worker's outbox
+        tick does not start another call while this one runs). Cancelled (the worker stopping),
+        it cancels its sends; their leases expire and the messages are tried again. Returns how
+        many were tried."""
         tried = 0
         in_flight: set[asyncio.Task[str]] = set()
         freed = asyncio.Event()
-        started = time.monotonic()
 
         def done(task: asyncio.Task[str], out: _Outgoing) -> None:
             in_flight.discard(task)
@@ -250,8 +251,7 @@ class WebhookDeliverer:
                 free = self.max_parallel - len(in_flight)
                 if limit is not None:
                     free = min(free, limit - tried)
-                claiming = time.monotonic() - started < self.CLAIMING_SECONDS
-                if free > 0 and claiming:
+                if free > 0:
                     for out in await asyncio.to_thread(self._claim, free):
                         self._busy_receivers[out.webhook_id] = self._busy_receivers.get(out.webhook_id, 0) + 1
                         self._busy_tenants[out.tenant_id] = self._busy_tenants.get(out.tenant_id, 0) + 1
@@ -262,7 +262,7 @@ class WebhookDeliverer:
                 if not in_flight:
                     return tried
                 try:  # a send ended (a slot is free), or look for newly due messages
-                    await asyncio.wait_for(freed.wait(), self.POLL_SECONDS if claiming else None)
+                    await asyncio.wait_for(freed.wait(), self.POLL_SECONDS)
                 except TimeoutError:
                     pass
         finally:
