@@ -431,7 +431,7 @@ def main() -> None:
                 time.sleep(0.2)
         groups = setup(db_url, f"http://127.0.0.1:{sampling_port}", f"http://127.0.0.1:{hooks_port}",
                        args.victims, args.fast, generate_secret())
-        say(f"servers up, {sum(len(v) for k, v in groups.items() if not k.startswith('hook') and k != 'messages')} "
+        say(f"servers up, {sum(len(v) for k, v in groups.items() if not k.startswith(('hook', 'webhook')) and k != 'messages')} "
             f"monitors; worker runs {args.warmup + args.duration:g} s (logs in {log_dir})")
         rss_before = peak_rss_mb()
         injected: Counter = Counter()

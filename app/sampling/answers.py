@@ -75,6 +75,8 @@ def _shift(detail: str, offset: int) -> str:
 class _Buffered:
     """Collects the body (at most ``limit`` bytes) and parses it whole."""
 
+    parses = False  # feed() only collects
+
     def __init__(self, parse: typing.Callable[[bytes], typing.Any], limit: int,
                  too_long: typing.Callable[[int], SamplingError]) -> None:
         self._parse = parse
@@ -106,6 +108,7 @@ class _JsonAnswer:
         self._size = 0
         small = announced is not None and announced <= SMALL_JSON_BYTES
         self._stream: _JsonStream | None = None if small else _JsonStream(*self._args)
+        self.parses = self._stream is not None  # the safe client feeds a parser in slices
 
     def feed(self, chunk: bytes) -> None:
         if self._stream is not None:
