@@ -40,7 +40,12 @@ from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
 from app.snapshots.router import router as snapshots_router
-from app.observability import RequestContextMiddleware, configure_logging, refresh_monitor_gauge
+from app.observability import (
+    RequestContextMiddleware,
+    configure_logging,
+    freeze_startup_objects,
+    refresh_monitor_gauge,
+)
 from app.settings import Settings, get_settings
 from app.web import install_dashboard
 from app.web.apidocs import install_offline_docs
@@ -148,6 +153,7 @@ def create_app(
         )
         try:
             await _run_hooks(app, app.state.on_startup_hooks)
+            freeze_startup_objects()  # full collections no longer scan start-up's objects
             yield
         finally:
             await _run_hooks(app, list(reversed(app.state.on_shutdown_hooks)))

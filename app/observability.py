@@ -102,6 +102,24 @@ def refresh_monitor_gauge(session: Session) -> None:
         MONITORS.labels(state=state).set(counts.get(state, 0))
 
 
+# ------------------------------------------------------------------------------------- collector
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now (modules, settings, pools: what start-up built) out of the
+    cyclic garbage collector's reach (``gc.freeze``), once a process has started its work.
+
+    A full collection scans every tracked object, and a worker holds a few hundred thousand after
+    its imports (SQLAlchemy, numpy, scikit-learn): each of its full collections held the event
+    loop for ~250 ms of CPU, more than any period's work (bench/hostile.py: longest loop stretch
+    255 ms, 54 ms after freezing; docs/hardening.md). Objects made later are collected as before.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 # ------------------------------------------------------------------------------------- logging
 
 _SENSITIVE_KEY = re.compile(r"(authorization|secret|password|passwd|api[_-]?key|token|cookie)", re.IGNORECASE)

@@ -12,7 +12,7 @@ What runs, all on 127.0.0.1:
   gzip`` (1 GiB of zeros in ~1 KB), ``/bomb20`` the same with 65 KB bodies, ``/slow`` replies
   after 9.5 s, ``/fast`` at once and records when each message arrived;
 - **the worker, in this process** (``app.scheduler.worker.Worker``, default settings except
-  ``--max-in-flight``), with an event-loop probe: a task that sleeps 10 ms and records how late it
+  ``--max-in-flight``; start-up's objects frozen as ``dpwatch worker`` does), with an event-loop probe: a task that sleeps 10 ms and records how late it
   wakes (wall clock) and how much CPU the loop's thread spent meanwhile (``time.thread_time``:
   the stall the loop would show on an idle machine). ``SamplingClient.sample`` is wrapped to
   count, per monitor, answers holding 666.0 (an injected answer);
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import pathlib
@@ -207,6 +208,25 @@ def setup(db_url: str, sampling: str, hooks: str, victims: int, fast: int, secre
 # ------------------------------------------------------------------------------------ the worker
 
 
+class GcPauses:
+    """The longest pause of each generation of the cyclic garbage collector (it runs on whatever
+    thread allocates, here mostly the loop's)."""
+
+    def __init__(self) -> None:
+        self.longest = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self._t0 = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            g = info["generation"]
+            self.count[g] += 1
+            self.longest[g] = max(self.longest[g], time.perf_counter() - self._t0)
+
+
 class LoopProbe:
     def __init__(self) -> None:
         self.wall: list[float] = []
@@ -279,6 +299,7 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
     engine = make_engine(db_url)
     worker = Worker(settings, make_session_factory(engine))
     probe = LoopProbe()
+    probe.gc = GcPauses()
     if args.debug_slow:  # asyncio names every callback that ran longer than 50 ms
         loop = asyncio.get_running_loop()
         loop.set_debug(True)
@@ -289,7 +310,12 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
 
     watchdog = Watchdog(probe, threading.get_ident()) if args.watchdog else None
     await worker.start()
+    await asyncio.sleep(0.1)  # the probe's first turn holds the start-up work
     probe.started_at = len(probe.cpu)  # start-up (imports, TLS context) is reported apart
+    if not args.no_gc_freeze:  # as `dpwatch worker` and `dpwatch serve` do once started
+        from app.observability import freeze_startup_objects
+
+        freeze_startup_objects()
     started = time.monotonic()
 
     def queue_fast(i: int) -> str:
@@ -381,6 +407,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=100.0)
     parser.add_argument("--hang", type=float, default=20.0, help="seconds /hang takes")
     parser.add_argument("--max-in-flight", type=int, default=16, help="the worker's DPWATCH_MAX_IN_FLIGHT")
+    parser.add_argument("--no-gc-freeze", action="store_true",
+                        help="do not freeze start-up's objects (app.observability.freeze_startup_objects)")
     parser.add_argument("--watchdog", action="store_true", help="name what runs when the loop is 100 ms late")
     parser.add_argument("--debug-slow", action="store_true", help="log every loop callback longer than 50 ms")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -457,7 +485,8 @@ def main() -> None:
 
 def print_table(args: argparse.Namespace, r: dict, probe: LoopProbe, rss: float, rss_before: float, ran: float) -> None:
     load = os.getloadavg()
-    print(f"\nHostile tenants, one worker in process (max_in_flight {args.max_in_flight}), {ran:.0f} s; "
+    print(f"\nHostile tenants, one worker in process (max_in_flight {args.max_in_flight}"
+          f"{', without freeze_startup_objects()' if args.no_gc_freeze else ''}), {ran:.0f} s; "
           f"window {args.duration:g} s after {args.warmup:g} s; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     print("| measure | value | goal |")
     print("|---|---:|---|")
@@ -467,6 +496,10 @@ def print_table(args: argparse.Namespace, r: dict, probe: LoopProbe, rss: float,
           f"(p99 {quantile(cpu, 0.99) * 1000:.1f} ms, {len(cpu)} turns) | < 100 ms |")
     print(f"| the same during the worker's start-up (imports, TLS context) | "
           f"{max(probe.cpu[:probe.started_at], default=0) * 1000:.0f} ms | |")
+    gcp = probe.gc
+    print(f"| garbage collector: longest pause of generation 0 / 1 / 2 (count) | "
+          f"{gcp.longest[0] * 1000:.0f} / {gcp.longest[1] * 1000:.0f} / {gcp.longest[2] * 1000:.0f} ms "
+          f"({gcp.count[0]} / {gcp.count[1]} / {gcp.count[2]}) | |")
     print(f"| event loop: wall-clock lag, running, max / p99 / p50 | {max(wall) * 1000:.0f} / "
           f"{quantile(wall, 0.99) * 1000:.0f} / {quantile(wall, 0.5) * 1000:.1f} ms | (machine load) |")
     print(f"| victims' answers holding injected samples | {r['injected_victims']} of {r['victim_answers']} "
