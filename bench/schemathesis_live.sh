@@ -8,6 +8,9 @@
 # fuzzer registers mechanisms and webhooks at generated URLs, allowed by
 # DPWATCH_ALLOW_NETWORKS=0.0.0.0/0,::/0 so that schemathesis' IP literals are not refused, and
 # the worker and `?validate=true` would otherwise call them. Inside, no packet can leave.
+# The database is Postgres through its Unix socket (reachable from the namespace), in the
+# database DPWATCH_FUZZ_DB (default dpwatch_bench_hostile, dropped and made anew); set
+# DPWATCH_FUZZ_SQLITE=1 to use a SQLite file instead.
 set -euo pipefail
 PORT="${1:-21080}"
 EXAMPLES="${2:-25}"
@@ -17,7 +20,13 @@ fi
 ip link set lo up
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d /tmp/dpwatch-fuzz-XXXXXX)"
-export DPWATCH_DATABASE_URL="sqlite:///$WORK/fuzz.sqlite3"
+if [[ -n "${DPWATCH_FUZZ_SQLITE:-}" ]]; then
+    export DPWATCH_DATABASE_URL="sqlite:///$WORK/fuzz.sqlite3"
+else
+    DB="${DPWATCH_FUZZ_DB:-dpwatch_bench_hostile}"
+    psql -h /var/run/postgresql -U postgres -q -c "DROP DATABASE IF EXISTS \"$DB\" WITH (FORCE)" -c "CREATE DATABASE \"$DB\"" postgres
+    export DPWATCH_DATABASE_URL="postgresql+psycopg://postgres@/$DB?host=/var/run/postgresql"
+fi
 export DPWATCH_ALLOW_NETWORKS="0.0.0.0/0,::/0"
 export DPWATCH_LOG_LEVEL=WARNING
 "$ROOT/.venv/bin/dpwatch" migrate >/dev/null
@@ -33,7 +42,6 @@ set +e
 "$ROOT/.venv/bin/schemathesis" run "http://127.0.0.1:$PORT/openapi.json" \
     --checks all \
     --header "Authorization: Bearer $KEY" \
-    --exclude-path-regex '^/(ui|docs|redoc)' \
     --max-examples "$EXAMPLES" \
     --workers 1 \
     --seed 17 \

@@ -201,3 +201,24 @@ def test_the_query_string_cannot_change_a_forms_action(app, client, tenants, db)
     with db() as session:
         row = session.get(Monitor, uuid.UUID(monitor["id"]))
         assert row.state == "paused" and row.horizon_index == 1  # paused, not reset
+
+
+@SQLITE_ONLY
+def test_numbers_where_booleans_are_due_and_strings_where_numbers_are_due_are_refused(client: TestClient) -> None:
+    from tests.api_helpers import MONITOR, create_mechanism, create_webhook
+
+    hook = create_webhook(client)
+    enabled = client.patch(f"/v1/webhooks/{hook['id']}", json={"enabled": 0})
+    assert enabled.status_code == 422 and enabled.json()["errors"][0]["pointer"] == "#/enabled", enabled.text
+    mechanism = create_mechanism(client)
+    pairs = [{"x": [0, 0], "x_prime": [1, 1]}]
+    for path, body, pointer in (
+        ("discover", {"epsilon": 1.0, "pairs": pairs, "learned": 0}, "#/learned"),
+        ("audits", {"epsilon": 1.0, "pairs": pairs, "delta": False}, "#/delta"),  # a oneOf body
+    ):
+        refused = client.post(f"/v1/mechanisms/{mechanism['id']}/{path}", json=body)
+        assert refused.status_code == 422 and refused.json()["errors"][0]["pointer"] == pointer, refused.text
+    body = {**MONITOR, "mechanism_id": mechanism["id"], "samples_per_period": "1000"}
+    refused = client.post("/v1/monitors", json=body)
+    assert refused.status_code == 422 and refused.json()["errors"][0]["pointer"] == "#/samples_per_period"
+    assert client.post("/v1/monitors", json={**body, "samples_per_period": 1000.0}).status_code == 201

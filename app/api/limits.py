@@ -243,16 +243,21 @@ def _resolve(schema: Any, components: dict[str, Any]) -> Any:
     return schema if isinstance(schema, dict) else {}
 
 
-def _branches(schema: Any, components: dict[str, Any]) -> list[dict[str, Any]]:
-    """The schema, or the branches of its ``anyOf``/``oneOf``/``allOf`` (flattened, resolved)."""
+_COMBINATORS = ("anyOf", "oneOf", "allOf")
+_DESCRIBING = ("type", "properties", "items", "prefixItems", "additionalProperties", "const", "enum")
+
+
+def _branches(schema: Any, components: dict[str, Any], top: bool = True) -> list[dict[str, Any]]:
+    """The schemas a value may follow: the schema's own keywords, and the branches of its
+    ``anyOf``/``oneOf``/``allOf`` (flattened, resolved). Branches that only constrain (``required``,
+    ``not``) say nothing about types and are left out; ``[{}]`` (anything) when nothing describes."""
     schema = _resolve(schema, components)
-    parts = [b for key in ("anyOf", "oneOf", "allOf") for b in schema.get(key, [])]
-    if not parts:
-        return [schema]
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        out.extend(_branches(part, components))
-    return out
+    own = {k: v for k, v in schema.items() if k not in _COMBINATORS}
+    out = [own] if any(k in own for k in _DESCRIBING) else []
+    for key in _COMBINATORS:
+        for part in schema.get(key, []):
+            out.extend(_branches(part, components, top=False))
+    return out if out or not top else [{}]
 
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
@@ -297,58 +302,73 @@ def _children(schemas: list[dict[str, Any]], key: str | int, components: dict[st
     return out
 
 
-def find_boolean_for_number(value: Any, schema: Any, components: dict[str, Any],
-                            path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
-    """The path to the first ``true``/``false`` where ``schema`` wants a number and no branch of it
-    takes a boolean (pydantic's lax mode reads ``false`` as 0), or None."""
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), "string")
+
+
+def _type_admitted(value: Any, kinds: set[str]) -> bool:
+    kind = _json_type(value)
+    if kind in kinds:
+        return True
+    if kind == "integer":
+        return "number" in kinds
+    if kind == "number":  # 2.0 is an integer to JSON Schema
+        return "integer" in kinds and float(value).is_integer()
+    return False
+
+
+def find_type_mismatch(value: Any, schema: Any, components: dict[str, Any],
+                       path: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], str, set[str]] | None:
+    """The first scalar (boolean, number, string, null) whose JSON type no branch of its schema
+    admits, as (path, its type, the types admitted), or None. pydantic's lax mode reads ``false``
+    as 0, ``0`` as false and ``"5"`` as 5; the published schema admits none of them."""
     stack: list[tuple[tuple[str | int, ...], Any, list[Any]]] = [(path, value, [schema])]
     while stack:
         where, item, candidates = stack.pop()
         flat = [b for c in candidates for b in _branches(c, components)]
-        if not flat:
-            continue
-        if isinstance(item, bool):
-            kinds: set[str] = set()
-            for branch in flat:
-                admitted = _admitted(branch)
-                if admitted is None:
-                    kinds = {"boolean"}
-                    break
-                kinds |= admitted
-            if "boolean" not in kinds and kinds & {"number", "integer"}:
-                return where
-        elif isinstance(item, dict):
+        if isinstance(item, dict):
             for key in reversed(list(item)):
                 children = _children(flat, key, components)
                 if children:
                     stack.append(((*where, key), item[key], children))
         elif isinstance(item, list):
             for index in range(len(item) - 1, -1, -1):
-                child = item[index]
-                if not isinstance(child, (bool, dict, list)):
-                    continue  # only booleans, objects and arrays can hold a boolean
                 children = _children(flat, index, components)
                 if children:
-                    stack.append(((*where, index), child, children))
+                    stack.append(((*where, index), item[index], children))
+        else:
+            kinds: set[str] = set()
+            for branch in flat:
+                admitted = _admitted(branch)
+                if admitted is None:
+                    break
+                kinds |= admitted
+            else:
+                if kinds and not _type_admitted(item, kinds):
+                    return where, _json_type(item), kinds
     return None
 
 
 async def refuse_booleans_for_numbers(request: Request) -> None:
-    """A route dependency: 422 when the JSON body holds ``true``/``false`` where the operation's
-    published schema wants a number (``"delta": false`` was read as 0). Checked against the
-    OpenAPI document, so every body schema is covered without a strict type on each field."""
+    """A route dependency: 422 when a scalar of the JSON body has a JSON type its place in the
+    operation's published schema does not admit: ``true``/``false`` where a number is due
+    (``"delta": false`` was read as 0), a number where a boolean is due (``"enabled": 0``), a
+    string where a number is due (``"5"``). Checked against the OpenAPI document, so every body
+    schema is covered without a strict type on each field; constraints stay pydantic's."""
     body = request.scope.get("state", {}).get(JSON_BODY_STATE)
-    if body is None or not _has_boolean(body):
+    if body is None:
         return
     document = request.app.openapi()
     operation = _operation(document, request.url.path, request.method.lower())
     schema = (operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema"))
     if schema is None:
         return
-    where = find_boolean_for_number(body, schema, document.get("components", {}).get("schemas", {}))
-    if where is not None:
-        message = "a boolean is not a number here; send a number"
-        error = field_problem(["body", *where], message, "number_type")
+    found = find_type_mismatch(body, schema, document.get("components", {}).get("schemas", {}))
+    if found is not None:
+        where, kind, kinds = found
+        expected = " or ".join(sorted(kinds))
+        message = f"{'a ' if kind != 'null' else ''}{kind} is not allowed here; expected {expected}"
+        error = field_problem(["body", *where], message, "type_mismatch")
         raise ProblemError(f"The request has 1 invalid input: {error['pointer']}: {message}", status=422,
                            slug="validation-error", errors=[error])
 
@@ -372,19 +392,6 @@ def _operation(document: dict[str, Any], path: str, method: str) -> dict[str, An
             if operation is not None:
                 return operation  # type: ignore[no-any-return]
     return {}
-
-
-def _has_boolean(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, bool):
-            return True
-        if isinstance(item, dict):
-            stack.extend(v for v in item.values() if isinstance(v, (bool, dict, list)))
-        elif isinstance(item, list):
-            stack.extend(v for v in item if isinstance(v, (bool, dict, list)))
-    return False
 
 
 # --------------------------------------------------------------------------------- headers
