@@ -32,7 +32,7 @@ def _get_paths(app) -> list[str]:  # noqa: ANN001
 
 
 @SQLITE_ONLY
-@pytest.mark.parametrize("value", ["3%1D", "1%7F"])
+@pytest.mark.parametrize("value", ["3%1D"])
 def test_a_control_character_in_the_query_is_a_422_on_every_route(client: TestClient, app, value: str) -> None:  # noqa: ANN001
     configure_logging("INFO", "json")
     handler = next(h for h in logging.getLogger().handlers if h.get_name() == "dpwatch")
@@ -47,7 +47,7 @@ def test_a_control_character_in_the_query_is_a_422_on_every_route(client: TestCl
             assert response.status_code == 422, (path, response.status_code, response.text[:200])
             assert response.headers["content-type"] == "application/problem+json"
             assert response.json()["errors"][0]["type"] == "string_control_character"
-        for other in ("3%1c", "%1F", "a%0Ab", "%09", "%01"):
+        for other in ("3%1c", "%1F", "a%0Ab", "%09", "%01", "1%7F"):
             assert client.get(f"/healthz?x={other}").status_code == 422, other
             assert client.get(f"/healthz?{other}=1").status_code == 422, other
     finally:
