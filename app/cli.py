@@ -287,7 +287,7 @@ def worker_command() -> None:
     import asyncio
 
     from app.db import make_engine, make_session_factory, run_migrations
-    from app.observability import configure_logging
+    from app.observability import configure_logging, freeze_startup_objects
     from app.scheduler.worker import Worker
 
     settings = _settings()
@@ -295,8 +295,18 @@ def worker_command() -> None:
     if settings.migrate_on_start:
         run_migrations(settings.database_url)
     engine = make_engine(settings.database_url)
+
+    async def run() -> None:
+        worker = Worker(settings, make_session_factory(engine))
+        await worker.start()
+        freeze_startup_objects()  # full collections no longer scan start-up's objects
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await worker.stop()
+
     try:
-        asyncio.run(Worker(settings, make_session_factory(engine)).run_forever())
+        asyncio.run(run())
     except KeyboardInterrupt:
         pass
     finally:

@@ -114,15 +114,18 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0) -> 
     url = normalise_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         ensure_sqlite_folder(url)
-        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 5})
+        engine = create_engine(url, echo=echo, hide_parameters=True,
+                               connect_args={"check_same_thread": False, "timeout": 5})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     # The pool is at least as large as the threads that use it (asyncio.to_thread's workers), so
     # that connections are not opened and closed on every period.
     # pool_timeout: how long a checkout waits for a free connection (sqlalchemy.exc.TimeoutError,
     # a 503 in the API). connect_timeout: a database that does not accept connections fails fast.
+    # hide_parameters: a database error's message never holds the statement's values (secrets, API
+    # key hashes, outputs), so neither does any log line that shows the error.
     return create_engine(
-        url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=pool_timeout,
+        url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=pool_timeout,
         connect_args={"connect_timeout": max(1, int(pool_timeout))},
     )
 

@@ -32,7 +32,7 @@ from app.api.errors import (
     problem_response,
     problem_responses,
 )
-from app.api.limits import RequestLimitsMiddleware
+from app.api.limits import RequestLimitsMiddleware, SecurityHeadersMiddleware, refuse_booleans_for_numbers
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
 from app.auth.router import router as keys_router
@@ -40,7 +40,12 @@ from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
 from app.snapshots.router import router as snapshots_router
-from app.observability import RequestContextMiddleware, configure_logging, refresh_monitor_gauge
+from app.observability import (
+    RequestContextMiddleware,
+    configure_logging,
+    freeze_startup_objects,
+    refresh_monitor_gauge,
+)
 from app.settings import Settings, get_settings
 from app.web import install_dashboard
 from app.web.apidocs import install_offline_docs
@@ -148,6 +153,7 @@ def create_app(
         )
         try:
             await _run_hooks(app, app.state.on_startup_hooks)
+            freeze_startup_objects()  # full collections no longer scan start-up's objects
             yield
         finally:
             await _run_hooks(app, list(reversed(app.state.on_shutdown_hooks)))
@@ -177,11 +183,14 @@ def create_app(
     # (body size, strict JSON, query strings) before anything reads the request.
     app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(UnexpectedErrorMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware, hsts=settings.env != "development")
     app.add_middleware(RequestContextMiddleware)
 
     # reject_unknown_query: 422 for undeclared query parameters; authorize: the bearer key's
-    # tenant, and its scope checked against the method (403).
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(authorize)])
+    # tenant, and its scope checked against the method (403); refuse_booleans_for_numbers: 422 for
+    # true/false where the published schema wants a number (pydantic's lax mode reads false as 0).
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(authorize),
+                                               Depends(refuse_booleans_for_numbers)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)

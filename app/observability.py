@@ -2,7 +2,10 @@
 
 Logs: every record — dpwatch's, uvicorn's, alembic's — goes through one structlog pipeline, with
 the request id bound by :class:`RequestContextMiddleware`. Values under keys that look like
-credentials are replaced before rendering, and the Authorization header is never logged.
+credentials are replaced before rendering, and the Authorization header is never logged. Secret
+*values* (``whsec_…`` signing secrets, ``dpw_…`` API keys, a URL's password) are removed from
+every string of a line after exceptions are rendered, tracebacks included; database errors never
+hold their statement's values (``hide_parameters``, app/db.py).
 
 Metrics: the objects below live in prometheus_client's default registry; the engine increments
 them (periods, sampling time, alarms, webhook deliveries). ``dpwatch_monitors{state}`` is
@@ -99,6 +102,24 @@ def refresh_monitor_gauge(session: Session) -> None:
         MONITORS.labels(state=state).set(counts.get(state, 0))
 
 
+# ------------------------------------------------------------------------------------- collector
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now (modules, settings, pools: what start-up built) out of the
+    cyclic garbage collector's reach (``gc.freeze``), once a process has started its work.
+
+    A full collection scans every tracked object, and a worker holds a few hundred thousand after
+    its imports (SQLAlchemy, numpy, scikit-learn): each of its full collections held the event
+    loop for ~250 ms of CPU, more than any period's work (bench/hostile.py: longest loop stretch
+    255 ms, 54 ms after freezing; docs/hardening.md). Objects made later are collected as before.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 # ------------------------------------------------------------------------------------- logging
 
 _SENSITIVE_KEY = re.compile(r"(authorization|secret|password|passwd|api[_-]?key|token|cookie)", re.IGNORECASE)
@@ -112,6 +133,42 @@ def redact_sensitive(_logger: Any, _method: str, event_dict: MutableMapping[str,
             event_dict[key] = REDACTED
         elif isinstance(value, dict):
             event_dict[key] = {k: (REDACTED if _SENSITIVE_KEY.search(str(k)) else v) for k, v in value.items()}
+    return event_dict
+
+
+#: Secret *values*, wherever they appear in a line (a message, an exception's text, a traceback):
+#: Standard Webhooks signing secrets, dpwatch API keys, and the password of a URL's userinfo.
+_SECRET_VALUES = (
+    (re.compile(r"whsec_[A-Za-z0-9+/=_-]+"), "whsec_" + REDACTED),
+    (re.compile(r"dpw_[A-Za-z0-9_-]{12,}"), "dpw_" + REDACTED),
+    (re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://[^:/@\s]*):[^@\s/]+@", re.IGNORECASE), r"\g<scheme>:" + REDACTED + "@"),
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret value replaced (see ``_SECRET_VALUES``)."""
+    for pattern, replacement in _SECRET_VALUES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact_value(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if depth < 4 and isinstance(value, dict):
+        return {k: _redact_value(v, depth + 1) for k, v in value.items()}
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return type(value)(_redact_value(v, depth + 1) for v in value)
+    if isinstance(value, BaseException):
+        return redact_text(f"{type(value).__name__}: {value}")
+    return value
+
+
+def redact_secret_values(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor, after exceptions are rendered as text: secret values removed from
+    every string of the line (the event, fields, the exception and its traceback)."""
+    for key, value in list(event_dict.items()):
+        event_dict[key] = _redact_value(value)
     return event_dict
 
 
@@ -154,7 +211,12 @@ def configure_logging(level: str = "INFO", fmt: str = "json", scheduler_level: s
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info if fmt == "json" else structlog.processors.StackInfoRenderer(),
+            # Exceptions become text here in both formats (the console renderer would otherwise
+            # format them itself, with local variables when rich is installed), so that the next
+            # processor can take secret values out of the message and the traceback.
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            redact_secret_values,
             renderer,
         ],
     )

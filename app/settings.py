@@ -112,6 +112,23 @@ class Settings(BaseSettings):
     )
     max_jobs_in_flight: int = Field(2, ge=1, le=64, description="Jobs one worker runs at once.")
 
+    # Webhook deliveries (docs/hardening.md, "Hostile tenants").
+    webhook_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="Deadline of one webhook delivery attempt (connect, send, reply).",
+    )
+    webhook_max_parallel: int = Field(
+        32, ge=1, le=1024, description="Webhook deliveries one worker makes at once.",
+    )
+    webhook_max_per_receiver: int = Field(
+        2, ge=1, le=64,
+        description="Deliveries to one webhook in flight at once (per worker): a slow receiver holds only these.",
+    )
+    webhook_max_per_tenant: int = Field(
+        8, ge=1, le=1024,
+        description="Deliveries of one tenant in flight at once (per worker), below webhook_max_parallel so that "
+        "one tenant's slow receivers leave room for the others.",
+    )
+
     # The API's edges (docs/hardening.md).
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, le=256 * 1024 * 1024,

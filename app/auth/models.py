@@ -41,3 +41,16 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+
+
+class WebSession(Base):
+    """A dashboard sign-in. The session cookie names it (signed); every request checks that it is
+    neither expired nor ended, so signing out ends the cookie's use everywhere (docs/dashboard.md)."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    api_key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]

@@ -18,9 +18,14 @@ def _checked_secret(value: str) -> str:
     return value
 
 
+#: Longest secret accepted: the width of the ``secret`` and ``previous_secret`` columns of mechanisms
+#: and webhooks (tests/test_hostile_secrets.py checks that they agree). ``whsec_`` + base64 of up to
+#: 70 random bytes; dpwatch generates 32 (50 characters).
+SECRET_MAX_LENGTH = 100
+
 #: A Standard Webhooks signing secret given by a client (``whsec_`` + base64 of ≥ 16 bytes): the
 #: schema states the syntax, the validator gives the message.
-SigningSecret = Annotated[str, Field(max_length=200, json_schema_extra={"pattern": SECRET_PATTERN,
+SigningSecret = Annotated[str, Field(max_length=SECRET_MAX_LENGTH, json_schema_extra={"pattern": SECRET_PATTERN,
                                                                          "minLength": SECRET_MIN_LENGTH}),
                           AfterValidator(_checked_secret)]
 

@@ -6,11 +6,12 @@ import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from app.auth.models import SCOPES, ApiKey, Tenant
+from app.auth.models import SCOPES, ApiKey, Tenant, WebSession
 from app.db import utcnow
 
 KEY_PREFIX = "dpw_"
@@ -172,3 +173,30 @@ def authenticate(session: Session, plaintext: str) -> Principal | None:
     if api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS:
         api_key.last_used_at = now
     return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope)
+
+
+# ------------------------------------------------------------------------------ dashboard sessions
+
+
+def open_web_session(session: Session, api_key_id: uuid.UUID, max_age_seconds: int) -> uuid.UUID:
+    """A new dashboard session of ``api_key_id`` lasting ``max_age_seconds``; the key's sessions
+    that have expired are deleted on the way (a key keeps only its live ones)."""
+    now = utcnow()
+    session.execute(delete(WebSession).where(WebSession.api_key_id == api_key_id, WebSession.expires_at <= now))
+    row = WebSession(api_key_id=api_key_id, created_at=now, expires_at=now + timedelta(seconds=max_age_seconds))
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def end_web_session(session: Session, session_id: uuid.UUID) -> None:
+    """Sign out: the session's cookie is refused from now on, wherever it is kept."""
+    session.execute(update(WebSession).where(WebSession.id == session_id, WebSession.ended_at.is_(None))
+                    .values(ended_at=utcnow()))
+
+
+def web_session_live(session: Session, session_id: uuid.UUID, api_key_id: uuid.UUID) -> bool:
+    """True while the session exists for this key, has not ended and has not expired."""
+    row = session.get(WebSession, session_id)
+    return (row is not None and row.api_key_id == api_key_id and row.ended_at is None
+            and row.expires_at > utcnow())

@@ -150,6 +150,7 @@ def sampling_endpoint(mechanism: Mechanism, shape: OutputShape | None) -> Mechan
         prefer_binary=mechanism.prefer_binary,
         vector_dim=mechanism.dim,
         shape=shape,
+        isolation_key=f"mechanism:{mechanism.id}",  # connections are never shared with another mechanism
     )
 
 

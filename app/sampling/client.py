@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import hashlib
 import random
 import re
 import time
@@ -31,22 +32,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from .protocol import (
     ACCEPT_BINARY,
     ACCEPT_JSON,
-    BINARY_MEDIA_TYPE,
-    DIM_HEADER,
     JSON_MEDIA_TYPE,
     OUTPUT_KINDS,
     OutputKind,
     SamplingError,
     encode_database,
     encode_request,
-    media_type,
-    parse_dim_header,
-    parse_samples,
     sign_headers,
     validate_secret,
 )
 from app.stats.shapes import ListSamples, OutputShape, concat_outputs
 
+from .answers import answer_reader
 from .logs import get_logger
 from .safe_http import ByteBudget, SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
@@ -86,6 +83,11 @@ class MechanismEndpoint:
     output contract (app.stats.shapes.OutputShape): answers are validated
     against it and returned in its canonical form, and ``output_kind`` and
     ``vector_dim`` are then ignored.
+
+    ``isolation_key`` names whose connections these are (the service passes
+    the mechanism's id): keep-alive connections are reused only between
+    requests with the same key, URL and secret, never across mechanisms or
+    tenants (docs/hardening.md, "Hostile tenants").
     """
 
     sampling_url: str
@@ -97,8 +99,13 @@ class MechanismEndpoint:
     vector_dim: int | None = None
     shape: OutputShape | None = None
     previous_secrets: tuple[str, ...] = field(default=(), repr=False)
+    isolation_key: str | None = None
+    #: The connection pool of this endpoint (derived; see ``isolation_key``).
+    pool_key: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
+        digest = hashlib.sha256("\0".join((self.isolation_key or "", self.sampling_url, self.secret)).encode())
+        object.__setattr__(self, "pool_key", digest.hexdigest())
         if self.shape is not None and not isinstance(self.shape, OutputShape):
             raise ValueError("shape must be an OutputShape")
         if self.output_kind not in OUTPUT_KINDS:
@@ -227,8 +234,12 @@ class SamplingClient:
         period: int,
         request_id_prefix: str | None = None,
         budget: ByteBudget | None = None,
+        deadline_seconds: float | None = None,
     ) -> np.ndarray:
         """Draw ``n`` outputs of ``mechanism`` on ``database``.
+
+        ``deadline_seconds`` overrides the configured budget of this call (retries and all), for
+        a caller whose work has its own size (a snapshot's extra samples).
 
         Returns real -> float64 (n,); discrete -> int64 (n,) or object array
         of str (n,); vector -> float64 (n, d).  Raises :class:`SamplingError`
@@ -256,7 +267,10 @@ class SamplingClient:
         database_json = encode_database(database)
         webhook = tuple(Webhook(s) for s in (mechanism.secret, *mechanism.previous_secrets))
         sizes = _split(n, mechanism.max_batch)
-        deadline = time.monotonic() + self.config.deadline_seconds
+        budget_seconds = self.config.deadline_seconds if deadline_seconds is None else deadline_seconds
+        if not budget_seconds > 0:
+            raise ValueError("deadline_seconds must be > 0")
+        deadline = time.monotonic() + budget_seconds
         binary = mechanism.prefer_binary and (
             mechanism.shape.binary_capable if mechanism.shape is not None
             else mechanism.output_kind in ("real", "vector"))
@@ -334,6 +348,13 @@ class SamplingClient:
                     f"returned length {first.shape[1]}",
                 )
         return np.concatenate(parts)
+
+    def _reader(self, mechanism: MechanismEndpoint, size: int, status: int, headers: typing.Any) -> typing.Any:
+        """The streaming reader of a ``200`` answer (app.sampling.answers); other statuses are read whole."""
+        if status != 200:
+            return None
+        return answer_reader(headers, size, mechanism.output_kind, mechanism.vector_dim, shape=mechanism.shape,
+                             max_bytes=self.config.max_response_bytes)
 
     def _report(self, duration: float, outcome: str) -> None:
         if self._on_request is None:
@@ -426,7 +447,7 @@ class SamplingClient:
             if remaining <= _MIN_START_SECONDS:
                 raise _DeadlineReached(
                     "timeout",
-                    f"the sampling deadline of {self.config.deadline_seconds:g}s was reached",
+                    "the sampling deadline of this call was reached",
                 )
             payload = body()
             headers = sign_headers(webhook, request_id, payload)
@@ -445,6 +466,8 @@ class SamplingClient:
                         timeout=min(mechanism.timeout_seconds, remaining),
                         identity_only=True,
                         budget=budget,
+                        isolation=mechanism.pool_key,
+                        reader=functools.partial(self._reader, mechanism, size),
                     )
                 except SafeHttpError as exc:
                     raise SamplingError(exc.reason, exc.detail) from None
@@ -456,22 +479,7 @@ class SamplingClient:
                         status_code=resp.status_code,
                         retry_after=_retry_after_seconds(resp.headers.get("retry-after")),
                     )
-                if media_type(resp.content_type) == BINARY_MEDIA_TYPE:
-                    dim = parse_dim_header(resp.headers.get(DIM_HEADER))
-                    if (
-                        mechanism.shape is None
-                        and mechanism.vector_dim is not None
-                        and dim is not None
-                        and dim != mechanism.vector_dim
-                    ):
-                        raise SamplingError(
-                            "wrong_type",
-                            f"vector outputs have length {dim}, expected {mechanism.vector_dim}",
-                        )
-                else:
-                    dim = mechanism.vector_dim
-                samples = parse_samples(resp.content, resp.content_type, size, mechanism.output_kind, dim,
-                                        shape=mechanism.shape)
+                samples = resp.parsed
                 outcome = "ok"
             except SamplingError as exc:
                 outcome = exc.reason

@@ -25,12 +25,22 @@ Guarantees
 * The body is streamed and the request is aborted as soon as it exceeds
   ``max_bytes`` (``reason="oversized"``), or as soon as a shared
   :class:`ByteBudget` (several requests' bytes together, e.g. one period's
-  batches) is spent.  ``Accept-Encoding: identity`` is requested; with
-  ``identity_only=True`` (sampling) an answer with any other
-  ``Content-Encoding`` is refused (``reason="content_encoding_refused"``)
-  before a byte of its body is read, so nothing is ever decompressed (a gzip
-  bomb costs nothing).  Otherwise (webhooks) the limit applies to the decoded
-  bytes.
+  batches) is spent; with ``truncate=True`` (webhook replies) the body is
+  cut at ``max_bytes`` instead.  ``Accept-Encoding: identity`` is requested
+  and **no body is ever decompressed**: bytes are counted and returned as
+  sent.  With ``identity_only=True`` (sampling) a successful answer with any
+  other ``Content-Encoding`` is refused (``reason="content_encoding_refused"``)
+  before a byte of its body is read.  A ``reader`` may consume a successful
+  body chunk by chunk as it arrives (the sampling client parses answers so,
+  and stops at the first wrong output).
+* **Connections are never shared between isolation keys.**  A request with
+  ``isolation=<key>`` (the sampling client passes one key per mechanism)
+  uses a keep-alive pool of its own key; a request without one gets a fresh
+  connection that is closed after its answer.  A connection is also dropped,
+  never reused, when its answer's framing was not exact: bytes received past
+  the end of the response, bytes arriving while it is idle, or a body that
+  was not read to its end.  Extra bytes a server writes after its response
+  can therefore never become the answer to another key's request.
 """
 
 from __future__ import annotations
@@ -45,11 +55,13 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import httpcore
 import httpx
 
 __all__ = [
     "METADATA_ADDRESSES",
+    "BodyReader",
     "ByteBudget",
     "AddressPolicy",
     "SafeAsyncClient",
@@ -89,6 +101,8 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _MAX_URL_LENGTH = 2048
 _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 _ERROR_BODY_LIMIT = 8192
+#: A body reader is fed this much at a time, with a turn of the event loop in between.
+_FEED_SLICE = 16 * 1024
 
 SafeHttpReason = typing.Literal[
     "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error",
@@ -208,6 +222,47 @@ def _embedded_ipv4(ip: IPAddress) -> tuple[ipaddress.IPv4Address | None, str]:
     return None, ""
 
 
+#: The IANA IPv4 and IPv6 Special-Purpose Address Registries (2025), every block not marked
+#: "globally reachable", stated here rather than left to the ``ipaddress`` flags of the running
+#: Python (3.11.7 calls 192.0.0.8, 3fff::/20 and 5f00::/16 global). Whole blocks are refused
+#: even where the registry lists a globally reachable exception inside them (192.0.0.9/32 and
+#: 192.0.0.10/32, PCP and TURN anycast; 2001:1::1-3, 2001:3::/32, 2001:4:112::/48, 2001:20::/28,
+#: 2001:30::/28 inside 2001::/23): anycast service addresses are not where a mechanism lives.
+_SPECIAL_PURPOSE: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(cidr), why) for cidr, why in (
+        ("0.0.0.0/8", "\"this network\""),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "shared (CGNAT)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("::/96", "IPv4-compatible (deprecated)"),
+        ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation"),
+        ("100::/64", "discard-only"),
+        ("100:0:0:1::/64", "dummy prefix"),
+        ("2001::/23", "IETF protocol assignments"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing (SRv6) SIDs"),
+        ("fc00::/7", "unique local"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+
 def _category(ip: IPAddress) -> str | None:
     """Why a (non-embedded) address is not a public destination, or None if it is."""
     if ip.is_unspecified:
@@ -226,6 +281,9 @@ def _category(ip: IPAddress) -> str | None:
         return "reserved"
     if not ip.is_global:
         return "not globally routable"
+    for network, why in _SPECIAL_PURPOSE:  # what this Python's flags call global
+        if ip.version == network.version and ip in network:
+            return why
     return None
 
 
@@ -323,6 +381,59 @@ async def _async_resolve(host: str, port: int) -> list[tuple]:
     return literal if literal is not None else await _async_getaddrinfo(host, port)
 
 
+class _TrackedStream(httpcore.AsyncNetworkStream):
+    """A connection's network stream that can be marked *tainted*: the connection pool then
+    sees it as readable while idle (httpcore's test for a server-side close), so the connection
+    is closed instead of being reused (see :func:`_taint_if_inexact`)."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream, tainted: list[bool] | None = None) -> None:
+        self._inner = inner
+        self._tainted = tainted if tainted is not None else [False]
+
+    def taint(self) -> None:
+        self._tainted[0] = True
+
+    @property
+    def tainted(self) -> bool:
+        return self._tainted[0]
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        inner = await self._inner.start_tls(ssl_context, server_hostname, timeout)
+        return _TrackedStream(inner, self._tainted)
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        if info == "is_readable" and self._tainted[0]:
+            return True
+        return self._inner.get_extra_info(info)
+
+
+def _taint_if_inexact(core_stream: object, network_stream: object) -> None:
+    """After a body was read to its end: taint the connection unless the HTTP/1.1 parser holds
+    no byte past this response. The parser's state is httpcore's (``PoolByteStream._stream`` ->
+    ``HTTP11ConnectionByteStream._connection._h11_state``); if that path is not found (another
+    httpcore), every connection is tainted: no reuse, never a wrong answer."""
+    if not isinstance(network_stream, _TrackedStream):
+        return
+    try:
+        h11_state = core_stream._stream._connection._h11_state  # type: ignore[attr-defined]
+        leftover, _closed = h11_state.trailing_data
+    except AttributeError:
+        network_stream.taint()
+        return
+    if leftover:
+        network_stream.taint()
+
+
 class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
     """httpcore network backend that resolves, checks and connects to the checked IP."""
 
@@ -350,13 +461,14 @@ class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
                 for address in addresses:
                     remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
                     try:
-                        return await self._inner.connect_tcp(
+                        stream = await self._inner.connect_tcp(
                             address,
                             port,
                             timeout=remaining,
                             local_address=local_address,
                             socket_options=socket_options,
                         )
+                        return _TrackedStream(stream)
                     except httpcore.ConnectError as exc:
                         last_error = exc
                 assert last_error is not None
@@ -414,8 +526,11 @@ def _core_request(request: httpx.Request) -> httpcore.Request:
 
 
 class _AsyncCoreStream(httpx.AsyncByteStream):
-    def __init__(self, stream: typing.AsyncIterable[bytes]) -> None:
+    def __init__(self, stream: typing.AsyncIterable[bytes], network_stream: object = None,
+                 on_close: typing.Callable[[], typing.Awaitable[None]] | None = None) -> None:
         self._stream = stream
+        self._network_stream = network_stream
+        self._on_close = on_close
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -426,30 +541,93 @@ class _AsyncCoreStream(httpx.AsyncByteStream):
             if mapped is exc:
                 raise
             raise mapped from exc
+        # The whole body was read: was that the end of what the server sent?
+        _taint_if_inexact(self._stream, self._network_stream)
 
     async def aclose(self) -> None:
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        try:
+            aclose = getattr(self._stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            if self._on_close is not None:
+                on_close, self._on_close = self._on_close, None
+                await on_close()
+
+
+#: Request extension naming the connection pool a request may use (see :meth:`SafeAsyncClient.request`).
+ISOLATION_EXTENSION = "dpwatch.isolation"
+
+
+@dataclass
+class _Pool:
+    pool: httpcore.AsyncConnectionPool
+    active: int = 0
+    last_used: float = 0.0
 
 
 class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
-    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int):
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=5.0,
+    """One keep-alive pool per isolation key, and one pool that keeps nothing alive (requests
+    without a key). Pools idle for longer than the keep-alive expiry are closed, as are the least
+    recently used idle ones beyond ``max_pools``."""
+
+    KEEPALIVE_SECONDS = 5.0
+
+    def __init__(self, policy: AddressPolicy, ssl_context: ssl.SSLContext, max_connections: int,
+                 max_pools: int = 512):
+        self._policy = policy
+        self._ssl_context = ssl_context
+        self._max_connections = max_connections
+        self._max_pools = max_pools
+        self._pools: dict[str, _Pool] = {}
+        self._ephemeral = self._new_pool(keepalive=False)
+
+    def _new_pool(self, *, keepalive: bool) -> httpcore.AsyncConnectionPool:
+        return httpcore.AsyncConnectionPool(
+            ssl_context=self._ssl_context,
+            max_connections=self._max_connections,
+            max_keepalive_connections=self._max_connections if keepalive else 0,
+            keepalive_expiry=self.KEEPALIVE_SECONDS if keepalive else 0.0,
             http1=True,
             http2=False,
-            network_backend=GuardedAsyncBackend(policy),
+            network_backend=GuardedAsyncBackend(self._policy),
         )
 
+    async def _acquire(self, key: str | None) -> tuple[httpcore.AsyncConnectionPool, _Pool | None]:
+        if key is None:
+            return self._ephemeral, None
+        now = time.monotonic()
+        entry = self._pools.get(key)
+        if entry is None:
+            await self._prune(now)
+            entry = self._pools[key] = _Pool(self._new_pool(keepalive=True))
+        entry.active += 1
+        entry.last_used = now
+        return entry.pool, entry
+
+    async def _prune(self, now: float) -> None:
+        idle = [(e.last_used, k) for k, e in self._pools.items() if e.active == 0]
+        stale = {k for used, k in idle if now - used > self.KEEPALIVE_SECONDS}
+        excess = len(self._pools) + 1 - self._max_pools
+        if excess > 0:
+            stale.update(k for _, k in sorted(idle)[:excess])
+        for key in stale:
+            await self._pools.pop(key).pool.aclose()
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        key = request.extensions.pop(ISOLATION_EXTENSION, None)
         core_request = _core_request(request)
+        pool, entry = await self._acquire(key)
+
+        async def release() -> None:
+            if entry is not None:
+                entry.active -= 1
+                entry.last_used = time.monotonic()
+
         try:
-            resp = await self._pool.handle_async_request(core_request)
+            resp = await pool.handle_async_request(core_request)
         except Exception as exc:
+            await release()
             mapped = _map_httpcore_error(exc)
             if mapped is exc:
                 raise
@@ -458,12 +636,15 @@ class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status_code=resp.status,
             headers=resp.headers,
-            stream=_AsyncCoreStream(resp.stream),
+            stream=_AsyncCoreStream(resp.stream, resp.extensions.get("network_stream"), release),
             extensions=resp.extensions,
         )
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        pools, self._pools = list(self._pools.values()), {}
+        for entry in pools:
+            await entry.pool.aclose()
+        await self._ephemeral.aclose()
 
 
 @dataclass(frozen=True)
@@ -477,7 +658,7 @@ class SafeHttpConfig:
     never in production) or an ``ssl.SSLContext``.
     ``total_timeout``: default deadline for a whole request (connect, send,
     headers and body); ``connect/read/write_timeout`` bound each phase.
-    ``max_bytes``: default cap on the decoded response body.
+    ``max_bytes``: default cap on the response body (as sent: nothing is decompressed).
     """
 
     allow_networks: Sequence[str] = ()
@@ -510,7 +691,8 @@ class SafeHttpConfig:
 @dataclass(frozen=True)
 class SafeResponse:
     """A fully read answer.  For status >= 400 the body is truncated to 8 KiB
-    (``truncated=True``) instead of raising ``oversized``."""
+    (``truncated=True``) instead of raising ``oversized``.  When a ``reader`` consumed the
+    body, ``content`` is empty and ``parsed`` holds what the reader's ``finish()`` returned."""
 
     status_code: int
     headers: httpx.Headers
@@ -518,6 +700,7 @@ class SafeResponse:
     url: str  # redacted (no query string)
     elapsed: float
     truncated: bool = False
+    parsed: typing.Any = None
 
     @property
     def content_type(self) -> str:
@@ -547,6 +730,22 @@ def _oversized(limit: int, seen: int | None = None) -> SafeHttpError:
     return SafeHttpError(
         "oversized", f"the answer announces {seen} bytes, more than the limit of {limit} bytes"
     )
+
+
+class BodyReader(typing.Protocol):
+    """Consumes a successful answer's body as it arrives (:meth:`SafeAsyncClient.request`'s
+    ``reader``). ``feed`` may raise to abort the request (the connection is then dropped);
+    ``finish`` is called once the body ended and its result becomes ``SafeResponse.parsed``.
+    A reader whose ``parses`` attribute is true does CPU work in ``feed``: it is fed 16 KiB at a
+    time with a turn of the event loop in between."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def finish(self) -> typing.Any: ...
+
+
+#: ``reader(status_code, headers)``: a :class:`BodyReader` for this answer, or None to read it whole.
+ReaderFactory = typing.Callable[[int, httpx.Headers], "BodyReader | None"]
 
 
 class ByteBudget:
@@ -619,7 +818,8 @@ def _prepare(url: str, headers: typing.Mapping[str, str] | None) -> tuple[httpx.
 
 
 class SafeAsyncClient:
-    """Async hardened client; share one instance (it pools connections).
+    """Async hardened client; share one instance (it keeps one keep-alive pool per isolation
+    key, see :meth:`request`).
 
     Use as ``async with SafeAsyncClient(config) as http: ...`` or call
     :meth:`aclose`.
@@ -677,14 +877,22 @@ class SafeAsyncClient:
         timeout: float | None = None,
         identity_only: bool = False,
         budget: ByteBudget | None = None,
+        isolation: str | None = None,
+        truncate: bool = False,
+        reader: ReaderFactory | None = None,
     ) -> SafeResponse:
         """Send one request and read the whole answer.
 
         ``timeout`` is the total deadline (default ``config.total_timeout``);
-        ``max_bytes`` caps the decoded body (default ``config.max_bytes``).
+        ``max_bytes`` caps the body as sent (default ``config.max_bytes``; nothing is ever
+        decompressed). ``truncate`` cuts a body at ``max_bytes`` instead of refusing it.
         ``identity_only`` refuses a successful answer whose ``Content-Encoding`` is not
         ``identity`` before reading its body; ``budget`` is shared with other requests and
         charged with this answer's body bytes (successful answers only).
+        ``isolation`` names the keep-alive pool the request may use: requests with another key,
+        or none, never share a connection with it; without a key the connection is closed after
+        the answer. ``reader(status, headers)`` may return a :class:`BodyReader` that consumes a
+        successful (< 400) body as it arrives.
         Any non-3xx status is returned (the caller decides what it means);
         failures raise :class:`SafeHttpError`.
         """
@@ -694,10 +902,12 @@ class SafeAsyncClient:
         if total <= 0:
             raise SafeHttpError("timeout", f"no time left to call {redact_url(u)}")
         started = time.monotonic()
+        extensions = {ISOLATION_EXTENSION: isolation} if isolation is not None else None
         try:
             with anyio.fail_after(total):
                 async with self._client.stream(
-                    method, u, content=content, headers=h, timeout=_timeouts(self.config, total)
+                    method, u, content=content, headers=h, timeout=_timeouts(self.config, total),
+                    extensions=extensions,
                 ) as resp:
                     if 300 <= resp.status_code < 400:
                         raise _redirect_error(resp.status_code, resp.headers)
@@ -705,27 +915,39 @@ class SafeAsyncClient:
                     if not is_error and identity_only and (refusal := _refused_encoding(resp.headers)):
                         raise refusal
                     cap = min(limit, _ERROR_BODY_LIMIT) if is_error else limit
+                    cut = truncate or is_error
                     announced = _announced_length(resp.headers)
-                    if not is_error and announced is not None and announced > cap:
+                    if not cut and announced is not None and announced > cap:
                         raise _oversized(cap, announced)
                     charge = budget if budget is not None and not is_error else None
                     if charge is not None and announced is not None and announced > charge.remaining:
                         charge.take(announced)  # raises: it cannot fit
+                    sink = reader(resp.status_code, resp.headers) if reader is not None and not is_error else None
                     chunks: list[bytes] = []
                     size = 0
                     truncated = False
-                    # identity_only: never decode (an error body sent compressed is kept as sent).
-                    async for chunk in resp.aiter_raw() if identity_only else resp.aiter_bytes():
+                    # Raw bytes only: a body sent compressed is counted and kept as sent, never inflated.
+                    async for chunk in resp.aiter_raw():
                         if charge is not None:
                             charge.take(len(chunk))
                         size += len(chunk)
                         if size > cap:
-                            if not is_error:
+                            if not cut:
                                 raise _oversized(cap)
-                            chunks.append(chunk[: len(chunk) - (size - cap)])
+                            chunk = chunk[: len(chunk) - (size - cap)]
                             truncated = True
-                            break
-                        chunks.append(chunk)
+                        if sink is not None and getattr(sink, "parses", False):
+                            # Parsing is CPU work: let the loop run between slices, even when the
+                            # next chunk is already buffered (a read then does not yield).
+                            for start in range(0, len(chunk), _FEED_SLICE):
+                                sink.feed(chunk[start : start + _FEED_SLICE] if len(chunk) > _FEED_SLICE else chunk)
+                                await anyio.lowlevel.checkpoint()
+                        elif sink is not None:
+                            sink.feed(chunk)
+                        else:
+                            chunks.append(chunk)
+                        if truncated:
+                            break  # the connection is dropped with the unread rest
                     return SafeResponse(
                         status_code=resp.status_code,
                         headers=resp.headers,
@@ -733,6 +955,7 @@ class SafeAsyncClient:
                         url=redact_url(u),
                         elapsed=time.monotonic() - started,
                         truncated=truncated,
+                        parsed=sink.finish() if sink is not None else None,
                     )
         except TimeoutError:
             raise SafeHttpError(

@@ -8,6 +8,7 @@ without evidence, so that an alarm is never silenced by its snapshot.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from app.monitors.models import Check, Monitor
 from app.monitors.contract import endpoint_of
 from app.monitors.runner import database_key
 from app.sampling.client import MechanismEndpoint, SamplingClient
+from app.sampling.protocol import SamplingError
 from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
@@ -38,6 +40,19 @@ log = structlog.get_logger("dpwatch.snapshots")
 
 #: A snapshot's lease; it covers drawing fresh samples and the MPL computation.
 SNAPSHOT_LEASE_SECONDS = 300
+#: Drawing a snapshot's fresh samples may take this share of its lease, every attempt together
+#: (the rest is for MPL and the write).
+SAMPLING_SHARE_OF_LEASE = 0.7
+#: Attempts at drawing them: a timeout, a connection error, a 5xx or a 429 is tried again.
+SAMPLING_ATTEMPTS = 3
+
+
+def sampling_deadline(extra_samples: int, databases: int) -> float:
+    """Seconds one attempt at a snapshot's fresh samples may take: 20 s, plus 1 ms per output to
+    draw (``extra_samples`` on each of ``databases``: 50 000 on 2 -> 120 s), within its lease.
+    A deadline fixed in seconds left an alarm's snapshot without its samples on a busy machine
+    (issue 17: 50 000 outputs per database against the period's 6 s)."""
+    return min(SAMPLING_SHARE_OF_LEASE * SNAPSHOT_LEASE_SECONDS, 20.0 + 0.001 * extra_samples * max(1, databases))
 
 
 @dataclass(frozen=True)
@@ -121,16 +136,35 @@ class SnapshotRunner:
             return {}  # the monitor was reset or went on meanwhile
         return {"horizon_index": alarm.horizon_index, "min_t": alarm.t - lag + 1}
 
+    async def draw(self, plan: SnapshotPlan) -> dict[str, np.ndarray]:
+        """The fresh samples of every database, with a deadline that follows their number, tried
+        again (up to ``SAMPLING_ATTEMPTS``) after a transient failure while the lease's sampling
+        share lasts."""
+        keys = list(plan.databases)
+        per_attempt = sampling_deadline(plan.extra_samples, len(keys))
+        ends = time.monotonic() + SAMPLING_SHARE_OF_LEASE * SNAPSHOT_LEASE_SECONDS
+        for attempt in range(1, SAMPLING_ATTEMPTS + 1):
+            budget = min(per_attempt, ends - time.monotonic())
+            try:
+                drawn = await asyncio.gather(*(
+                    self.client.sample(plan.endpoint, plan.databases[k], plan.extra_samples,
+                                       monitor_id=str(plan.monitor_id), period=plan.period,
+                                       request_id_prefix=f"snap-{plan.snapshot_id.hex[:12]}-{attempt}-{i}",
+                                       deadline_seconds=budget)
+                    for i, k in enumerate(keys)))
+                return dict(zip(keys, drawn))
+            except SamplingError as exc:
+                left = ends - time.monotonic()
+                if not exc.retryable or attempt == SAMPLING_ATTEMPTS or left < 5.0:
+                    raise
+                log.warning("snapshot_sampling_retry", snapshot_id=str(plan.snapshot_id), attempt=attempt,
+                            reason=exc.reason, detail=exc.detail[:300], seconds_left=round(left, 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def gather(self, plan: SnapshotPlan) -> list[PairSamples]:
         fresh: dict[str, np.ndarray] = {}
         if plan.extra_samples > 0:
-            keys = list(plan.databases)
-            drawn = await asyncio.gather(*(
-                self.client.sample(plan.endpoint, plan.databases[k], plan.extra_samples,
-                                   monitor_id=str(plan.monitor_id), period=plan.period,
-                                   request_id_prefix=f"snap-{plan.snapshot_id.hex[:12]}-{i}")
-                for i, k in enumerate(keys)))
-            fresh = dict(zip(keys, drawn))
+            fresh = await self.draw(plan)
         out = []
         for pair in plan.pairs:
             window_x = [a for _, a in pair["x_series"]]

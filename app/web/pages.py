@@ -15,6 +15,7 @@ import math
 import uuid
 from datetime import datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -28,7 +29,7 @@ from app.alarms.models import Webhook, WebhookMessage
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import ConflictError
 from app.auth.models import Tenant
-from app.auth.service import Principal, authenticate
+from app.auth.service import Principal, authenticate, end_web_session, open_web_session
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import MONITOR_STATES, Check, Monitor
@@ -291,12 +292,16 @@ def build_router() -> APIRouter:
             return render(request, "login.html", {"next": target, "error": error,
                                                   "insecure": _secure_cookie_over_http(request)}, status_code=401)
         response = RedirectResponse(target, status_code=303)
-        signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id)
+        session_id = open_web_session(session, principal.api_key_id, signer_of(request).max_age)
+        signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id, session_id)
         return response
 
     @router.post("/ui/logout")
-    def logout(request: Request, fields: CheckedForm) -> Response:
+    def logout(request: Request, session: SessionDep, fields: CheckedForm) -> Response:
         del fields
+        current = signer_of(request).read_session(request)
+        if current is not None:  # the cookie stops working everywhere, not just in this browser
+            end_web_session(session, current.session_id)
         response = RedirectResponse("/ui/login", status_code=303)
         signer_of(request).end_session(response)
         return response
@@ -407,13 +412,17 @@ def build_router() -> APIRouter:
             return redirect_with(request, url, exc.detail, error=True)
         return redirect_with(request, url, message)
 
-    for action in ("pause", "resume", "reset", "snapshot"):
-
+    def action_route(action: str) -> Callable[..., Any]:
+        # The action is bound here, not as a defaulted parameter: FastAPI would read such a
+        # parameter from the query string, and ?_action=reset would override the form's route.
         def handler(request: Request, monitor_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
-                    settings: SettingsDep, fields: CheckedForm, _action: str = action) -> Any:
-            return _monitor_action(request, monitor_id, principal, session, settings, _action, fields)
+                    settings: SettingsDep, fields: CheckedForm) -> Any:
+            return _monitor_action(request, monitor_id, principal, session, settings, action, fields)
 
-        router.add_api_route(f"/ui/monitors/{{monitor_id}}/{action}", handler, methods=["POST"],
+        return handler
+
+    for action in ("pause", "resume", "reset", "snapshot"):
+        router.add_api_route(f"/ui/monitors/{{monitor_id}}/{action}", action_route(action), methods=["POST"],
                              name=f"web_monitor_{action}")
 
     # ---------------------------------------------------------------- snapshots

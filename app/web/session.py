@@ -1,9 +1,10 @@
 """Dashboard sign-in: a signed session cookie, and CSRF tokens (double submit, signed).
 
-**Session.** Signing in with an API key sets the cookie ``dpwatch_session``: an itsdangerous
-``URLSafeTimedSerializer`` signature over ``{"k": api key id, "t": tenant id, "c": CSRF nonce}``.
-The key itself is never in the cookie. Every request looks the key up again by id, so revoking
-the key ends its sessions. The cookie is ``HttpOnly``, ``SameSite=Lax``, ``Path=/ui`` and
+**Session.** Signing in with an API key opens a server-side session (``web_sessions``) and sets
+the cookie ``dpwatch_session``: an itsdangerous ``URLSafeTimedSerializer`` signature over
+``{"k": api key id, "t": tenant id, "s": session id, "c": CSRF nonce}``. The key itself is never
+in the cookie. Every request looks the key and the session up again by id, so revoking the key
+ends its sessions, and signing out ends the session: a copy of the cookie no longer works. The cookie is ``HttpOnly``, ``SameSite=Lax``, ``Path=/ui`` and
 ``Secure`` unless ``DPWATCH_COOKIE_SECURE=false`` (by default it is off only in development).
 
 **CSRF.** Each form carries ``csrf_token``, a signature (another salt) over a random nonce.
@@ -28,7 +29,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 
 from app.auth.models import ApiKey
-from app.auth.service import Principal
+from app.auth.service import Principal, web_session_live
 from app.settings import Settings
 
 SESSION_COOKIE = "dpwatch_session"
@@ -43,6 +44,7 @@ class WebSession:
     api_key_id: uuid.UUID
     tenant_id: uuid.UUID
     csrf_nonce: str
+    session_id: uuid.UUID
 
 
 class CsrfError(Exception):
@@ -70,9 +72,12 @@ class SessionSigner:
     def _clear(self, response: Response, name: str) -> None:
         response.delete_cookie(name, path=COOKIE_PATH, secure=self.secure, httponly=True, samesite="lax")
 
-    def start_session(self, response: Response, api_key_id: uuid.UUID, tenant_id: uuid.UUID) -> None:
-        """Sign in: a session with a fresh CSRF nonce; the pre-sign-in nonce is dropped."""
-        value = self._session.dumps({"k": str(api_key_id), "t": str(tenant_id), "c": secrets.token_urlsafe(16)})
+    def start_session(self, response: Response, api_key_id: uuid.UUID, tenant_id: uuid.UUID,
+                      session_id: uuid.UUID) -> None:
+        """Sign in (``session_id``: the server-side session, app.auth.service.open_web_session): a
+        session with a fresh CSRF nonce; the pre-sign-in nonce is dropped."""
+        value = self._session.dumps({"k": str(api_key_id), "t": str(tenant_id), "s": str(session_id),
+                                     "c": secrets.token_urlsafe(16)})
         self._set(response, SESSION_COOKIE, value)
         self._clear(response, CSRF_COOKIE)
 
@@ -87,7 +92,7 @@ class SessionSigner:
             return None
         try:
             data: Any = self._session.loads(raw, max_age=self.max_age)
-            return WebSession(uuid.UUID(data["k"]), uuid.UUID(data["t"]), str(data["c"]))
+            return WebSession(uuid.UUID(data["k"]), uuid.UUID(data["t"]), str(data["c"]), uuid.UUID(data["s"]))
         except (BadSignature, KeyError, TypeError, ValueError):
             return None
 
@@ -154,11 +159,14 @@ class SessionSigner:
 
 
 def principal_of(session: Session, web_session: WebSession | None) -> Principal | None:
-    """The principal of a session whose key still exists, is not revoked and is the tenant's."""
+    """The principal of a session that has not ended, whose key still exists, is not revoked and
+    is the tenant's."""
     if web_session is None:
         return None
     api_key = session.get(ApiKey, web_session.api_key_id)
     if api_key is None or api_key.revoked_at is not None or api_key.tenant_id != web_session.tenant_id:
+        return None
+    if not web_session_live(session, web_session.session_id, api_key.id):
         return None
     return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope)
 

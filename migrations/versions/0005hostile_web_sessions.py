@@ -1,0 +1,39 @@
+"""Dashboard sessions kept server-side, so that signing out ends a session cookie (issue 17).
+
+Revision ID: 0005hostile
+Revises: 0004e
+Create Date: 2026-11-25 19:45:00
+
+"""
+from typing import Sequence, Union
+
+from alembic import op
+import sqlalchemy as sa
+
+revision: str = '0005hostile'
+down_revision: Union[str, Sequence[str], None] = '0004e'
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+
+def upgrade() -> None:
+    """Upgrade schema. Cookies signed before it name no session and are refused: sign in again."""
+    op.create_table('web_sessions',
+    sa.Column('id', sa.Uuid(), nullable=False),
+    sa.Column('api_key_id', sa.Uuid(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('ended_at', sa.DateTime(timezone=True), nullable=True),
+    sa.ForeignKeyConstraint(['api_key_id'], ['api_keys.id'], name=op.f('fk_web_sessions_api_key_id_api_keys'),
+                            ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_web_sessions'))
+    )
+    with op.batch_alter_table('web_sessions', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_web_sessions_api_key_id'), ['api_key_id'], unique=False)
+
+
+def downgrade() -> None:
+    """Downgrade schema (every dashboard session ends)."""
+    with op.batch_alter_table('web_sessions', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_web_sessions_api_key_id'))
+    op.drop_table('web_sessions')
