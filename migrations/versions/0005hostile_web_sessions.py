@@ -1,7 +1,7 @@
 """Dashboard sessions kept server-side, so that signing out ends a session cookie (issue 17).
 
 Revision ID: 0005hostile
-Revises: 0004e
+Revises: 0005search
 Create Date: 2026-11-25 19:45:00
 
 """
@@ -11,7 +11,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = '0005hostile'
-down_revision: Union[str, Sequence[str], None] = '0004e'
+down_revision: Union[str, Sequence[str], None] = '0005search'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
