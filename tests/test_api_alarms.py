@@ -164,9 +164,13 @@ def test_firing_alarm_enqueues_alertmanager_shaped_messages(client: TestClient, 
     assert alert["status"] == "firing" and alert["endsAt"] is None
     assert alert["labels"]["monitor_id"] == monitor["id"] and alert["labels"]["alertname"]
     assert alert["fingerprint"] == alarm["fingerprint"]
-    assert alert["generatorURL"] == f"http://dpwatch.test/v1/alarms/{alarm['id']}"
+    assert alert["generatorURL"] == f"http://dpwatch.test/ui/alarms/{alarm['id']}"  # the page a person opens
     assert "epsilon=1" in alert["annotations"]["summary"]
     assert alert["alarm"]["id"] == alarm["id"]
+    # one verdict, first: a privacy alarm is the detector's refutation
+    assert alert["verdict"]["refutes"] is True and alarm["verdict"]["refutes"] is True
+    assert alert["annotations"]["verdict"] == alarm["verdict"]["sentence"]
+    assert alarm["verdict"]["sentence"].startswith("Refuted")
 
 
 def test_reset_enqueues_alarm_resolved(client: TestClient, firing: dict, db: DB) -> None:
