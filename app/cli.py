@@ -273,8 +273,9 @@ def serve(
 
     from app.main import create_app
     from app.scheduler import attach_worker
+    from app.settings import with_listen_address
 
-    settings = _settings()
+    settings = with_listen_address(_settings(), host, port)  # generatorURL follows --port unless DPWATCH_PUBLIC_URL is set
     api = create_app(settings)
     if worker:
         attach_worker(api, settings)

@@ -86,3 +86,51 @@ def test_the_demo_says_its_success_line_once(monkeypatch, capsys, tmp_path):
     assert out.count("max_statistic=  4.20") > 5  # many progress tables ...
     assert out.count("Every harmful change raised an alarm") == 1  # ... one success line
     assert "M_t" not in out
+
+
+@pytest.mark.parametrize(("level", "expected"), [("INFO", logging.WARNING), ("DEBUG", logging.DEBUG)])
+def test_httpx_and_httpcore_log_at_warning(level: str, expected: int) -> None:
+    """Issue 18 item 8: httpx's "HTTP Request: POST …" line per request at INFO was 1,018 of a demo's
+    1,339 log lines; the sampling client's and the deliverer's requests are logged by dpwatch itself."""
+    try:
+        configure_logging(level, "json")
+        for name in ("httpx", "httpcore"):
+            assert logging.getLogger(name).getEffectiveLevel() == expected
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO) or level == "DEBUG"
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if h.get_name() == "dpwatch"]:
+            root.removeHandler(handler)
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_static_files_are_logged_with_their_route() -> None:
+    """A mounted app (the dashboard's static files) is logged as `<mount>/{path}`, not "unmatched"."""
+    from fastapi import FastAPI
+    from fastapi.staticfiles import StaticFiles
+    from fastapi.testclient import TestClient
+
+    import app.observability as obs
+    from app.web import STATIC_DIR
+
+    seen: list[str] = []
+    api = FastAPI()
+
+    @api.get("/v1/things/{thing_id}")
+    def thing(thing_id: int) -> dict[str, int]:
+        return {"id": thing_id}
+
+    api.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="ui-static")
+    inner = obs.RequestContextMiddleware(api)
+
+    async def spy(scope, receive, send):  # noqa: ANN001, ANN202
+        await inner(scope, receive, send)
+        if scope["type"] == "http":
+            seen.append(obs.route_template(scope))
+
+    client = TestClient(spy)
+    assert client.get("/ui/static/dashboard.css").status_code == 200
+    assert client.get("/v1/things/7").status_code == 200
+    assert client.get("/nowhere").status_code == 404
+    assert seen == ["/ui/static/{path}", "/v1/things/{thing_id}", "unmatched"]
