@@ -9,6 +9,31 @@ from typing import Annotated, Optional
 
 import typer
 
+def _keep_hyphenated_words() -> None:
+    """Click wraps help at hyphens, which split flags across lines ("--long-" / "run"); wrap at
+    spaces only. Typer ≥ 0.26 vendors click as ``typer._click`` and builds a ``TextWrapper`` from
+    ``_textwrap`` for every help paragraph (``formatting.wrap_text``); without that module the
+    default wrapping stays."""
+    try:
+        from typer._click import _textwrap
+    except ImportError:  # pragma: no cover - older typer on click
+        return
+    base = _textwrap.TextWrapper
+    if getattr(base, "_dpwatch_no_hyphen_breaks", False):
+        return
+
+    class Wrapper(base):  # type: ignore[misc, valid-type]
+        _dpwatch_no_hyphen_breaks = True
+
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            kwargs.setdefault("break_on_hyphens", False)
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = Wrapper  # type: ignore[misc]
+
+
+_keep_hyphenated_words()
+
 app = typer.Typer(
     name="dpwatch",
     help="Monitor deployed differentially private mechanisms and alarm when a change breaks their claimed epsilon.",
