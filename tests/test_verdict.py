@@ -78,7 +78,7 @@ def test_the_contradicting_case_of_the_issue_yields_one_refuting_verdict() -> No
     # the strongest refuting evidence, with its number, first
     assert v.strongest == "claim_terms"
     assert v.sentence.startswith("Refuted: δ(1) ≥ 0.0392 > claimed δ = 0 at 95% confidence")
-    assert "M_t = 3.91" in v.sentence
+    assert "the detector's sequential test refutes it too (M_t = 3.91 > threshold 3.42)" in v.sentence
     assert "0.602, not above the claimed 1" in names["window_bound"].figure
 
 
@@ -87,7 +87,12 @@ def test_window_bound_above_the_claim_is_quoted_first() -> None:
     v = alarm_verdict({**ALARM, "evidence": {**ALARM["evidence"], "check": check, "snapshot": None}})
     assert_consistent(v)
     assert v.sentence.startswith("Refuted: ε ≥ 1.42 > claimed 1 at 95% confidence (the alarm's bound over the "
-                                 "detector's window, periods 15–17)")
+                                 "detector's window, periods 15–17), which contradicts ε = 1; the detector's "
+                                 "sequential test refutes it too (M_t = 3.91 > threshold 3.42).")
+    # with the snapshot's claim terms refuting as well: the strongest first, the others counted
+    v = alarm_verdict({**ALARM, "evidence": {**ALARM["evidence"], "check": check}})
+    assert_consistent(v)
+    assert v.strongest == "window_bound" and v.sentence.endswith("; 2 other estimators refute it too.")
 
 
 def test_an_alarm_without_evidence_is_the_detectors_refutation() -> None:
@@ -128,7 +133,7 @@ def test_snapshot_below_the_claim_is_not_refuted_and_does_not_clear() -> None:
 def test_snapshot_mpl_bound_above_the_claim_refutes() -> None:
     v = snapshot_verdict({"alpha": 0.05, "claimed_epsilon": 1.0, "epsilon_hat": 2.3, "lower_bound": 2.1}, status="done")
     assert v is not None and v.refutes and v.strongest == "mpl_lower_bound"
-    assert v.sentence.startswith("Refuted: ε ≥ 2.1 > claimed 1 (ε̂ = 2.3) at 95% confidence")
+    assert v.sentence.startswith("Refuted: ε ≥ 2.1 > claimed 1, ε̂ = 2.3 at 95% confidence")
     assert_consistent(v)
 
 

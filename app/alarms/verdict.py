@@ -158,10 +158,12 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
     elif refuting:
         top = refuting[0]
         level = f" at {_pct(top.confidence)} confidence" if top.confidence is not None else ""
-        others = [d for d in refuting[1:]]
+        others = refuting[1:]
         also = ""
-        if others:
-            also = "; also refuted by " + ", ".join(f"{_SHORT[d.name]} ({d.figure})" for d in others)
+        if len(others) == 1:
+            also = f"; {_SHORT[others[0].name]} refutes it too ({others[0].figure})"
+        elif others:
+            also = f"; {len(others)} other estimators refute it too"
         sentence = f"Refuted: {top.figure}{level} ({_SHORT[top.name]}{top.where}), which contradicts {what}{also}."
     else:
         top = None
@@ -242,7 +244,7 @@ def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
     if lb is not None or eps_hat is not None:
         if reading == "not_comparable" or (claimed_eps is None and claim is not None and reading is None):
             drafts.append(_Draft(
-                "mpl_lower_bound", f"ε ≥ {_g(lb)} (pure loss; ε̂ = {_g(eps_hat)})", False, value=lb,
+                "mpl_lower_bound", f"pure loss ε ≥ {_g(lb)}, ε̂ = {_g(eps_hat)}", False, value=lb,
                 confidence=confidence,
                 cannot="MPL bounds the pure privacy loss and this claim bounds no pure ε, so its bound is not "
                 "compared with the claim (the claim terms are)"))
@@ -252,7 +254,7 @@ def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
             tail = "" if claimed_eps is None else (f" > claimed {claimed_eps:g}" if refutes
                                                     else f", not above the claimed {claimed_eps:g}")
             drafts.append(_Draft(
-                "mpl_lower_bound", f"ε ≥ {_g(lb)}{tail} (ε̂ = {_g(eps_hat)})", refutes, value=lb,
+                "mpl_lower_bound", f"ε ≥ {_g(lb)}{tail}, ε̂ = {_g(eps_hat)}", refutes, value=lb,
                 confidence=confidence,
                 can=f"MPL's {_pct(confidence)} lower bound at its t̂, on outputs that did not choose t̂, exceeds the "
                 "claim",
