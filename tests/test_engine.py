@@ -448,12 +448,18 @@ def test_on_demand_snapshot_is_a_job_with_curves(client, db, mechanism_server, m
     assert created.status_code == 202, created.text
     job = created.json()
     assert job["status"] == "pending" and created.headers["location"] == f"/v1/snapshots/{job['id']}"
+    assert job["state"] == "queued" and job["verdict"] is None  # the jobs' vocabulary; `status` its alias
     assert arun(worker.tick_snapshots()) == 1
     snap = client.get(f"/v1/snapshots/{job['id']}").json()
     assert snap["status"] == "done", snap["error"]
+    assert snap["state"] == "succeeded"
     # A correct Laplace(1) mechanism: the loss estimate is near 1 and the bound does not exceed it.
     assert 0.5 < snap["epsilon_hat"] < 2.0
     assert snap["lower_bound"] < 1.0
+    verdict = snap["verdict"]  # one verdict: its sentence and every estimator agree
+    assert verdict["refutes"] == any(e["refutes"] for e in verdict["estimators"])
+    if not verdict["refutes"]:
+        assert verdict["sentence"].startswith("Not refuted") and "does not show" in verdict["sentence"]
     pair = snap["result"]["pairs"][0]
     assert {"grid", "loss", "f_x", "f_xp"} <= set(pair["loss_curve"]) and len(pair["loss_curve"]["loss"]) <= 400
     assert len(pair["privacy_profile"]["delta"]) == len(pair["privacy_profile"]["epsilons"])

@@ -473,7 +473,7 @@ def build_router() -> APIRouter:
 
         alarm = get_alarm(session, principal.tenant_id, alarm_id)
         monitor = _monitor(session, principal, alarm.monitor_id)
-        check = session.get(Check, alarm.check_id)
+        check = session.get(Check, alarm.check_id) if alarm.check_id is not None else None  # contract: no check
         fields = {k: getattr(alarm, k) for k in ("horizon_index", "t", "statistic", "threshold", "a", "b", "n", "z",
                                                   "created_at", "acknowledged_at", "acknowledged_note", "resolved_at",
                                                   "fingerprint")}

@@ -26,7 +26,8 @@ T = typing.TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 JOB_DONE = ("succeeded", "failed", "cancelled")
-SNAPSHOT_DONE = ("done", "failed")
+#: Final snapshot states: `state` (jobs' vocabulary) or, from older servers, `status`.
+SNAPSHOT_DONE = ("succeeded", "done", "failed")
 
 
 def _id(value: Id) -> str:
@@ -280,14 +281,14 @@ class AsyncSnapshots(_Resource):
         return await self._c.request("GET", f"/v1/snapshots/{_id(snapshot)}")
 
     async def wait(self, snapshot: Id, *, timeout: float | None = None, poll_interval: float = 1.0) -> m.SnapshotRead:
-        """Poll until the snapshot is ``done`` (or ``failed``: its ``error`` says why)."""
+        """Poll until the snapshot's ``state`` is ``succeeded`` (or ``failed``: its ``error`` says why)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = await self.get(snapshot)
-            if found["status"] in SNAPSHOT_DONE:
+            if found.get("state", found.get("status")) in SNAPSHOT_DONE:
                 return found
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found['status']} after {timeout:g} s")
+                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found.get('state', found.get('status'))} after {timeout:g} s")
             await asyncio.sleep(poll_interval)
 
 

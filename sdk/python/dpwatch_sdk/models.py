@@ -227,6 +227,20 @@ class DiscreteSet(TypedDict):
     values: list[int | float | str | list[int | float]]
 
 
+class EstimatorReading(TypedDict):
+    """
+    One estimator's reading of the claim, labelled with what it can and cannot show.
+    """
+
+    name: Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract']
+    label: str
+    figure: str
+    value: NotRequired[float | None]
+    refutes: bool
+    valid: bool
+    confidence: NotRequired[float | None]
+
+
 class EventPower(TypedDict):
     """
     Whether a check's event is frequent enough for its test to have power (method.md §13.7,
@@ -631,50 +645,9 @@ class SnapshotEvidence(TypedDict):
     statement: str
 
 
-class SnapshotRead(TypedDict):
-    """
-    A snapshot with, for each pair: ε̂, t̂, LB, the loss curve ℓ̂ over C and the profile δ̂(ε).
-    """
-
-    id: str
-    monitor_id: str
-    alarm_id: str | None
-    trigger: Literal['schedule', 'on_demand', 'alarm']
-    status: Literal['pending', 'running', 'done', 'failed']
-    params: dict[str, Any]
-    error: str | None
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    lower_bound: NotRequired[float | None]
-    epsilon_hat: NotRequired[float | None]
-    statement: NotRequired[str | None]
-    result: dict[str, Any] | None
-
-
 class SnapshotRequest(TypedDict):
     extra_samples: NotRequired[int]
     alpha: NotRequired[float]
-
-
-class SnapshotSummary(TypedDict):
-    """
-    A snapshot without its curves.
-    """
-
-    id: str
-    monitor_id: str
-    alarm_id: str | None
-    trigger: Literal['schedule', 'on_demand', 'alarm']
-    status: Literal['pending', 'running', 'done', 'failed']
-    params: dict[str, Any]
-    error: str | None
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    lower_bound: NotRequired[float | None]
-    epsilon_hat: NotRequired[float | None]
-    statement: NotRequired[str | None]
 
 
 class VectorRecords(TypedDict):
@@ -686,6 +659,19 @@ class VectorRecords(TypedDict):
     dim: int
     low: NotRequired[float | list[float] | None]
     high: NotRequired[float | list[float] | None]
+
+
+class Verdict(TypedDict):
+    """
+    dpwatch's one conclusion: `refutes` and one `sentence` (read first), then every estimator.
+    """
+
+    refutes: bool
+    subject: NotRequired[Literal['claim', 'contract']]
+    claim: NotRequired[str | None]
+    sentence: str
+    strongest: NotRequired[Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract'] | None]
+    estimators: list[EstimatorReading]
 
 
 class WebhookCreate(TypedDict):
@@ -991,11 +977,6 @@ class PagePeriodRead(TypedDict):
     next_cursor: str | None
 
 
-class PageSnapshotSummary(TypedDict):
-    items: list[SnapshotSummary]
-    next_cursor: str | None
-
-
 class PageWebhookRead(TypedDict):
     items: list[WebhookRead]
     next_cursor: str | None
@@ -1027,6 +1008,51 @@ class SearchRequest(TypedDict):
     time_limit_seconds: NotRequired[float | None]
     candidates: NotRequired[int]
     seed: NotRequired[int]
+
+
+class SnapshotRead(TypedDict):
+    """
+    A snapshot with, for each pair: ε̂, t̂, LB, the loss curve ℓ̂ over C and the profile δ̂(ε).
+    """
+
+    id: str
+    monitor_id: str
+    alarm_id: str | None
+    trigger: Literal['schedule', 'on_demand', 'alarm']
+    state: Literal['queued', 'running', 'succeeded', 'failed']
+    status: Literal['pending', 'running', 'done', 'failed']
+    params: dict[str, Any]
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    lower_bound: NotRequired[float | None]
+    epsilon_hat: NotRequired[float | None]
+    statement: NotRequired[str | None]
+    verdict: NotRequired[Verdict | None]
+    result: dict[str, Any] | None
+
+
+class SnapshotSummary(TypedDict):
+    """
+    A snapshot without its curves.
+    """
+
+    id: str
+    monitor_id: str
+    alarm_id: str | None
+    trigger: Literal['schedule', 'on_demand', 'alarm']
+    state: Literal['queued', 'running', 'succeeded', 'failed']
+    status: Literal['pending', 'running', 'done', 'failed']
+    params: dict[str, Any]
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    lower_bound: NotRequired[float | None]
+    epsilon_hat: NotRequired[float | None]
+    statement: NotRequired[str | None]
+    verdict: NotRequired[Verdict | None]
 
 
 class AlarmEvidence(TypedDict):
@@ -1072,6 +1098,7 @@ class AlarmRead(TypedDict):
     fingerprint: str
     claim: NotRequired[dict[str, float] | None]
     evidence: NotRequired[AlarmEvidence | None]
+    verdict: NotRequired[Verdict | None]
 
 
 class CheckCreate(TypedDict):
@@ -1111,4 +1138,9 @@ class MonitorCreate(TypedDict):
 
 class PageAlarmRead(TypedDict):
     items: list[AlarmRead]
+    next_cursor: str | None
+
+
+class PageSnapshotSummary(TypedDict):
+    items: list[SnapshotSummary]
     next_cursor: str | None
