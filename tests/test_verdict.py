@@ -180,3 +180,12 @@ def test_snapshot_of_an_approx_dp_claim_does_not_compare_mpl_with_its_epsilon() 
     assert_consistent(v)
     mpl = next(e for e in v.estimators if e.name == "mpl_lower_bound")
     assert not mpl.refutes and "bounds no pure ε" in mpl.label
+
+
+def test_legacy_evidence_holding_the_snapshot_summary_only() -> None:
+    legacy = {"snapshot_id": "5b0f5d5e-8c1e-4d4f-9a57-6a1f0b1f3a11", "lower_bound": 0.4, "epsilon_hat": 0.9,
+              "confidence": 0.95, "exceeds_claim": False, "statement": "…"}
+    v = alarm_verdict({**ALARM, "evidence": legacy})
+    assert_consistent(v)
+    assert v.refutes and v.strongest == "detector"
+    assert [e.name for e in v.estimators] == ["detector", "mpl_lower_bound"]

@@ -339,6 +339,9 @@ def alarm_verdict(alarm: Any) -> Verdict:
     if check is not None:
         drafts += _check_drafts(check, claim)
     snap = evidence.get("snapshot")
+    if snap is None and "kind" not in evidence and "snapshot_id" in evidence:
+        # alarms stored before the evidence had a `check` part held the snapshot's summary only
+        snap = {**evidence, "verdict": "exceeds_claim" if evidence.get("exceeds_claim") else "weaker_estimator"}
     if isinstance(snap, Mapping):
         drafts += _snapshot_drafts(snap, claim)
     if detector is not None:
