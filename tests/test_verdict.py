@@ -168,3 +168,24 @@ def test_audit_verdict(refuted: bool) -> None:
     assert not point.refutes and not point.valid and "above the claim" in point.figure
     if not refuted:
         assert "nothing is refuted" not in v.sentence and "weaker" not in v.sentence
+
+
+def test_snapshot_of_an_approx_dp_claim_does_not_compare_mpl_with_its_epsilon() -> None:
+    """MPL's LB above the ε of an (ε, δ) claim refutes nothing: that claim bounds no pure loss."""
+    terms = {**SNAPSHOT["claim_terms"], "claim": {"epsilon": 1.0, "delta": 1e-5}, "refutes": False,
+             "delta_lower_bound": 0.0, "description": "(1, 1e-05)-DP"}
+    v = snapshot_verdict({"alpha": 0.05, "claimed_epsilon": 1.0, "epsilon_hat": 3.0, "lower_bound": 2.5,
+                          "claim": {"epsilon": 1.0, "delta": 1e-5}, "claim_terms": terms}, status="done")
+    assert v is not None and not v.refutes
+    assert_consistent(v)
+    mpl = next(e for e in v.estimators if e.name == "mpl_lower_bound")
+    assert not mpl.refutes and "bounds no pure ε" in mpl.label
+
+
+def test_legacy_evidence_holding_the_snapshot_summary_only() -> None:
+    legacy = {"snapshot_id": "5b0f5d5e-8c1e-4d4f-9a57-6a1f0b1f3a11", "lower_bound": 0.4, "epsilon_hat": 0.9,
+              "confidence": 0.95, "exceeds_claim": False, "statement": "…"}
+    v = alarm_verdict({**ALARM, "evidence": legacy})
+    assert_consistent(v)
+    assert v.refutes and v.strongest == "detector"
+    assert [e.name for e in v.estimators] == ["detector", "mpl_lower_bound"]

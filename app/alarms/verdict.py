@@ -238,11 +238,12 @@ def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
     if confidence is None and _num(snap.get("alpha")) is not None:
         confidence = 1 - float(snap["alpha"])
     claimed_eps = _claim_epsilon(claim)
-    if claimed_eps is None:
+    if claimed_eps is None and claim is None:
         claimed_eps = _num(snap.get("claimed_epsilon"))
     reading = snap.get("verdict")
     if lb is not None or eps_hat is not None:
-        if reading == "not_comparable" or (claimed_eps is None and claim is not None and reading is None):
+        # MPL bounds the pure loss: compared with a pure-ε claim only ((ε, δ), GDP and zCDP are not)
+        if reading == "not_comparable" or (claimed_eps is None and claim is not None):
             drafts.append(_Draft(
                 "mpl_lower_bound", f"pure loss ε ≥ {_g(lb)}, ε̂ = {_g(eps_hat)}", False, value=lb,
                 confidence=confidence,
@@ -338,6 +339,9 @@ def alarm_verdict(alarm: Any) -> Verdict:
     if check is not None:
         drafts += _check_drafts(check, claim)
     snap = evidence.get("snapshot")
+    if snap is None and "kind" not in evidence and "snapshot_id" in evidence:
+        # alarms stored before the evidence had a `check` part held the snapshot's summary only
+        snap = {**evidence, "verdict": "exceeds_claim" if evidence.get("exceeds_claim") else "weaker_estimator"}
     if isinstance(snap, Mapping):
         drafts += _snapshot_drafts(snap, claim)
     if detector is not None:
