@@ -485,18 +485,25 @@ def apply_manifest(
     file: Annotated[Path, typer.Option("--file", "-f", help="The manifest (YAML): mechanisms, monitors, webhooks.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Also destroy what the file does not list.")] = False,
+    allow_replace: Annotated[bool, typer.Option(
+        "--allow-replace", help="Replace (delete and create again, losing its periods and history) a monitor whose "
+        "test changed (checks, claim, alpha, gamma, horizon, detector, ...). Without it such a plan changes nothing."
+    )] = False,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
     api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
 ) -> None:
     """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
-    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent.
+    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent. A monitor
+    whose n, schedule or snapshot sizes changed is updated in place (it keeps its id and periods); one
+    whose test changed is replaced, only with --allow-replace.
 
-    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage.
+    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage (or a replacement
+    without --allow-replace).
     """
     from app.manifest.apply import run_apply
 
-    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune, echo=typer.echo,
-                               err=_err))
+    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune,
+                               allow_replace=allow_replace, echo=typer.echo, err=_err))
 
 
 @app.command("export")

@@ -250,8 +250,9 @@ class MonitorUpdate(BaseModel):
     (``period_seconds`` or ``cron``: the test counts periods, not time); the snapshot and discovery
     sizes; and ``rediscover_every``/``search_every`` between positive values (the share of α they
     reserve does not depend on K). They take effect from the next period: a period already sampling
-    finishes with the values it started with. The fields that define the test answer 409 when
-    their value would change (see `TEST_FIELDS`)."""
+    finishes with the values it started with. The fields that define the test (`mechanism_id`,
+    `checks`, `epsilon`, `claim`, `alpha`, `gamma`, `detector`, `horizon`, `variance`, `kappa`,
+    `symmetric`, `renew`) answer 409 when their value would change."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"samples_per_period": 20000}, {"name": "count neighbours (prod)", "cron": "*/30 * * * *"}]})
