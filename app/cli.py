@@ -543,6 +543,7 @@ def search(
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
     mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
+    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
 ) -> None:
     """Search the input domain for a pair of neighbouring databases and an event that break the claim
     (docs/search.md): candidates from StatDP's patterns, Halton databases and edge cases, screened by
@@ -560,7 +561,8 @@ def search(
                        output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
                        alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
                        allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
-                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err)
+                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err,
+                       junit_xml=junit_xml)
     if code:
         raise typer.Exit(code=code)
 
