@@ -135,7 +135,7 @@ def test_the_ci_workflow_example_uses_real_options():
     runs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
     script = "\n".join(runs).replace("\\\n", " ")
     checked = 0
-    for command in ("audit", "apply"):
+    for command in ("audit", "search", "apply"):
         for line in script.splitlines():
             if f" {command} " not in line or "dpwatch" not in line.lower():
                 continue
@@ -146,4 +146,4 @@ def test_the_ci_workflow_example_uses_real_options():
     plugin = (root / "sdk" / "python" / "dpwatch_sdk" / "pytest_plugin.py").read_text()
     for flag in ("--dpwatch-command", "--dpwatch-junit-dir"):
         assert flag in script and f'"{flag}"' in plugin
-    assert checked >= 8
+    assert checked >= 15
