@@ -205,6 +205,17 @@ def test_secrets_come_from_the_environment(service, tmp_path):
     assert refused.exit_code == 2 and "secrets are never stored in the manifest" in refused.stderr
 
 
+def test_values_the_service_ignores_do_not_make_changes(service, tmp_path):
+    """rediscover_every without auto events is ignored by the service (stored as 0): applying such
+    a file twice still changes nothing the second time."""
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["monitors"][0]["rediscover_every"] = 7
+    manifest["monitors"][1]["rediscover_every"] = 0
+    assert apply(service, manifest, tmp_path=tmp_path).exit_code == 0
+    again = apply(service, manifest, tmp_path=tmp_path)
+    assert "0 to create, 0 to update, 0 to replace, 0 to destroy, 6 unchanged" in again.stdout, again.stdout
+
+
 def test_bad_files_are_usage_errors(service, tmp_path):
     unknown = {"monitors": [{**MANIFEST["monitors"][0], "mechanism": "nope"}]}
     result = apply(service, unknown, tmp_path=tmp_path)

@@ -168,6 +168,8 @@ def _monitor_canon(spec: MonitorSpec) -> dict[str, Any]:
     claim = spec.claim.to_dict() if spec.claim is not None else (
         {"epsilon": spec.epsilon} if spec.epsilon is not None else None)
     out: dict[str, Any] = {key: getattr(spec, key) for key in MONITOR_FIELDS}
+    if spec.detector != "aggregator" or not any(c.event.kind == "auto" for c in spec.checks):
+        out["rediscover_every"] = None  # the service ignores it (stores 0) without auto events
     out["claim"] = claim
     out["checks"] = [{"x": c.x, "x_prime": c.x_prime, "event": c.event.model_dump(mode="json"),
                       "claim": c.claim.to_dict() if c.claim is not None else claim} for c in spec.checks]
