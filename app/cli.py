@@ -530,18 +530,25 @@ def apply_manifest(
     file: Annotated[Path, typer.Option("--file", "-f", help="The manifest (YAML): mechanisms, monitors, webhooks.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Also destroy what the file does not list.")] = False,
+    allow_replace: Annotated[bool, typer.Option(
+        "--allow-replace", help="Replace (delete and create again, losing its periods and history) a monitor whose "
+        "test changed (checks, claim, alpha, gamma, horizon, detector, ...). Without it such a plan changes nothing."
+    )] = False,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
     api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
 ) -> None:
     """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
-    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent.
+    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent. A monitor
+    whose n, schedule or snapshot sizes changed is updated in place (it keeps its id and periods); one
+    whose test changed is replaced, only with --allow-replace.
 
-    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage.
+    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage (or a replacement
+    without --allow-replace).
     """
     from app.manifest.apply import run_apply
 
-    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune, echo=typer.echo,
-                               err=_err))
+    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune,
+                               allow_replace=allow_replace, echo=typer.echo, err=_err))
 
 
 @app.command("export", short_help="Write the configuration as a manifest.")
@@ -581,6 +588,7 @@ def search(
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
     mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
+    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
 ) -> None:
     """Search the input domain for a pair of neighbouring databases and an event that break the claim
     (docs/search.md): candidates from StatDP's patterns, Halton databases and edge cases, screened by
@@ -598,7 +606,8 @@ def search(
                        output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
                        alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
                        allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
-                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err)
+                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err,
+                       junit_xml=junit_xml)
     if code:
         raise typer.Exit(code=code)
 

@@ -49,6 +49,11 @@ CROSS_FIELD_RULES = {
     "size.min <= size.max, sensitivity with linf/l1 only, ...); a domain in the request or on the mechanism",
     "POST /v1/monitors/{monitor_id}/checks/from-search": "job_id names a succeeded search of the monitor's mechanism "
     "with that finding",
+    "PATCH /v1/monitors/{monitor_id}": "a 5-field cron that fires; not both period_seconds and cron, nor a null one "
+    "alone",
+    # Not a rule between fields but one on the stored state, stated in the route's description: an
+    # input to probe with (the body's database, the mechanism's probe_database or a monitor's check).
+    "POST /v1/mechanisms/{mechanism_id}/validate": "an input to probe with must exist",
 }
 
 

@@ -1136,6 +1136,48 @@ class MonitorCreate(TypedDict):
     search_budget: NotRequired[int | None]
 
 
+class MonitorUpdate(TypedDict):
+    """
+    A JSON merge patch (RFC 7396) of a monitor: the fields given change, the others keep their value.
+
+    Changed in place, keeping the monitor's id, periods, alarms and running detectors, because none of
+    them enters the threshold q(T, γ, α_j/m), a check's level or a detector's state: ``name``;
+    ``samples_per_period`` (n: each period's z_t is standardised with that period's own n, and the
+    lines and bets chosen from past periods use each period's own counts); the schedule
+    (``period_seconds`` or ``cron``: the test counts periods, not time); the snapshot and discovery
+    sizes; and ``rediscover_every``/``search_every`` between positive values (the share of α they
+    reserve does not depend on K). They take effect from the next period: a period already sampling
+    finishes with the values it started with. The fields that define the test (`mechanism_id`,
+    `checks`, `epsilon`, `claim`, `alpha`, `gamma`, `detector`, `horizon`, `variance`, `kappa`,
+    `symmetric`, `renew`) answer 409 when their value would change.
+    """
+
+    name: NotRequired[str]
+    samples_per_period: NotRequired[int]
+    period_seconds: NotRequired[int | None]
+    cron: NotRequired[str | None]
+    outputs_window: NotRequired[int]
+    snapshot_every: NotRequired[int | None]
+    alarm_snapshot_samples: NotRequired[int]
+    discovery_samples: NotRequired[int | None]
+    discovery_fresh_samples: NotRequired[int | None]
+    rediscover_every: NotRequired[int]
+    search_every: NotRequired[int]
+    search_budget: NotRequired[int | None]
+    mechanism_id: NotRequired[str]
+    checks: NotRequired[list[CheckCreate]]
+    epsilon: NotRequired[float | None]
+    claim: NotRequired[ClaimSpec | None]
+    alpha: NotRequired[float]
+    gamma: NotRequired[float]
+    detector: NotRequired[Literal['aggregator', 'e-process', 'e-detector']]
+    horizon: NotRequired[int]
+    variance: NotRequired[Literal['score', 'wald']]
+    kappa: NotRequired[float]
+    symmetric: NotRequired[bool]
+    renew: NotRequired[bool]
+
+
 class PageAlarmRead(TypedDict):
     items: list[AlarmRead]
     next_cursor: str | None
