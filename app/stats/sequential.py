@@ -204,6 +204,14 @@ def log_period_evalues(
     of per sample, so it gains at most O(1) per period however large n is (the comparison is in
     docs/sequential.md).
     """
+    return log_evalues_sd(a, b, n, line.slope, line.intercept, grid, payoff)
+
+
+def log_evalues_sd(a: ArrayLike, b: ArrayLike, n: ArrayLike, slope: ArrayLike, intercept: ArrayLike,
+                   grid: ArrayLike, payoff: Payoff = "per-sample") -> NDArray[np.float64]:
+    """log F(λ_j) of method.md §13.2 with a line (s, d) per period: ``slope`` and ``intercept``
+    broadcast with ``a``, ``b``, ``n`` (shape S; each s ≥ 0, d ≥ 0, s + d > 0, chosen before the
+    period's counts); the result has shape S + (K,). :func:`log_period_evalues` is the one-line case."""
     a_arr = np.asarray(a, dtype=np.float64)[..., None]
     b_arr = np.asarray(b, dtype=np.float64)[..., None]
     n_arr = np.asarray(n, dtype=np.float64)[..., None]
@@ -211,7 +219,10 @@ def log_period_evalues(
     c = np.asarray(grid, dtype=np.float64)
     if np.any((c < 0) | (c >= 1)):
         raise ValueError("bet fractions must lie in [0, 1)")
-    s, d = line.slope, line.intercept
+    s = np.asarray(slope, dtype=np.float64)[..., None]
+    d = np.asarray(intercept, dtype=np.float64)[..., None]
+    if np.any(s < 0) or np.any(d < 0) or np.any(s + d <= 0):
+        raise ValueError("lines need s >= 0, d >= 0 and s + d > 0")
     lam = c / (s + d)
     if payoff == "per-period":
         g = (a_arr - s * b_arr) / n_arr - d
@@ -538,6 +549,35 @@ def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: Array
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
         _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo)
+    return out
+
+
+def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture") -> NDArray[np.float64]:
+    """log W_1..log W_T of the e-process (method.md §13.3) from per-period log e-values ``inc`` of
+    shape (R, T, K) (e.g. :func:`log_evalues_sd` with one line per period); result (R, T)."""
+    inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
+    if inc_arr.ndim != 3:
+        raise ValueError("inc must have shape (R, T, K)")
+    r, horizon, k = inc_arr.shape
+    out = np.empty((r, horizon))
+    log_r = np.full((r, k), -np.inf)
+    w = np.array([start_weight(t, starts) for t in range(1, horizon + 1)])
+    cash = np.maximum(1.0 - np.cumsum(w), 0.0)
+    with np.errstate(divide="ignore"):
+        log_w = np.log(w)
+    _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0)
+    return out
+
+
+def e_detector_paths_from_increments(inc: ArrayLike, variant: EDetectorKind = "sr") -> NDArray[np.float64]:
+    """log M_1..log M_T of the mixture e-detector (method.md §13.4) from log e-values ``inc`` of
+    shape (R, T, K); result (R, T)."""
+    inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
+    if inc_arr.ndim != 3:
+        raise ValueError("inc must have shape (R, T, K)")
+    r, horizon, k = inc_arr.shape
+    out = np.empty((r, horizon))
+    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros(horizon), np.zeros(horizon), variant == "sr", out, 0)
     return out
 
 
