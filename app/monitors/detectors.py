@@ -150,9 +150,11 @@ def sequential_line(state: dict[str, Any], claim: dict[str, Any]) -> Any:
     line = _pure_line(claim)
     if line is not None:
         return line
-    from app.stats.claim_period import anchor_line
+    from app.stats.claim_period import a_priori_line, anchor_line
 
     sums = [float(v) for v in state.get("sums", [0.0, 0.0, 0.0])]
+    if sums[2] <= 0:  # no past period: the line fixed a priori (issue 20), not the pseudo-counts' one
+        return a_priori_line(parse_claim(claim))
     return anchor_line(parse_claim(claim), *sums)
 
 
