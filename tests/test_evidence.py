@@ -186,3 +186,18 @@ def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
         reading = snapshot_reading(3.0, 3.5, HeldOutClaim.of(claim))
         assert reading["verdict"] == "not_comparable" and "neither supports nor contradicts" in reading["statement"]
     assert snapshot_reading(3.0, 3.5, HeldOutClaim.of({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
+
+
+def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
+    """Issue 20: the exact test on fresh outputs drawn after the alarm, stored as ``confirmation``."""
+    from app.alarms.evidence import with_confirmation
+
+    ev = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0,
+                        detector="e-detector", arl=20000.0, window=1000)
+    assert ev["detection"]["kind"] == "arl" and "not a refutation" in ev["statement"]
+    alarm = {"kind": "privacy", "statement": ev["statement"], "check": ev, "contract": None, "snapshot": None}
+    out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
+    assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
+    assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
+    weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
+    assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]
