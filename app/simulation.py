@@ -87,7 +87,9 @@ def alarm_periods(name: str, a: NDArray[np.int64], b: NDArray[np.int64], n: int,
         return first_crossing(weighted_statistic_path(z, horizon, cfg.gamma), threshold), threshold
     if name == "naive":
         test = exact_naive_test(int(n), line, cfg.alpha / horizon)
-        return exact_naive_alarm_period(a, b, n, line, cfg.alpha, horizon), test.threshold
+        # The randomised exact test (size exactly α/T per period, method.md §13.5), own seed.
+        u_rng = np.random.default_rng([cfg.seed, 7919, int(n), horizon])
+        return exact_naive_alarm_period(a, b, n, line, cfg.alpha, horizon, rng=u_rng), test.threshold
     if name == "naive-normal":
         z = period_statistic(a, b, n, epsilon).z
         return naive_alarm_period(z, cfg.alpha, horizon), naive_threshold(cfg.alpha, horizon)
@@ -231,7 +233,8 @@ def run_long_scenario(scenario: Scenario, cfg: LongRunConfig, thresholds: NDArra
             threshold = float(thresholds[0])
         elif name == "naive":
             threshold = exact_naive_test(int(n), line, cfg.alpha / length).threshold
-            first = exact_naive_alarm_period(a, b, n, line, cfg.alpha, length)
+            first = exact_naive_alarm_period(a, b, n, line, cfg.alpha, length,
+                                             rng=np.random.default_rng([cfg.seed, 7919, int(n), length]))
         elif name == "e-process":
             threshold = 1 / cfg.alpha
             first = _first_at_least(e_process_paths(a, b, n, line), math.log(threshold))

@@ -27,6 +27,11 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
                  quantiles, in both orientations (x against x' and x' against x); the one with
                  the largest D̂ − √(V̂/t) on the past pairs is used, none while it is ≤ 0.
                  No sample is set aside: every pair is used to learn the event after it was bet on.
+``ours-first``   the same with the plain product from the first bet (``starts="first"``): a one-shot
+                 audit has no stable run before the violation to forget (issue 20).
+``ours-v2``      ``ours-first`` betting on both faces of the claim (the event and its complement)
+                 with the grid and the aGRAPA bet (issue 20; method.md §13.3b).
+``ours-v2-mixture``  both faces + aGRAPA with the start mixture (the service's e-process).
 
 Mechanisms (x = (0), x' = (0, 1), the add/remove neighbours of the González et al. study; the
 definitions are those of Kutta et al.'s comparison code, martindunsche/sequential_fdp_auditing,
@@ -363,13 +368,13 @@ def _inside(kind: str, lo: float, hi: float, v: float) -> bool:
 
 
 def ours_stopping_time(x: np.ndarray, y: np.ndarray, claim: Claim, alpha: float, warmup: int = 10,
-                       kappa: float = 1.0, starts: str = "mixture") -> int:
+                       kappa: float = 1.0, starts: str = "mixture", faces: str = "one", agrapa: bool = False) -> int:
     """First t with the e-process ≥ 1/α on predictable events (one pair a period), 0 if none.
 
     The event, its orientation and the tangent of the claim's boundary at q̂ are all chosen from
     pairs 1..t−1 before pair t is read (method.md §13.6).
     """
-    det = EProcess(alpha, claim.tangent(0.5), starts=starts)  # type: ignore[arg-type]
+    det = EProcess(alpha, claim.tangent(0.5), starts=starts, faces=faces, agrapa=agrapa)  # type: ignore[arg-type]
     xs: list[float] = []
     ys: list[float] = []
     for t in range(x.size):
@@ -407,6 +412,11 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
         for m in methods:
             if m == "ours":
                 out[m].append(ours_stopping_time(x, y, claim_for(claim_kind, mech, epsilon), alpha))
+            elif m.startswith("ours-"):  # issue 20 variants: plain product from the first bet, both faces, aGRAPA
+                opts = {"ours-first": {"starts": "first"},
+                        "ours-v2": {"starts": "first", "faces": "both", "agrapa": True},
+                        "ours-v2-mixture": {"faces": "both", "agrapa": True}}[m]
+                out[m].append(ours_stopping_time(x, y, claim_for(claim_kind, mech, epsilon), alpha, **opts))
             else:
                 bw = median_bandwidth(bw_x, bw_y)
                 if m.startswith("mmd-notebook"):
@@ -435,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--methods", nargs="+", default=["ours", "mmd"],
-                    choices=["ours", "mmd", "mmd-tau2", "mmd-notebook", "mmd-notebook-sqrt2"])
+                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "mmd", "mmd-tau2", "mmd-notebook",
+                             "mmd-notebook-sqrt2"])
     ap.add_argument("--claims", nargs="+", default=["dp"], choices=["dp", "apt"],
                     help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours only)")
     ap.add_argument("--runs", type=int, default=100)

@@ -164,10 +164,18 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
     assert alarms[0]["verdict"]["refutes"] is True  # the alarm is the detector's refutation, whatever MPL says
     assert alarms[0]["verdict"]["sentence"].startswith("Refuted")
     assert snapshot["trigger"] == "alarm" and evidence["snapshot"]["snapshot_id"] == snapshot["id"], evidence
-    # What raised the alarm bounds epsilon above the claim; the snapshot, a separate estimator, may
-    # or may not (its LB at SVT 4's t-hat varies around 1-1.5): below the claim it must say that it
-    # is the weaker estimator, never that the mechanism is cleared.
-    assert evidence["check"]["exceeds_claim"] is True and evidence["check"]["epsilon_lower_bound"] > scenario.epsilon
+    # What raised the alarm: the anytime-valid bound (valid at the alarm; at an aggregator's alarm it
+    # may not exclude the claim yet) and the confirmation on the 50 000 fresh outputs per database
+    # drawn after the alarm, which contradicts the claim (issue 20). The snapshot, a separate
+    # estimator, may or may not (its LB at SVT 4's t-hat varies around 1-1.5): below the claim it
+    # must say that it is the weaker estimator, never that the mechanism is cleared.
+    check_ev = evidence["check"]
+    assert check_ev["method"] == "confidence_sequence" and 1 <= check_ev["anytime"]["periods"] <= status["t"]
+    assert check_ev["exceeds_claim"] == (check_ev["epsilon_lower_bound"] is not None
+                                         and check_ev["epsilon_lower_bound"] >= scenario.epsilon)
+    assert check_ev["window_bound"]["descriptive"] is True and check_ev["detection"]["kind"] == "level"
+    assert evidence["confirmation"]["confirms"] is True and evidence["confirmation"]["counts"]["n"] == 50_000
+    assert evidence["confirmation"]["lower_bound"] > scenario.epsilon
     expected = "exceeds_claim" if snapshot["lower_bound"] > scenario.epsilon else "weaker_estimator"
     assert evidence["snapshot"]["verdict"] == expected and evidence["snapshot"]["role"] == "separate_estimator"
     assert "at best" not in evidence["statement"] and evidence["statement"].startswith(evidence["check"]["statement"])

@@ -71,9 +71,16 @@ def test_alarm_evidence_pools_the_detectors_window():
     assert ev["window"] == {"lag": 2, "from_t": 5, "to_t": 6}
     assert ev["counts"] == {"a": 130, "b": 22, "n": 400}
     assert ev["p_hat"] == pytest.approx(0.325) and ev["q_hat"] == pytest.approx(0.055)
+    # The headline is the anytime-valid bound on all three periods (issue 20); the window's own
+    # score and exact bounds are kept, labelled descriptive.
+    assert ev["method"] == "confidence_sequence" and ev["anytime"]["periods"] == 3
     assert ev["exceeds_claim"] is True and ev["epsilon_lower_bound"] > 1.0
-    assert ev["epsilon_lower_bound"] >= ev["exact"]["epsilon_lower_bound"]
-    assert "at least" in ev["statement"] and "at best" not in ev["statement"]
+    assert ev["epsilon_lower_bound"] == ev["anytime"]["lower_bound"]
+    assert ev["window_bound"]["descriptive"] is True and ev["window_bound"]["lower_bound"] > ev["epsilon_lower_bound"]
+    assert "Evidence valid at the alarm" in ev["statement"] and "at best" not in ev["statement"]
+    assert "Descriptive" in ev["statement"]
+    # "95% confidence" is said of the anytime-valid bound only, never of the window bound.
+    assert "95% confidence" not in ev["window_bound"]["statement"]
     weak = alarm_evidence([110], [100], [200], [3], lag=1, claim=1.0)
     assert weak["exceeds_claim"] is False and "does not clear the mechanism" in weak["statement"]
     with pytest.raises(ValueError):
@@ -150,16 +157,26 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     a, b = int(round(p * n)), int(round(q * n))
     ev = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
     assert ev["parameter"] == "μ" and ev["epsilon_lower_bound"] is None
-    assert 1.7 < ev["lower_bound"] < 2.0 and ev["exceeds_claim"] is True
-    assert ev["claim"] == {"gdp_mu": 0.5} and "μ is at least" in ev["statement"]
-    # the same counts with x and x' swapped: the event is likelier under x'
-    swapped = alarm_evidence([b], [a], [n], [7], lag=1, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
-    assert swapped["orientation"] == "x_prime" and swapped["lower_bound"] == pytest.approx(ev["lower_bound"], rel=1e-9)
+    # The window's exact bound is the descriptive one: μ_lb ≈ 2 − margin.
+    assert 1.7 < ev["window_bound"]["lower_bound"] < 2.0
+    # The headline is anytime-valid; with one period its line is the tangent at the a-priori q = ½
+    # (predictable: nothing was seen before), so it is lower, but above the claim.
+    assert ev["method"] == "confidence_sequence" and 0.5 <= ev["lower_bound"] < ev["window_bound"]["lower_bound"]
+    assert ev["exceeds_claim"] is True
+    assert ev["claim"] == {"gdp_mu": 0.5} and "μ >" in ev["statement"]
+    # With x and x' swapped the event is likelier under x': the next periods' orientation is chosen
+    # from the past counts, so from period 2 on the sequence bounds μ on that side too.
+    swapped = alarm_evidence([b] * 3, [a] * 3, [n] * 3, [5, 6, 7], lag=3, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
+    assert swapped["orientation"] == "x_prime" and swapped["exceeds_claim"] is True
+    assert swapped["lower_bound"] > 1.2
     # at the claim's own boundary nothing is contradicted
     a0, b0 = int(round(norm.cdf(0.25) * n)), int(round(norm.cdf(-0.25) * n))
-    assert alarm_evidence([a0], [b0], [n], [1], lag=1, claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
+    assert alarm_evidence([a0] * 5, [b0] * 5, [n] * 5, [1, 2, 3, 4, 5], lag=1,
+                          claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
+    # ρ-zCDP: no anytime-valid bound yet; the window bound is reported as descriptive only.
     zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
-    assert zc["parameter"] == "ρ" and zc["exceeds_claim"] is True
+    assert zc["parameter"] == "ρ" and zc["anytime"] is None and zc["window_bound"]["exceeds_claim"] is True
+    assert zc["exceeds_claim"] is False and "descriptive only" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
@@ -169,3 +186,18 @@ def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
         reading = snapshot_reading(3.0, 3.5, HeldOutClaim.of(claim))
         assert reading["verdict"] == "not_comparable" and "neither supports nor contradicts" in reading["statement"]
     assert snapshot_reading(3.0, 3.5, HeldOutClaim.of({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
+
+
+def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
+    """Issue 20: the exact test on fresh outputs drawn after the alarm, stored as ``confirmation``."""
+    from app.alarms.evidence import with_confirmation
+
+    ev = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0,
+                        detector="e-detector", arl=20000.0, window=1000)
+    assert ev["detection"]["kind"] == "arl" and "not a refutation" in ev["statement"]
+    alarm = {"kind": "privacy", "statement": ev["statement"], "check": ev, "contract": None, "snapshot": None}
+    out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
+    assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
+    assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
+    weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
+    assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]

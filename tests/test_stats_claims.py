@@ -242,13 +242,30 @@ def test_line_statistic_known_value():
 
 def test_lower_branch_tests_the_other_direction():
     claim = GaussianDP(0.5)
-    # the event is much likelier under x' than under x: the counts point to the lower branch
-    s = claim_period_statistic(5, 60, 100, claim)
+    # the event is much likelier under x' than under x: the past counts point to the lower branch
+    s = claim_period_statistic(5, 60, 100, claim, anchor=(5, 60, 100))
     assert str(s.line.orientation) == "lower"
     assert float(s.z) > 3
-    s2 = claim_period_statistic(60, 5, 100, claim)
+    s2 = claim_period_statistic(60, 5, 100, claim, anchor=(60, 5, 100))
     assert str(s2.line.orientation) == "upper"
     assert float(s2.z) == pytest.approx(float(s.z), rel=1e-9)
+
+
+def test_a_period_with_no_past_tests_the_line_fixed_a_priori():
+    """Issue 20: never the period's own counts. (ε, δ): the face p ≤ e^ε q + δ through the vertex."""
+    from app.stats.claim_period import a_priori_line
+
+    s = claim_period_statistic(5, 60, 100, GaussianDP(0.5))
+    prior = a_priori_line(GaussianDP(0.5))
+    assert float(s.line.cp) == pytest.approx(float(prior.cp)) and float(s.line.c0) == pytest.approx(float(prior.c0))
+    line = a_priori_line(ApproxDP(1.0, 0.01))
+    assert str(line.orientation) == "upper" and float(line.slope) == pytest.approx(math.e)
+    assert float(line.intercept) == pytest.approx(0.01)
+    vertex_p, vertex_q = (math.e + 0.01) / (1 + math.e), 0.99 / (1 + math.e)
+    assert float(line.payoff(vertex_p, vertex_q)) == pytest.approx(0.0, abs=1e-12)
+    z = claim_z_path(np.array([[60, 5, 5]]), np.array([[5, 60, 60]]), 100, GaussianDP(0.5))
+    assert z[0, 0] == pytest.approx(float(s2z := claim_period_statistic(60, 5, 100, GaussianDP(0.5)).z))
+    assert np.isfinite(s2z)
 
 
 @pytest.mark.parametrize("claim,p,q", [
@@ -266,7 +283,7 @@ def test_anchored_z_is_standard_normal_at_the_boundary(claim, p, q):
     assert z.std() == pytest.approx(1.0, abs=0.05)
     # the naive "distance to the region" (line from the same counts) is biased at the vertex
     if isinstance(claim, ApproxDP):
-        own = claim_period_statistic(a[:, 5], b[:, 5], n, claim).z
+        own = claim_period_statistic(a[:, 5], b[:, 5], n, claim, line=anchor_line(claim, a[:, 5], b[:, 5], n)).z
         assert own.mean() > 0.2
 
 

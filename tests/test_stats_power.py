@@ -48,3 +48,33 @@ def test_periods_to_detect_is_a_lower_bound_of_the_e_process_delay():
     first = np.where((log_w >= math.log(20)).any(axis=1), (log_w >= math.log(20)).argmax(axis=1) + 1, 10**9)
     median = float(np.median(first))
     assert adv.periods_to_detect <= median <= 6 * adv.periods_to_detect
+
+
+def test_detector_advice_follows_the_strength_of_one_period():
+    """Issue 20: pooling (the aggregator) wins when one period carries weak evidence; when one period
+    is already strong the e-values win. Exact values of the formulas of method.md §13.9."""
+    import math
+
+    from scipy.stats import norm
+
+    from app.stats.power import detector_advice
+    from app.stats.thresholds import threshold_from_table
+
+    q, s = 0.01, math.e
+    weak_p, strong_p = math.exp(1.1) * q, math.exp(2.0) * q
+    weak = detector_advice(200, weak_p - s * q, weak_p * (1 - weak_p) + s * s * q * (1 - q))
+    strong = detector_advice(1000, strong_p - s * q, strong_p * (1 - strong_p) + s * s * q * (1 - q))
+    assert weak.recommended == "aggregator" and weak.per_period_z < norm.isf(0.05 / 200)
+    assert strong.recommended in ("e-process", "e-detector", "naive") and strong.periods["aggregator"] > 1.0
+    # the aggregator's mean-path count, by hand
+    qq = threshold_from_table(200, 0.25, 0.05).value
+    z_bar = math.sqrt(200) * weak.gap / math.sqrt(weak_p * (1 - weak_p) + s * s * q * (1 - q))
+    assert weak.periods["aggregator"] == pytest.approx((qq * 200 ** 0.25 / z_bar) ** (1 / 0.75))
+    # the e-process's: (log(1/α) + log 16 + log(1/ω₁))/(n·G)
+    g = strong.nats_per_period
+    assert strong.periods["e-process"] == pytest.approx(
+        max(1.0, (math.log(20) + math.log(16) + math.log(2.11 * 2 * math.log(2) ** 2)) / g))
+    none = detector_advice(100, -0.01, 0.1)
+    assert none.recommended is None and all(v is None for v in none.periods.values())
+    with pytest.raises(ValueError):
+        detector_advice(0, 0.1, 0.1)

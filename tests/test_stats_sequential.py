@@ -222,3 +222,60 @@ def test_oriented_lines_from_a_claim_are_applied_to_the_right_side():
     assert up.anchor_counts() == pytest.approx((0.81 * 30 + 0.9 * 28 + 31, 0.81 * 5 + 0.9 * 9 + 4, 0.81 * 50 + 0.9 * 50 + 50))
     with pytest.raises(ValueError):
         up.update(1, 1, 5, line=Line("sideways", 1.0, 0.0))
+
+
+def test_both_faces_and_agrapa_class_equals_batch_and_old_states_load():
+    """Issue 20: the e-process on both faces with the aGRAPA bet (method.md §13.3b)."""
+    from app.stats.sequential import e_process_paths_from_increments, face_increments
+
+    rng = np.random.default_rng(2)
+    n, line = 200, SupportingLine.pure(1.0)
+    a = rng.binomial(n, 0.3, (1, 40))
+    b = rng.binomial(n, 0.1, (1, 40))
+    batch = e_process_paths_from_increments(face_increments(a, b, n, line, "both", True))[0]
+    det = EProcess(0.05, line, faces="both", agrapa=True)
+    got = []
+    for t in range(40):
+        got.append(det.update(int(a[0, t]), int(b[0, t]), n).statistic)
+        det = EProcess.from_state(det.to_state())
+    np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)
+    assert det.components == 34 and len(det.to_state()["log_r"]) == 34
+    # a state written before issue 20 (16 bets, one face) still loads and runs as before
+    old = EProcess(0.05, line)
+    old.update(10, 3, 50)
+    state = old.to_state()
+    del state["faces"], state["agrapa"]
+    again = EProcess.from_state(state)
+    assert again.faces == "one" and again.components == 16
+    with pytest.raises(ValueError):
+        EProcess(0.05, line, faces="three")
+
+
+def test_the_mirrored_face_is_tested_and_the_far_stays_below_alpha():
+    from app.stats.sequential import e_process_paths_from_increments, face_increments
+
+    rng = np.random.default_rng(7)
+    n, line, runs, t_max = 200, SupportingLine.pure(1.0), 400, 60
+    # p = 0.95 and 1 − q = e^1.5·(1 − p): only the complement face 1 − q ≤ e(1 − p) is violated
+    p, q = 0.95, 1 - math.exp(1.5) * 0.05
+    a = rng.binomial(n, p, (runs, t_max))
+    b = rng.binomial(n, q, (runs, t_max))
+    one = e_process_paths_from_increments(face_increments(a, b, n, line, "one", False))
+    both = e_process_paths_from_increments(face_increments(a, b, n, line, "both", True))
+    assert np.mean((one >= math.log(20)).any(axis=1)) < 0.05 < 0.9 < np.mean((both >= math.log(20)).any(axis=1))
+    # at the vertex (both faces bind) the false-alarm rate stays ≤ α
+    pv, qv = math.e / (1 + math.e), 1 / (1 + math.e)
+    a = rng.binomial(n, pv, (1000, t_max))
+    b = rng.binomial(n, qv, (1000, t_max))
+    w = e_process_paths_from_increments(face_increments(a, b, n, line, "both", True))
+    assert np.mean((w >= math.log(20)).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 1000)
+
+
+def test_agrapa_fraction_is_kellys_second_order_bet():
+    from app.stats.sequential import agrapa_fraction
+
+    # p̃ = 0.3005, q̃ = 0.1005 (½-smoothed 300 and 100 of 1000), s = e
+    p, q, s = 300.5 / 1001, 100.5 / 1001, math.e
+    mu, var = p - s * q, p * (1 - p) + s * s * q * (1 - q)
+    assert float(agrapa_fraction(300, 100, 1000, s, 0.0)) == pytest.approx(min(0.8, mu / (var + mu * mu) * s))
+    assert float(agrapa_fraction(100, 100, 1000, s, 0.0)) == 0.0  # no edge: no bet

@@ -1,13 +1,18 @@
 """Building an alarm's evidence from stored periods (the numerics are app.stats.evidence).
 
-- :func:`privacy_evidence`: at the alarm, the check's last k periods (k the lag that attains
-  M_t, eq. 13), their pooled counts and a Clopper–Pearson lower bound on ε;
+- :func:`privacy_evidence`: at the alarm, the anytime-valid lower bound on the claim's parameter
+  from every period of the check in the horizon (app.stats.confidence, valid at the alarm, a
+  stopping time), what the detector's alarm guarantees, and the detector's window (the last k
+  periods) with its bound as a descriptive figure (issue 20);
+- :func:`with_confirmation`: the exact test of the claim on the fresh outputs the alarm's
+  snapshot draws (valid by construction, also given that the alarm happened);
 - :func:`with_snapshot`: when the alarm's MPL snapshot is done, its result is added after the
   alarm's own evidence, labelled as a separate estimator (never as clearing the mechanism).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -17,7 +22,8 @@ from sqlalchemy.orm import Session
 from app.claims.heldout import HeldOutClaim
 from app.claims.service import effective_claim
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.stats.evidence import alarm_evidence, snapshot_reading
+from app.stats.confidence import confirmation
+from app.stats.evidence import alarm_evidence, confirmation_statement, snapshot_reading
 from app.stats.heldout import EpsilonDelta
 
 
@@ -49,14 +55,43 @@ def window_counts(session: Session, check_id: uuid.UUID, horizon_index: int,
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [int(r[3]) for r in rows]
 
 
+def check_periods(session: Session, check_id: uuid.UUID, horizon_index: int) -> tuple[list[int], ...]:
+    """a, b, n and t of every period of the check in the horizon, oldest first."""
+    rows = session.execute(
+        select(PeriodCheck.a, PeriodCheck.b, PeriodCheck.n, PeriodRun.t)
+        .join(PeriodRun, PeriodRun.id == PeriodCheck.period_run_id)
+        .where(PeriodCheck.check_id == check_id, PeriodRun.horizon_index == horizon_index,
+               PeriodRun.status == "ok")
+        .order_by(PeriodRun.seq)
+    ).all()
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [int(r[3]) for r in rows]
+
+
 def privacy_evidence(session: Session, monitor: Monitor, check: Check, horizon_index: int,
                      lag: int) -> dict[str, Any]:
     """The evidence a privacy alarm carries when it fires (the period's rows must be flushed)."""
-    a, b, n, t = window_counts(session, check.id, horizon_index, lag)
-    evidence = alarm_evidence(a, b, n, t, lag=len(a), claim=check_evidence_claim(monitor, check),
-                              alpha=monitor.alpha)
+    a, b, n, t = check_periods(session, check.id, horizon_index)
+    detector = monitor.detector
+    arl = None
+    if detector == "e-detector" and check.detector_state and check.detector_state.get("log_threshold") is not None:
+        arl = math.exp(float(check.detector_state["log_threshold"]))  # c: ARL ≥ c (method.md §13.4)
+    evidence = alarm_evidence(a, b, n, t, lag=max(1, min(lag, len(a))), claim=check_evidence_claim(monitor, check),
+                              alpha=monitor.alpha, detector=detector, arl=arl, window=monitor.horizon)
     return {"kind": "privacy", "statement": evidence["statement"], "check": evidence, "contract": None,
-            "snapshot": None}
+            "snapshot": None, "confirmation": None}
+
+
+def with_confirmation(evidence: dict[str, Any] | None, a: int, b: int, n: int, claim: Any,
+                      alpha: float) -> dict[str, Any]:
+    """The alarm's evidence with the exact test of its claim on fresh outputs counted in its event
+    (app.stats.confidence.confirmation), stored as ``confirmation`` and said in the statement."""
+    evidence = dict(evidence or {"kind": "privacy", "statement": "", "check": None, "contract": None})
+    conf = confirmation(a, b, n, claim, alpha)
+    describe = claim.describe() if hasattr(claim, "describe") else str(claim)
+    conf["statement"] = confirmation_statement(conf, describe)
+    evidence["confirmation"] = conf
+    evidence["statement"] = " ".join(s for s in (evidence.get("statement"), conf["statement"]) if s)
+    return evidence
 
 
 def with_snapshot(evidence: dict[str, Any] | None, result: dict[str, Any], snapshot_id: str,

@@ -60,28 +60,88 @@ class ExactBound(BaseModel):
     exceeds_claim: bool = Field(description="(p_lower, q_upper) lies outside the claim's region.")
 
 
-class CheckEvidence(BaseModel):
-    """What raised a privacy alarm: the check's window, its pooled counts and a lower bound on ε."""
+class AnytimeBound(BaseModel):
+    """The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.4)."""
+
+    method: Literal["confidence_sequence"] = "confidence_sequence"
+    parameter: Literal["ε", "μ", "ρ"] = "ε"
+    lower_bound: float | None = Field(
+        None, description="LB_τ: the parameter exceeds it with probability ≥ `confidence` at every period at once, so "
+        "also at the alarm, a stopping time (inverting the e-processes over a grid of the parameter). Null: no loss shown.")
+    confidence: float
+    contradicts_claim: bool = Field(description="The claimed value is outside the confidence sequence (LB_τ ≥ claim).")
+    periods: int = Field(description="Periods used: every period of the check in the horizon, up to the alarm.")
+    from_t: int
+    to_t: int
+    grid_step: float | None = Field(None, description="Resolution of the parameter grid (LB is a grid value).")
+
+
+class WindowBound(BaseModel):
+    """The bound on the detector's own window: descriptive, not a confidence bound (the window and the time were
+    chosen on the same data)."""
+
+    method: Literal["score", "clopper_pearson"]
+    lower_bound: float | None = None
+    exceeds_claim: bool
+    descriptive: Literal[True] = True
+    statement: str
+
+
+class DetectionGuarantee(BaseModel):
+    """What the detector's alarm guarantees under the claim."""
+
+    detector: str
+    kind: Literal["level", "arl"] = Field(
+        description="`level`: the alarm is a level-α test of the claim (aggregator, e-process). `arl`: an "
+        "ARL-controlled detection (e-detector), not a refutation at level α.")
+    alpha: float
+    arl: float | None = Field(None, description="For `arl`: the lower bound c on the mean periods between false alarms.")
+    statement: str
+
+
+class Confirmation(BaseModel):
+    """The exact test of the claim on fresh outputs drawn after the alarm (valid given the alarm)."""
 
     model_config = ConfigDict(extra="allow")
 
-    method: Literal["score", "clopper_pearson"] = Field(
-        description="How `epsilon_lower_bound` is computed: `score` inverts the detector's own statistic (pure ε "
-        "claims), `clopper_pearson` is the exact bound (claims with δ).")
-    window: EvidenceWindow
+    method: Literal["clopper_pearson_fresh"] = "clopper_pearson_fresh"
+    counts: EvidenceCounts
+    parameter: Literal["ε", "μ", "ρ"] = "ε"
+    lower_bound: float | None = None
+    confidence: float
+    confirms: bool = Field(description="The fresh outputs contradict the claim at `confidence` (exact, each side α/2).")
+    statement: str | None = None
+
+
+class CheckEvidence(BaseModel):
+    """What raised a privacy alarm: the anytime-valid bound (headline), the detector's guarantee, and its window
+    with a descriptive bound."""
+
+    model_config = ConfigDict(extra="allow")
+
+    method: Literal["confidence_sequence", "score", "clopper_pearson"] = Field(
+        description="How `lower_bound` is computed: `confidence_sequence` (the anytime-valid bound, valid at the "
+        "alarm; alarms since issue 20); `score`/`clopper_pearson`: the window bound (older alarms, and ρ-zCDP claims, "
+        "for which it is descriptive).")
+    window: EvidenceWindow = Field(description="The periods the detector pooled (chosen on the same data).")
     counts: EvidenceCounts
     p_hat: float = Field(description="A/N over the window.")
     q_hat: float = Field(description="B/N over the window.")
     parameter: Literal["ε", "μ", "ρ"] = Field(
         "ε", description="The claim's parameter that `lower_bound` bounds: ε, μ (GDP) or ρ (zCDP).")
     lower_bound: float | None = Field(
-        None, description="A lower confidence bound on the claim's parameter for this event over this window, at "
-        "`confidence` (null when no loss is shown).")
+        None, description="The headline lower bound on the claim's parameter for this event: `anytime.lower_bound` "
+        "(valid at the alarm, at `confidence`) when `method` is `confidence_sequence`; otherwise the descriptive window "
+        "bound (null when no loss is shown).")
     epsilon_lower_bound: float | None = Field(
         None, description="`lower_bound` when the parameter is ε (null for GDP and zCDP claims).")
     orientation: Literal["x", "x_prime"] = Field(
         "x", description="Which side the event is likelier under, in the bound reported.")
-    exact: ExactBound = Field(description="The exact Clopper–Pearson bound, each side at α/2 (more conservative).")
+    exact: ExactBound = Field(description="The exact Clopper–Pearson bound on the window, each side at α/2 "
+                              "(descriptive: the window was chosen on the same data).")
+    anytime: AnytimeBound | None = Field(None, description="The headline: valid at the alarm.")
+    window_bound: WindowBound | None = Field(None, description="The old window bound, descriptive.")
+    detection: DetectionGuarantee | None = None
     confidence: float
     claim: ClaimRead
     claim_description: str | None = None
@@ -133,6 +193,9 @@ class AlarmEvidence(BaseModel):
     contract: ContractEvidence | None = None
     snapshot: SnapshotEvidence | None = Field(
         None, description="Null until the alarm's snapshot is done, or when the monitor keeps no outputs.")
+    confirmation: Confirmation | None = Field(
+        None, description="The claim tested exactly on fresh outputs drawn after the alarm (the snapshot's "
+        "`alarm_snapshot_samples`); null until then, or when the monitor draws none.")
 
     @model_validator(mode="before")
     @classmethod

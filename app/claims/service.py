@@ -4,7 +4,8 @@
   ``{"epsilon": monitor.epsilon}`` (monitors created before claims existed).
 - :func:`claim_period_step`: the period statistic of method.md §10.3 for one check. Pure-ε claims
   keep seed 002's statistic (and its ``wald`` option). Other claims test the supporting line
-  anchored on the previous periods' counts, which the check keeps in ``claim_state``:
+  anchored on the previous periods' counts (the a-priori line of ``claim_period.a_priori_line``
+  in the first period), which the check keeps in ``claim_state``:
   ``{"recent": [[a, b, n], …], "line": {…}}`` (the last :data:`ANCHOR_PERIODS` periods).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.stats.claim_period import ANCHOR_PERIODS, anchor_line, line_statistic, pooled_anchor
+from app.stats.claim_period import ANCHOR_PERIODS, a_priori_line, anchor_line, line_statistic, pooled_anchor
 from app.stats.claims import Claim, PureDP, parse_claim
 from app.stats.period import period_statistic
 
@@ -55,7 +56,7 @@ def claim_period_step(claim: Claim | dict[str, Any], a: int, b: int, n: int, sta
         raise ValueError(f"the {variance!r} variance applies to pure-ε claims only; {claim.describe()} uses the score variance")
     recent = list((state or {}).get("recent") or [])
     anchor = pooled_anchor(recent)
-    line = anchor_line(claim, *(anchor if anchor is not None else (a, b, n)))
+    line = anchor_line(claim, *anchor) if anchor is not None else a_priori_line(claim)
     stat = line_statistic(a, b, n, line, kappa=kappa)
     recent = (recent + [[int(a), int(b), int(n)]])[-ANCHOR_PERIODS:]
     line_dict = line.to_dict()

@@ -6,6 +6,8 @@ A monitor chooses with ``detector`` (docs/sequential.md, method.md §13):
                 periods, against q_{1−α_j/m}(T, γ); renewed or completed after T.
 ``e-process``   :class:`app.stats.sequential.EProcess` at level α/m: alarm when W_t ≥ m/α.
                 P(any false alarm, ever) ≤ α; no horizon, never renewed (``horizon`` is ignored).
+                Since issue 20 it bets on both faces of the claim (the event and its complement)
+                with the grid and an aGRAPA bet (34 components); states written before keep one face.
 ``e-detector``  :class:`app.stats.sequential.EDetector` (mixture e-SR) with c = T·m/α
                 (:func:`edetector_threshold` at α/m over a window of T periods): P(false alarm
                 within T periods) ≤ α and ARL ≥ T·m/α. It keeps running after T (never renewed);
@@ -74,7 +76,8 @@ def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float
     line = _pure_line(claim) or SupportingLine.pure(0.0)
     det: EProcess | EDetector
     if detector == "e-process":
-        det = EProcess(level, line)
+        # Both faces of the claim and the aGRAPA bet besides the grid (issue 20; method.md §13.3b).
+        det = EProcess(level, line, faces="both", agrapa=True)
     elif detector == "e-detector":
         det = EDetector(math.exp(threshold), line)
     else:
@@ -150,9 +153,11 @@ def sequential_line(state: dict[str, Any], claim: dict[str, Any]) -> Any:
     line = _pure_line(claim)
     if line is not None:
         return line
-    from app.stats.claim_period import anchor_line
+    from app.stats.claim_period import a_priori_line, anchor_line
 
     sums = [float(v) for v in state.get("sums", [0.0, 0.0, 0.0])]
+    if sums[2] <= 0:  # no past period: the line fixed a priori (issue 20), not the pseudo-counts' one
+        return a_priori_line(parse_claim(claim))
     return anchor_line(parse_claim(claim), *sums)
 
 

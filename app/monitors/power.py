@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from app.stats.claims import parse_claim
-from app.stats.power import event_power_advice
+from app.stats.power import detector_advice, event_power_advice
 from app.stats.sequential import SupportingLine
 
 
@@ -49,8 +49,10 @@ def _line(claim: dict[str, Any], check: Any) -> tuple[SupportingLine, bool] | No
         return None
 
 
-def check_power(check: Any, claim: dict[str, Any], n: int, level: float | None) -> dict[str, Any] | None:
-    """The sparse-event advice of one check (a JSON object), or None without an estimate."""
+def check_power(check: Any, claim: dict[str, Any], n: int, level: float | None, *, horizon: int = 200,
+                gamma: float = 0.25) -> dict[str, Any] | None:
+    """The sparse-event advice of one check (a JSON object), or None without an estimate; with
+    ``detector_advice``: which detector finds the reference violation soonest (method.md §13.9)."""
     est = _estimate(check)
     found = _line(claim, check)
     if est is None or found is None or not level or not 0 < level < 1:
@@ -63,6 +65,15 @@ def check_power(check: Any, claim: dict[str, Any], n: int, level: float | None) 
     out = advice.to_dict()
     out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
     out.update(source=source, p_estimate=p, q_estimate=q)
+    out["detector_advice"] = None
+    if advice.gap > 0:
+        s = line.slope
+        var = advice.violation_p * (1 - advice.violation_p) + s * s * q * (1 - q)
+        if var > 0:
+            da = detector_advice(int(n), float(advice.gap), float(var), alpha=float(level), horizon=int(horizon),
+                                 gamma=float(gamma)).to_dict()
+            da["periods"] = {k: (None if v is None or not math.isfinite(v) else v) for k, v in da["periods"].items()}
+            out["detector_advice"] = da
     return out
 
 

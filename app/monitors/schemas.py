@@ -394,6 +394,20 @@ class MonitorRead(BaseModel):
     checks: list[CheckRead]
 
 
+class DetectorAdvice(BaseModel):
+    """Approximate periods to detect the reference violation for each detector, and the fewest (issue 20;
+    mean-path approximations, method.md §13.9; measured comparisons in docs/sequential.md)."""
+
+    n: int
+    gap: float = Field(description="D = p₁ − s·q − d per pair.")
+    per_period_z: float = Field(description="z̄ = √n·D/√V: one period's mean score under the violation.")
+    nats_per_period: float = Field(description="n·D²/(2V): one period's evidence for the oracle bet.")
+    periods: dict[str, float | None] = Field(description="Per detector (aggregator, naive, e-process, e-detector): "
+                                             "about how many periods; null when it is not expected to find it.")
+    recommended: str | None = Field(description="The detector with the fewest periods (null: none finds it).")
+    reason: str
+
+
 class EventPower(BaseModel):
     """Whether a check's event is frequent enough for its test to have power (method.md §13.7,
     docs/sequential.md "Sparse events")."""
@@ -410,6 +424,8 @@ class EventPower(BaseModel):
         description="Where (p, q) come from: the check's recent periods (discounted counts) or discovery's estimate.")
     p_estimate: float
     q_estimate: float
+    detector_advice: DetectorAdvice | None = Field(
+        None, description="Which detector finds the reference violation soonest at this n (method.md §13.9).")
 
 
 class CheckStatus(BaseModel):

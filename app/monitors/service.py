@@ -527,7 +527,8 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
     from app.monitors.power import check_power, power_warning
 
     powers = {c.id: (None if is_auto(c) else check_power(c, check_claim(monitor, c), monitor.samples_per_period,
-                                                          c.level)) for c in checks}
+                                                          c.level, horizon=monitor.horizon, gamma=monitor.gamma))
+              for c in checks}
     warnings = [w for c in checks if (w := power_warning(c.position, powers[c.id])) is not None]
     return MonitorStatus(
         id=monitor.id,

@@ -20,7 +20,7 @@ import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alarms.evidence import check_evidence_claim, evidence_claim, with_snapshot
+from app.alarms.evidence import check_evidence_claim, evidence_claim, with_confirmation, with_snapshot
 from app.alarms.models import Alarm
 from app.alarms.service import notify_alarm
 from app.db import utcnow
@@ -33,6 +33,7 @@ from app.sampling.protocol import SamplingError
 from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
+from app.stats.events import event_contains, parse_event
 from app.snapshots.service import database_digest, load_window
 from app.claims.service import effective_claim
 
@@ -67,6 +68,9 @@ class SnapshotPlan:
     period: int
     pairs: list[dict[str, Any]]  # label, x, x_prime, and their window series
     databases: dict[str, Any]
+    #: For an alarm's snapshot: the alarm's check (event, x_key, xp_key), whose event the fresh
+    #: outputs are counted in for the confirmation (issue 20); None otherwise.
+    confirm: dict[str, Any] | None = None
 
 
 class SnapshotRunner:
@@ -113,9 +117,17 @@ class SnapshotRunner:
                               "x_key": xk, "xp_key": xpk,
                               "x_series": window.get(database_digest(xk), []),
                               "xp_series": window.get(database_digest(xpk), [])})
+            confirm = None
+            if snap.trigger == "alarm" and snap.alarm_id is not None:
+                alarm = session.get(Alarm, snap.alarm_id)
+                check = session.get(Check, alarm.check_id) if alarm is not None and alarm.check_id else None
+                if check is not None and check.event is not None:
+                    xk, xpk = database_key(check.x), database_key(check.x_prime)
+                    databases[xk], databases[xpk] = check.x, check.x_prime
+                    confirm = {"event": check.event, "x_key": xk, "xp_key": xpk}
             return SnapshotPlan(snapshot_id, monitor.id, monitor.epsilon, float(snap.params.get("alpha", 0.05)),
                                 int(snap.params.get("extra_samples", 0)), mechanism.output_kind,
-                                endpoint_of(mechanism), monitor.t, pairs, databases)
+                                endpoint_of(mechanism), monitor.t, pairs, databases, confirm)
 
     @staticmethod
     def _alarm_segment(session: Session, snap: Snapshot) -> dict[str, int]:
@@ -165,6 +177,25 @@ class SnapshotRunner:
         fresh: dict[str, np.ndarray] = {}
         if plan.extra_samples > 0:
             fresh = await self.draw(plan)
+        return self.pair_samples(plan, fresh)
+
+    @staticmethod
+    def confirmation_counts(plan: SnapshotPlan, fresh: dict[str, np.ndarray]) -> tuple[int, int, int] | None:
+        """(a, b, n): the fresh outputs (drawn after the alarm, never seen by the detector) in the
+        alarm's event, for the confirmation (app.stats.confidence.confirmation)."""
+        if plan.confirm is None or not fresh:
+            return None
+        fx, fxp = fresh[plan.confirm["x_key"]], fresh[plan.confirm["xp_key"]]
+        n = min(len(fx), len(fxp))
+        if n < 1:
+            return None
+        event = parse_event(plan.confirm["event"])
+        a = int(np.count_nonzero(event_contains(event, fx[:n])))
+        b = int(np.count_nonzero(event_contains(event, fxp[:n])))
+        return a, b, n
+
+    @staticmethod
+    def pair_samples(plan: SnapshotPlan, fresh: dict[str, np.ndarray]) -> list[PairSamples]:
         out = []
         for pair in plan.pairs:
             window_x = [a for _, a in pair["x_series"]]
@@ -184,7 +215,8 @@ class SnapshotRunner:
             out.append(PairSamples(pair["label"], choose_x, choose_xp, bound_x, bound_xp))
         return out
 
-    def finish(self, plan: SnapshotPlan, result: dict[str, Any] | None, error: str | None) -> None:
+    def finish(self, plan: SnapshotPlan, result: dict[str, Any] | None, error: str | None,
+               confirm_counts: tuple[int, int, int] | None = None) -> None:
         with self.session_factory() as session:
             snap = session.get(Snapshot, plan.snapshot_id, with_for_update=True)
             if snap is None or snap.lease_owner != self.settings.worker_id or snap.status != "running":
@@ -205,21 +237,29 @@ class SnapshotRunner:
                                  else check_evidence_claim(monitor, check) if check is not None
                                  else evidence_claim({"epsilon": monitor.epsilon}))
                         alarm.evidence = with_snapshot(alarm.evidence, result, str(snap.id), claim)
+                    if confirm_counts is not None:
+                        claim = (evidence_claim(alarm.claim) if alarm.claim
+                                 else check_evidence_claim(monitor, check) if check is not None
+                                 else evidence_claim({"epsilon": monitor.epsilon}))
+                        alarm.evidence = with_confirmation(alarm.evidence, *confirm_counts, claim, float(plan.alpha))
                     notify_alarm(session, alarm, monitor, check, self.settings)
             session.commit()
 
     async def run(self, snapshot_id: uuid.UUID) -> str:
         plan = await asyncio.to_thread(self.plan, snapshot_id)
+        counts = None
         try:
-            pairs = await self.gather(plan)
+            fresh: dict[str, np.ndarray] = await self.draw(plan) if plan.extra_samples > 0 else {}
+            counts = self.confirmation_counts(plan, fresh)
+            pairs = self.pair_samples(plan, fresh)
             result = await asyncio.to_thread(compute_snapshot, pairs, plan.output_kind, alpha=plan.alpha,
                                              epsilon=plan.epsilon)
         except Exception as exc:  # sampling failures, too little data, numerical refusals
             reason = getattr(exc, "reason", type(exc).__name__)
-            await asyncio.to_thread(self.finish, plan, None, f"{reason}: {exc}"[:2000])
+            await asyncio.to_thread(self.finish, plan, None, f"{reason}: {exc}"[:2000], counts)
             log.warning("snapshot_failed", snapshot_id=str(snapshot_id), error=str(exc)[:300])
             return "failed"
-        await asyncio.to_thread(self.finish, plan, result, None)
+        await asyncio.to_thread(self.finish, plan, result, None, counts)
         log.info("snapshot_done", snapshot_id=str(snapshot_id), lower_bound=result["lower_bound"],
                  epsilon_hat=result["epsilon_hat"])
         return "done"

@@ -22,8 +22,10 @@ are seen, from the counts of the previous periods (the *anchor*): the supporting
 restricted MLE of the anchor counts on the region's boundary (:func:`anchor_line`). Given the
 past, z_t then tests a fixed true null, and is N(0, 1) at the boundary and stochastically
 smaller inside it, whatever the line; the aggregator's threshold holds (it is monotone in each
-z_t). Only the first period of a horizon, with no past, uses its own counts; on a smooth
-boundary this is asymptotically the same test.
+z_t). The first period of a horizon, with no past, tests a line fixed a priori
+(:func:`a_priori_line`): for (ε, δ) the face ``p ≤ e^ε q + δ``, which passes through the region's
+vertex (payoff 0 there); for other claims the supporting line at the pseudo-counts alone. (Until
+issue 20 it used its own counts: +0.0006 to +0.0008 FAR at the (ε, δ) vertex, always upwards.)
 
 Both directions are covered by one check: the region has a branch where the event is likelier
 under x (``p ≤ h(q)``) and one where it is likelier under x' (``q ≤ h(p)``); the anchor picks
@@ -114,6 +116,19 @@ def anchor_line(claim: Claim, a: ArrayLike, b: ArrayLike, n: ArrayLike) -> Line:
     return boundary_mle(claim, a, b, n).line
 
 
+def a_priori_line(claim: Claim) -> Line:
+    """The line of a period with no past (method.md §10.3): chosen before any count is seen.
+
+    (ε, δ)-DP: ``p ≤ e^ε q + δ`` (Kairouz, Oh & Viswanath 2015), on which the region's vertex lies,
+    so its payoff is 0 at every boundary point of that face (issue 20: the line at the pseudo-counts
+    alone has payoff ≈ −1.7 at the (1, 0.01) vertex). Any other claim: :func:`anchor_line` of no counts.
+    """
+    epsilon, delta = getattr(claim, "epsilon", None), getattr(claim, "delta", None)
+    if epsilon is not None and delta is not None:
+        return Line.upper(np.exp(float(epsilon)), float(delta))
+    return anchor_line(claim, 0.0, 0.0, 0.0)
+
+
 def pooled_anchor(recent: Sequence[Sequence[int]]) -> tuple[int, int, int] | None:
     """Sum the last :data:`ANCHOR_PERIODS` ``(a, b, n)`` triples (None when there are none)."""
     rows = [tuple(int(v) for v in r) for r in list(recent)[-ANCHOR_PERIODS:]]
@@ -129,7 +144,7 @@ def claim_period_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Clai
     """z of one or many periods under ``claim`` (method.md §10.3).
 
     The line tested is ``line`` if given, else the supporting line at the boundary MLE of the
-    ``anchor`` counts ``(a₀, b₀, n₀)`` (the previous periods), else of the period's own counts.
+    ``anchor`` counts ``(a₀, b₀, n₀)`` (the previous periods), else :func:`a_priori_line`.
 
     A pure-ε claim keeps seed 002's statistic: the fixed line ``p − e^ε q ≤ 0`` (eq. 7), so that
     monitors that claim ε behave exactly as before; the other side is watched by a ``symmetric``
@@ -141,7 +156,7 @@ def claim_period_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Clai
         elif anchor is not None:
             line = anchor_line(claim, *anchor)
         else:
-            line = anchor_line(claim, a, b, n)
+            line = a_priori_line(claim)
     return line_statistic(a, b, n, line, kappa=kappa)
 
 
@@ -157,7 +172,7 @@ def claim_z_path(a: ArrayLike, b: ArrayLike, n: int, claim: Claim, kappa: float 
     """z_1..z_T of whole runs at once (batch form of what the runner does period by period).
 
     ``a`` and ``b`` have shape (R, T) (or (T,)); period t tests the line anchored on the pooled
-    counts of periods ``t − anchor_periods .. t − 1`` (its own counts at t = 1). The anchors
+    counts of periods ``t − anchor_periods .. t − 1`` (:func:`a_priori_line` at t = 1). The anchors
     depend on counts only, so every period's line is computed in one vectorised call.
     """
     a_arr = np.atleast_2d(np.asarray(a, dtype=np.float64))
@@ -178,7 +193,10 @@ def claim_z_path(a: ArrayLike, b: ArrayLike, n: int, claim: Claim, kappa: float 
     anchor_a, anchor_b = window_sums(a_arr), window_sums(b_arr)
     anchor_n = np.broadcast_to(periods * n, (r, t_max)).copy()
     first = periods == 0
-    anchor_a[:, first], anchor_b[:, first], anchor_n[:, first] = a_arr[:, first], b_arr[:, first], float(n)
+    anchor_n[:, first] = float(n)  # placeholder counts for t = 1, replaced by the a-priori line below
     line = anchor_line(claim, anchor_a, anchor_b, anchor_n)
-    z = line_statistic(a_arr, b_arr, n, line, kappa=kappa).z
+    prior = a_priori_line(claim)
+    cp, cq, c0 = (np.array(np.broadcast_to(v, (r, t_max)), dtype=np.float64) for v in (line.cp, line.cq, line.c0))
+    cp[:, first], cq[:, first], c0[:, first] = float(prior.cp), float(prior.cq), float(prior.c0)
+    z = line_statistic(a_arr, b_arr, n, Line(cp, cq, c0), kappa=kappa).z
     return z[0] if squeeze else z

@@ -52,10 +52,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
 
 __all__ = [
     "alarm_evidence",
+    "confirmation_statement",
+    "detection_guarantee",
     "as_claim",
     "claim_evidence",
     "event_bound",
@@ -181,14 +185,46 @@ def claim_evidence(claim: Any, a: int, b: int, n_x: int, n_xp: int, *, alpha: fl
             "contradicts_claim": bool(exact.refutes), "exact": exact, "orientation": orientation}
 
 
-def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
-                   lag: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
-    """The evidence of a check's alarm (JSON-ready).
+#: What each detector's alarm guarantees under the claim (method.md §4, §13.3, §13.4; issue 20).
+DETECTION_GUARANTEES = {
+    "aggregator": ("level", "a level-{alpha} test of the claim over the horizon: P(a false alarm by T) ≤ {alpha}"),
+    "naive": ("level", "a level-{alpha} test of the claim over the horizon (Bonferroni): P(a false alarm by T) ≤ {alpha}"),
+    "e-process": ("level", "a level-{alpha} test of the claim at any time: P(a false alarm, ever) ≤ {alpha} (Ville)"),
+    "e-detector": ("arl", "an ARL-controlled detection, not a refutation at level {alpha}: under the claim the mean "
+                   "number of periods between false alarms is at least {arl:g} (and P(a false alarm within "
+                   "{window} periods) ≤ {alpha})"),
+}
 
-    ``a``, ``b``, ``n``, ``t`` are the check's periods in order, the last being the alarm's;
-    ``lag`` is the k that attains M_t (eq. 13). The window is the last k periods; its pooled
-    counts give p̂, q̂, the headline lower bound on ε at level 1 − α and the exact Clopper–Pearson
-    bound (:func:`claim_evidence`)."""
+
+def detection_guarantee(detector: str | None, *, alpha: float, arl: float | None = None,
+                        window: int | None = None) -> dict[str, Any] | None:
+    """What the detector's alarm means (method.md §13.4 for the e-detector's ARL)."""
+    if detector not in DETECTION_GUARANTEES:
+        return None
+    kind, text = DETECTION_GUARANTEES[detector]
+    return {"detector": detector, "kind": kind, "alpha": alpha, "arl": arl,
+            "statement": text.format(alpha=f"{alpha:g}", arl=arl or 0.0, window=window)}
+
+
+def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
+                   lag: int, claim: Any, alpha: float = 0.05, detector: str | None = None,
+                   arl: float | None = None, window: int | None = None) -> dict[str, Any]:
+    """The evidence of a check's alarm (JSON-ready; method.md §11.4, issue 20).
+
+    ``a``, ``b``, ``n``, ``t`` are **all** the check's periods since its detector started, in order,
+    the last being the alarm's; ``lag`` is the window the detector pooled (the k that attains M_t
+    of eq. 13, or the periods since the e-value was last ≤ 1).
+
+    - headline (``anytime``, ``lower_bound``, ``exceeds_claim``): the anytime-valid lower bound LB_τ
+      of app.stats.confidence (eq. CS) on every period: valid at the alarm, a stopping time;
+    - ``window_bound``: the old bound on the last ``lag`` periods (the inverted score statistic for
+      pure ε, else the exact test), a *descriptive* figure: the window was chosen on the same data;
+    - ``detection``: what the detector's alarm guarantees (a level-α test, or an ARL);
+    - ``confirmation``: null here; the exact test on fresh outputs drawn after the alarm is added
+      by the snapshot (:func:`app.stats.confidence.confirmation`).
+    """
+    from app.stats.confidence import confidence_sequence, cs_claim_of
+
     if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
         raise ValueError("a, b, n and t must be non-empty sequences of the same length")
     if not 1 <= lag <= len(a):
@@ -200,41 +236,86 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
     claimed = _claim_dict(claim)
     describe = claimed.pop("describe")
     param = claim_parameter(claim)
-    value_lb = found["epsilon_lower_bound"]
     confidence = round(100 * (1 - alpha), 1)
-    counts = (f"{big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in the event")
-    side = "" if found["orientation"] == "x" else " (the event is likelier under x')"
-    if found["contradicts_claim"]:
-        shown = f"{value_lb:.3g}" if math.isfinite(value_lb) else "unbounded"
-        statement = (f"Over the last {lag} period(s) ({counts}{side}), {param} is at least {shown} at "
-                     f"{confidence:g}% confidence, which contradicts the claim {describe}.")
+    counts = f"{big_a} of {big_n} outputs on x and {big_b} of {big_n} on x' in the event"
+    window_lb = found["epsilon_lower_bound"]
+    window_text = (f"Descriptive: over the last {lag} period(s), the window the detector chose on the same data "
+                   f"({counts}), the {'score' if found['method'] == 'score' else 'exact'} bound on {param} is "
+                   f"{window_lb:.3g}; not a confidence bound, since the window and the time were chosen by the data."
+                   if math.isfinite(window_lb) else
+                   f"Descriptive: over the last {lag} period(s) ({counts}) the window bound on {param} is −∞.")
+    cs_claim = cs_claim_of(claim)
+    anytime: dict[str, Any] | None = None
+    if cs_claim is not None:
+        cs = confidence_sequence(np.asarray(a), np.asarray(b), np.asarray(n), cs_claim, alpha)
+        lb = float(cs.lower[0, -1])
+        anytime = {"method": "confidence_sequence", "parameter": param, "lower_bound": _json_float(lb),
+                   "confidence": 1 - alpha, "contradicts_claim": bool(cs.claim_rejected[0, -1]),
+                   "periods": len(a), "from_t": int(t[0]), "to_t": int(t[-1]),
+                   "grid_step": float(cs.grid[1] - cs.grid[0]) if cs.grid.size > 1 else None}
+        if anytime["contradicts_claim"]:
+            head = (f"Evidence valid at the alarm: {param} > {lb:.3g} at {confidence:g}% confidence (an anytime-valid "
+                    f"bound from every period since t = {t[0]}, valid at any stopping time), which contradicts the claim "
+                    f"{describe}.")
+        else:
+            shown = f"{lb:.3g}" if math.isfinite(lb) else "−∞ (no loss shown yet)"
+            head = (f"Evidence valid at the alarm: the anytime-valid {confidence:g}% lower bound on {param} from every "
+                    f"period since t = {t[0]} is {shown}; it does not exclude the claim {describe} yet. This does not "
+                    "clear the mechanism: the alarm is the detector's own test, and the confirmation on fresh outputs "
+                    "follows.")
+        headline_lb, contradicts, method = lb, anytime["contradicts_claim"], "confidence_sequence"
     else:
-        shown = f"{value_lb:.3g}" if math.isfinite(value_lb) else "−∞"
-        statement = (f"Over the last {lag} period(s) ({counts}{side}) the detector crossed its threshold, but the "
-                     f"{confidence:g}% bound on {param} for this window ({shown}) does not contradict the claim "
-                     f"{describe} on its own: the aggregated evidence is stronger than this single-window bound. "
-                     "This does not clear the mechanism.")
+        head = (f"No anytime-valid bound is computed for {describe} claims (method.md §11.4); the window bound below is "
+                "descriptive only.")
+        headline_lb, contradicts, method = -math.inf, False, found["method"]
+    guarantee = detection_guarantee(detector, alpha=alpha, arl=arl, window=window)
+    parts = [head]
+    if guarantee is not None:
+        parts.append(f"The alarm is {guarantee['statement']}.")
+    parts.append(window_text)
     is_epsilon = param == "ε"
     return {
-        "method": found["method"],
+        "method": method,
         "window": {"lag": int(lag), "from_t": int(t[-lag]), "to_t": int(t[-1])},
         "counts": {"a": big_a, "b": big_b, "n": big_n},
         "p_hat": exact.p_hat if found["orientation"] == "x" else exact.q_hat,
         "q_hat": exact.q_hat if found["orientation"] == "x" else exact.p_hat,
         "parameter": param,
-        "lower_bound": _json_float(value_lb),
-        "epsilon_lower_bound": _json_float(value_lb) if is_epsilon else None,
+        "lower_bound": _json_float(headline_lb),
+        "epsilon_lower_bound": _json_float(headline_lb) if is_epsilon else None,
         "orientation": found["orientation"],
+        "anytime": anytime,
+        "window_bound": {"method": found["method"], "lower_bound": _json_float(window_lb),
+                         "exceeds_claim": bool(found["contradicts_claim"]), "descriptive": True,
+                         "statement": window_text},
         "exact": {"method": "clopper_pearson", "p_lower": exact.p_lo, "q_upper": exact.q_hi,
                   "lower_bound": _json_float(exact.lower_bound),
                   "epsilon_lower_bound": _json_float(exact.lower_bound) if is_epsilon else None,
                   "exceeds_claim": bool(exact.refutes)},
+        "detection": guarantee,
+        "confirmation": None,
         "confidence": 1 - alpha,
         "claim": claimed,
         "claim_description": describe,
-        "exceeds_claim": bool(found["contradicts_claim"]),
-        "statement": statement,
+        "exceeds_claim": bool(contradicts),
+        "statement": " ".join(parts),
     }
+
+
+def confirmation_statement(conf: dict[str, Any], describe: str) -> str:
+    """The confirmation on fresh outputs (app.stats.confidence.confirmation) in words."""
+    c = conf["counts"]
+    pct = round(100 * conf["confidence"], 1)
+    lb = conf["lower_bound"]
+    shown = "−∞" if lb is None else f"{lb:.3g}"
+    if conf["confirms"]:
+        return (f"Confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} on x' "
+                f"in the event): {conf['parameter']} > {shown} at {pct:g}% confidence (exact), which contradicts the "
+                f"claim {describe}.")
+    return (f"Not confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} "
+            f"on x'): their exact {pct:g}% bound on {conf['parameter']} is {shown}, which does not contradict the claim "
+            f"{describe}. The alarm may be a false alarm, or the violation too small for this many outputs; this does not "
+            "clear the mechanism.")
 
 
 def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,

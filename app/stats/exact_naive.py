@@ -9,12 +9,23 @@ sample sizes for the 2×2 binomial trial*, JRSS-A 148, for the difference of two
 
     c* = min{ c : sup_{(p, q) in the null} P_{p,q}( Z_mono(a, b) > c ) ≤ α' },   α' = α/T,
 
-where a ~ Bin(n, p), b ~ Bin(n, q) independently and the null is p ≤ s·q + d (method.md §13.5).
+where a ~ Bin(n, p), b ~ Bin(n, q) independently and the null is the claim's region on the event
+(method.md §13.5): p ≤ s·q + d **and** its mirrored face 1 − q ≤ s·(1 − p) + d (Kairouz, Oh &
+Viswanath 2015, Theorem 2.1: an (ε, δ) claim bounds the event and its complement). On the line
+p = s·q + d the mirrored face holds only up to the claim's vertex
+
+    q* = (1 − d)/(1 + s)                                              (method.md §13.5, eq. V)
+
+(pure ε: q* = 1/(1 + e^ε), p* = e^ε/(1 + e^ε)); beyond it the points of the line are outside the
+null, and a supremum taken over them would make the test conservative (issue 20: at n = 200,
+ε = 0.1, α/T = 2.5·10⁻⁴ the whole line gives c = 3.607 where 3.280 suffices).
 Z_mono(a, b) = max_{a' ≤ a, b' ≥ b} Z(a', b') makes the rejection region monotone (more hits
 of A(x), fewer of A(x'), never undo a rejection); the score z is already monotone, so for it
 this changes nothing. For a monotone region the rejection probability grows with p, so the
-supremum over the null is attained on the boundary p = s·q + d and is a maximum over the single
-nuisance parameter q, taken on a grid and refined around its peak. The test is exact (its size
+supremum over the null is attained on the boundary p = s·q + d, 0 ≤ q ≤ q*, and is a maximum
+over the single nuisance parameter q, taken on a grid and refined around its peak. A line with
+s < 1 (a tangent of a trade-off curve, e.g. μ-GDP) touches the claim's region at one point only;
+for it the supremum is taken over the whole line, a superset of the null (conservative). The test is exact (its size
 never exceeds α'), and conservative only through the discreteness of the counts.
 """
 
@@ -70,10 +81,23 @@ class ExactNaiveTest:
     threshold: float
     size: float  # sup over the null of the rejection probability (≤ level)
     worst_q: float  # the q attaining it
+    #: The randomised test (eq. R of method.md §13.5): also reject with probability ``gamma`` when
+    #: Z_mono equals ``random_value`` (the threshold itself, or the largest value of Z_mono when the
+    #: plain test never rejects), with the gamma
+    #: whose size is the level (bisection, 40 steps).
+    gamma: float = 0.0
+    randomized_size: float = 0.0
+    random_value: float = math.inf
 
-    def rejects(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.bool_]:
+    def rejects(self, a: ArrayLike, b: ArrayLike, u: ArrayLike | None = None) -> NDArray[np.bool_]:
+        """Z_mono(a, b) > threshold; with uniforms ``u`` (same shape), also Z_mono = threshold and
+        u < gamma (the randomised test of size exactly the level)."""
         table = _monotone_table(self.n, self.slope, self.intercept)
-        return table[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)] > self.threshold
+        z = table[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
+        out = z > self.threshold
+        if u is not None and self.gamma > 0:
+            out = out | ((z == np.float32(self.random_value)) & (np.asarray(u) < self.gamma))
+        return out
 
 
 @lru_cache(maxsize=4)
@@ -97,6 +121,19 @@ def _size(table: NDArray[np.float32], threshold: float, n: int, line: Supporting
     return np.sum(pmf_b * sf_a, axis=1)
 
 
+def null_q_max(line: SupportingLine) -> float:
+    """The largest q of the null on the line p = s·q + d (method.md §13.5, eq. V).
+
+    s ≥ 1 (the line of an (ε, δ) claim, pure ε with d = 0): the vertex q* = (1 − d)/(1 + s) where
+    the mirrored face 1 − q ≤ s(1 − p) + d starts to bind. s < 1 (a tangent of a concave trade-off
+    boundary): the whole line inside the unit square, min(1, (1 − d)/s), which contains the null.
+    """
+    s, d = line.slope, line.intercept
+    if s >= 1.0:
+        return (1.0 - d) / (1.0 + s)
+    return min(1.0, (1.0 - d) / s) if s > 0 else 1.0
+
+
 def _q_grid(q_max: float) -> NDArray[np.float64]:
     base = np.unique(np.concatenate([np.geomspace(1e-7, 1.0, 160), np.linspace(0.0, 1.0, 241)[1:]]))
     return base * q_max
@@ -118,7 +155,8 @@ def _sup_size(table: NDArray[np.float32], threshold: float, n: int, line: Suppor
 
 @lru_cache(maxsize=64)
 def exact_naive_test(n: int, line: SupportingLine, level: float) -> ExactNaiveTest:
-    """The exact critical value of one period's test at ``level`` (method.md §13.5)."""
+    """The exact critical value of one period's test at ``level`` (method.md §13.5): the smallest
+    c whose size, sup over 0 < q ≤ q* (:func:`null_q_max`) of P(Z_mono > c), is ≤ level."""
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     if n > MAX_EXACT_N:
@@ -127,7 +165,7 @@ def exact_naive_test(n: int, line: SupportingLine, level: float) -> ExactNaiveTe
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     n = int(n)
     table = _monotone_table(n, line.slope, line.intercept)
-    q_max = min(1.0, (1.0 - line.intercept) / line.slope) if line.slope > 0 else 1.0
+    q_max = null_q_max(line)
     if q_max <= 0:
         raise ValueError("the claim's line allows every (p, q): there is nothing to test")
     qs = _q_grid(q_max)
@@ -142,18 +180,56 @@ def exact_naive_test(n: int, line: SupportingLine, level: float) -> ExactNaiveTe
             hi = mid
         else:
             lo = mid + 1
+    top = float(candidates[lo])
+    gamma, rand_size = _randomisation(table, top, float(candidates[lo - 1]) if lo > 0 else -math.inf,
+                                      n, line, qs, level)
     if lo == candidates.size - 1:  # no region but the empty one has size ≤ level: never rejects
-        return ExactNaiveTest(n, line.slope, line.intercept, level, math.inf, 0.0, float("nan"))
-    size, worst_q = _sup_size(table, float(candidates[lo]), n, line, qs)
-    return ExactNaiveTest(n, line.slope, line.intercept, level, float(candidates[lo]), size, worst_q)
+        return ExactNaiveTest(n, line.slope, line.intercept, level, math.inf, 0.0, float("nan"), gamma, rand_size, top)
+    size, worst_q = _sup_size(table, top, n, line, qs)
+    return ExactNaiveTest(n, line.slope, line.intercept, level, top, size, worst_q, gamma, rand_size, top)
+
+
+def _randomisation(table: NDArray[np.float32], c: float, c_lower: float, n: int, line: SupportingLine,
+                   qs: NDArray[np.float64], level: float) -> tuple[float, float]:
+    """γ of the randomised test (method.md §13.5, eq. R): reject when Z > c, and with probability γ
+    when Z = c, with γ the largest in [0, 1] whose size sup_q [(1 − γ)·P_q(Z > c) + γ·P_q(Z > c⁻)]
+    is ≤ level (c⁻ the next value below c; size is continuous and increasing in γ, so bisection)."""
+    if not math.isfinite(c_lower):
+        return 0.0, _sup_size(table, c, n, line, qs)[0]
+
+    def size_at(g: float) -> float:
+        def mixed(q: NDArray[np.float64]) -> NDArray[np.float64]:
+            return (1 - g) * _size(table, c, n, line, q) + g * _size(table, c_lower, n, line, q)
+        sizes = mixed(qs)
+        k = int(np.argmax(sizes))
+        lo_q, hi_q = qs[max(k - 1, 0)], qs[min(k + 1, qs.size - 1)]
+        best = float(sizes[k])
+        if hi_q > lo_q:
+            res = minimize_scalar(lambda q: -float(mixed(np.array([q]))[0]), bounds=(lo_q, hi_q), method="bounded",
+                                  options={"xatol": (hi_q - lo_q) * 1e-4})
+            best = max(best, float(-res.fun))
+        return best
+
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if size_at(mid) <= level:
+            lo = mid
+        else:
+            hi = mid
+    return lo, size_at(lo)
 
 
 def exact_naive_alarm_period(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, alpha: float,
-                             horizon: int) -> NDArray[np.int64]:
-    """First 1-based period whose exact test at α/T rejects, along the last axis; 0 if none."""
+                             horizon: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
+    """First 1-based period whose exact test at α/T rejects, along the last axis; 0 if none.
+
+    With ``rng`` the randomised test (size exactly α/T per period) is used, else the plain one
+    (size ≤ α/T, smaller through the discreteness of the counts)."""
     if horizon < 1:
         raise ValueError("horizon must be >= 1")
     test = exact_naive_test(int(n), line, alpha / horizon)
-    rejects = test.rejects(a, b)
+    u = None if rng is None else rng.random(np.shape(a))
+    rejects = test.rejects(a, b, u)
     hit = rejects.any(axis=-1)
     return np.where(hit, rejects.argmax(axis=-1) + 1, 0)

@@ -204,6 +204,14 @@ def log_period_evalues(
     of per sample, so it gains at most O(1) per period however large n is (the comparison is in
     docs/sequential.md).
     """
+    return log_evalues_sd(a, b, n, line.slope, line.intercept, grid, payoff)
+
+
+def log_evalues_sd(a: ArrayLike, b: ArrayLike, n: ArrayLike, slope: ArrayLike, intercept: ArrayLike,
+                   grid: ArrayLike, payoff: Payoff = "per-sample") -> NDArray[np.float64]:
+    """log F(λ_j) of method.md §13.2 with a line (s, d) per period: ``slope`` and ``intercept``
+    broadcast with ``a``, ``b``, ``n`` (shape S; each s ≥ 0, d ≥ 0, s + d > 0, chosen before the
+    period's counts); the result has shape S + (K,). :func:`log_period_evalues` is the one-line case."""
     a_arr = np.asarray(a, dtype=np.float64)[..., None]
     b_arr = np.asarray(b, dtype=np.float64)[..., None]
     n_arr = np.asarray(n, dtype=np.float64)[..., None]
@@ -211,7 +219,10 @@ def log_period_evalues(
     c = np.asarray(grid, dtype=np.float64)
     if np.any((c < 0) | (c >= 1)):
         raise ValueError("bet fractions must lie in [0, 1)")
-    s, d = line.slope, line.intercept
+    s = np.asarray(slope, dtype=np.float64)[..., None]
+    d = np.asarray(intercept, dtype=np.float64)[..., None]
+    if np.any(s < 0) or np.any(d < 0) or np.any(s + d <= 0):
+        raise ValueError("lines need s >= 0, d >= 0 and s + d > 0")
     lam = c / (s + d)
     if payoff == "per-period":
         g = (a_arr - s * b_arr) / n_arr - d
@@ -347,15 +358,50 @@ class EProcess(_MixtureBase):
 
     def __init__(self, alpha: float, line: SupportingLine, grid_size: int = DEFAULT_GRID_SIZE,
                  grid_low: float = DEFAULT_GRID_LOW, grid_high: float = DEFAULT_GRID_HIGH,
-                 payoff: Payoff = "per-sample", starts: Starts = "mixture") -> None:
+                 payoff: Payoff = "per-sample", starts: Starts = "mixture", faces: Faces = "one",
+                 agrapa: bool = False) -> None:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         start_weight(1, starts)  # validates
+        if faces not in ("one", "both"):
+            raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")
+        if (faces != "one" or agrapa) and payoff != "per-sample":
+            raise ValueError("both faces and the aGRAPA bet are per-sample bets")
         super().__init__(line, 1.0 / alpha, grid_size, grid_low, grid_high, payoff)
         self.alpha = float(alpha)
         self.starts: Starts = starts
+        self.faces: Faces = faces
+        self.agrapa = bool(agrapa)
+        #: Components of the mixture (method.md §13.3b): per face, the grid's bets (+ aGRAPA).
+        self.components = (2 if faces == "both" else 1) * (self.grid.size + (1 if agrapa else 0))
+        self._log_prior = -math.log(self.components)
         self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
         self._started = 0.0  # Σ_{k≤t} ω_k
+
+    def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
+        if self.faces == "one" and not self.agrapa:
+            return super()._log_increments(a, b, n, line)
+        if isinstance(a, bool) or isinstance(b, bool) or isinstance(n, bool):
+            raise ValueError("counts must be integers")
+        use, swap = resolve_line(line if line is not None else self.line)
+        ca, cb = (b, a) if swap else (a, b)
+        sa, sb, sn = self._sums
+        pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
+        sides = [(ca, cb, pa, pb)]
+        if self.faces == "both":  # the complement: 1 − q ≤ s(1 − p) + d, counts (n − b, n − a)
+            sides.append((n - cb, n - ca, sn - pb, sn - pa))
+        parts = []
+        nn = np.float64(n)
+        for fa, fb, past_a, past_b in sides:
+            _check_counts(np.float64(fa), np.float64(fb), nn)
+            parts.append(log_evalues_sd(fa, fb, n, use.slope, use.intercept, self.grid))
+            if self.agrapa:
+                c = agrapa_fraction(past_a, past_b, sn, use.slope, use.intercept)
+                parts.append(np.atleast_1d(_log_evalue_fraction(np.float64(fa), np.float64(fb), nn, use.slope,
+                                                                use.intercept, c)))
+        r = self.ESTIMATE_DISCOUNT
+        self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
+        return np.concatenate(parts)
 
     @property
     def log_wealth(self) -> float:
@@ -377,7 +423,7 @@ class EProcess(_MixtureBase):
         inc = self._log_increments(a, b, n, line)
         w = start_weight(self.t + 1, self.starts)
         log_w = math.log(w) if w > 0 else -math.inf
-        prev = np.full(self.grid.size, -np.inf) if self._log_r is None else self._log_r
+        prev = np.full(self.components, -np.inf) if self._log_r is None else self._log_r
         self._log_r = inc + np.logaddexp(prev, log_w)  # R_t = F_t·(R_{t−1} + ω_t)
         self._started += w
         after = self.log_wealth
@@ -387,6 +433,8 @@ class EProcess(_MixtureBase):
         state = self._base_state()
         state["alpha"] = self.alpha
         state["starts"] = self.starts
+        state["faces"] = self.faces
+        state["agrapa"] = self.agrapa
         state["started"] = self._started
         state["log_r"] = None if self._log_r is None else [float(v) for v in self._log_r]
         return state
@@ -395,10 +443,11 @@ class EProcess(_MixtureBase):
     def from_state(cls, state: dict[str, Any]) -> EProcess:
         cls._check_state(state, cls.kind)
         obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
-                  state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"))
+                  state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"),
+                  state.get("faces", "one"), bool(state.get("agrapa", False)))  # states before issue 20: one face
         if state.get("log_r") is not None:
             lr = np.asarray(state["log_r"], dtype=np.float64)
-            if lr.shape != obj.grid.shape or not np.all(np.isfinite(lr)):
+            if lr.shape != (obj.components,) or not np.all(np.isfinite(lr)):
                 raise ValueError("invalid e-process state: log_r must hold one finite number per bet")
             obj._log_r = lr
         obj._started = float(state.get("started", 0.0))
@@ -538,6 +587,107 @@ def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: Array
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
         _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo)
+    return out
+
+
+def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture") -> NDArray[np.float64]:
+    """log W_1..log W_T of the e-process (method.md §13.3) from per-period log e-values ``inc`` of
+    shape (R, T, K) (e.g. :func:`log_evalues_sd` with one line per period); result (R, T)."""
+    inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
+    if inc_arr.ndim != 3:
+        raise ValueError("inc must have shape (R, T, K)")
+    r, horizon, k = inc_arr.shape
+    out = np.empty((r, horizon))
+    log_r = np.full((r, k), -np.inf)
+    w = np.array([start_weight(t, starts) for t in range(1, horizon + 1)])
+    cash = np.maximum(1.0 - np.cumsum(w), 0.0)
+    with np.errstate(divide="ignore"):
+        log_w = np.log(w)
+    _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0)
+    return out
+
+
+#: Bet fractions are capped like the grid's largest (w = 1 − c ≥ 0.2).
+AGRAPA_CAP = DEFAULT_GRID_HIGH
+
+Faces = Literal["one", "both"]
+
+
+def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: float, intercept: float) -> NDArray[np.float64]:
+    """The aGRAPA bet as a fraction c = λ·(s + d) ∈ [0, 0.8] from past (discounted) counts (method.md §13.3b).
+
+    aGRAPA (Waudby-Smith & Ramdas 2024, JRSS-B, §5.1, "approximate GRAPA"; Kelly's growth rate to
+    second order): λ = μ̂/(σ̂² + μ̂²) with μ̂, σ̂² the running mean and variance of the per-pair payoff
+    X − sY − d. From the counts: μ̂ = p̃ − s·q̃ − d, σ̂² = p̃(1 − p̃) + s²q̃(1 − q̃) (X, Y independent),
+    p̃ = (Σa + ½)/(Σn + 1), q̃ likewise. Predictable when the sums stop at the previous period.
+    """
+    sa, sb, sn = (np.asarray(v, dtype=np.float64) for v in (sa, sb, sn))
+    p = (sa + 0.5) / (sn + 1.0)
+    q = (sb + 0.5) / (sn + 1.0)
+    mu = p - slope * q - intercept
+    var = p * (1 - p) + slope * slope * q * (1 - q)
+    lam = np.where(mu > 0, mu / np.maximum(var + mu * mu, 1e-12), 0.0)
+    return np.clip(lam * (slope + intercept), 0.0, AGRAPA_CAP)
+
+
+def _discounted_past(x: NDArray[np.float64], r: float) -> NDArray[np.float64]:
+    """S_t = Σ_{τ<t} r^{t−1−τ} x_τ along the last axis (0 at t = 1): what the classes' ``_sums`` hold."""
+    out = np.zeros_like(x, dtype=np.float64)
+    acc = np.zeros(x.shape[:-1])
+    for t in range(x.shape[-1]):
+        out[..., t] = acc
+        acc = r * acc + x[..., t]
+    return out
+
+
+def face_increments(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, faces: Faces = "both",
+                    agrapa: bool = True, grid: ArrayLike | None = None) -> NDArray[np.float64]:
+    """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b).
+
+    Components, equally weighted: the grid bets on the face p ≤ s·q + d, then (``agrapa``) the aGRAPA
+    bet on it; with ``faces="both"`` the same on the mirrored face 1 − q ≤ s(1 − p) + d, i.e. the
+    counts (n − b, n − a) (Kairouz, Oh & Viswanath 2015: the claim bounds the event's complement too).
+    """
+    a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    s_, d_ = line.slope, line.intercept
+    nn = np.full(a2.shape, float(n))
+    sides = [(a2, b2)] + ([(nn - b2, nn - a2)] if faces == "both" else [])
+    if faces not in ("one", "both"):
+        raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")
+    parts = []
+    r = _MixtureBase.ESTIMATE_DISCOUNT
+    past_n = _discounted_past(nn, r)
+    for fa, fb in sides:
+        parts.append(log_evalues_sd(fa, fb, nn, s_, d_, g))
+        if agrapa:
+            c = agrapa_fraction(_discounted_past(fa, r), _discounted_past(fb, r), past_n, s_, d_)
+            parts.append(_log_evalue_fraction(fa, fb, nn, s_, d_, c)[..., None])
+    return np.concatenate(parts, axis=-1)
+
+
+def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: float,
+                         d: float, c: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log F(λ) of §13.2 for a bet fraction c per period (λ = c/(s + d)); 0 where c = 0."""
+    lam = np.asarray(c, dtype=np.float64) / (s + d)
+    log_u = np.log1p(lam * (1.0 - d))
+    log_v = np.log1p(lam * (1.0 - s - d))
+    log_w = np.log1p(-lam * (s + d))
+    log_z = np.log1p(-lam * d)
+    overlap = a * b / n
+    return a * log_u + b * log_w + (n - a - b) * log_z + overlap * (log_v + log_z - log_u - log_w)
+
+
+def e_detector_paths_from_increments(inc: ArrayLike, variant: EDetectorKind = "sr") -> NDArray[np.float64]:
+    """log M_1..log M_T of the mixture e-detector (method.md §13.4) from log e-values ``inc`` of
+    shape (R, T, K); result (R, T)."""
+    inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
+    if inc_arr.ndim != 3:
+        raise ValueError("inc must have shape (R, T, K)")
+    r, horizon, k = inc_arr.shape
+    out = np.empty((r, horizon))
+    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros(horizon), np.zeros(horizon), variant == "sr", out, 0)
     return out
 
 

@@ -18,6 +18,22 @@ class AdoptFindingRequest(TypedDict):
     finding: NotRequired[int]
 
 
+class AnytimeBound(TypedDict):
+    """
+    The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.4).
+    """
+
+    method: NotRequired[Literal['confidence_sequence']]
+    parameter: NotRequired[Literal['ε', 'μ', 'ρ']]
+    lower_bound: NotRequired[float | None]
+    confidence: float
+    contradicts_claim: bool
+    periods: int
+    from_t: int
+    to_t: int
+    grid_step: NotRequired[float | None]
+
+
 class ApiKeyCreate(TypedDict):
     name: str
     scope: NotRequired[Literal['read', 'admin']]
@@ -191,6 +207,33 @@ class DeliveryRead(TypedDict):
     attempt_log: list[AttemptRead]
 
 
+class DetectionGuarantee(TypedDict):
+    """
+    What the detector's alarm guarantees under the claim.
+    """
+
+    detector: str
+    kind: Literal['level', 'arl']
+    alpha: float
+    arl: NotRequired[float | None]
+    statement: str
+
+
+class DetectorAdvice(TypedDict):
+    """
+    Approximate periods to detect the reference violation for each detector, and the fewest (issue 20;
+    mean-path approximations, method.md §13.9; measured comparisons in docs/sequential.md).
+    """
+
+    n: int
+    gap: float
+    per_period_z: float
+    nats_per_period: float
+    periods: dict[str, float | None]
+    recommended: str | None
+    reason: str
+
+
 class DiscoverRequest1(TypedDict):
     """
     Find the checks worth watching: the engine's held-out candidate events, ranked.
@@ -256,6 +299,7 @@ class EventPower(TypedDict):
     source: Literal['periods', 'discovery']
     p_estimate: float
     q_estimate: float
+    detector_advice: NotRequired[DetectorAdvice | None]
 
 
 class EvidenceCounts(TypedDict):
@@ -708,6 +752,19 @@ class WebhookUpdate(TypedDict):
     enabled: NotRequired[bool]
 
 
+class WindowBound(TypedDict):
+    """
+    The bound on the detector's own window: descriptive, not a confidence bound (the window and the time were
+    chosen on the same data).
+    """
+
+    method: Literal['score', 'clopper_pearson']
+    lower_bound: NotRequired[float | None]
+    exceeds_claim: bool
+    descriptive: NotRequired[Literal[True]]
+    statement: str
+
+
 class AuditRequest2(TypedDict):
     """
     A one-shot audit of a claimed ε (or (ε, δ)) on candidate pairs: the engine samples in rounds until the
@@ -731,10 +788,11 @@ AuditRequest: TypeAlias = AuditRequest1 | AuditRequest2
 
 class CheckEvidence(TypedDict):
     """
-    What raised a privacy alarm: the check's window, its pooled counts and a lower bound on ε.
+    What raised a privacy alarm: the anytime-valid bound (headline), the detector's guarantee, and its window
+    with a descriptive bound.
     """
 
-    method: Literal['score', 'clopper_pearson']
+    method: Literal['confidence_sequence', 'score', 'clopper_pearson']
     window: EvidenceWindow
     counts: EvidenceCounts
     p_hat: float
@@ -744,6 +802,9 @@ class CheckEvidence(TypedDict):
     epsilon_lower_bound: NotRequired[float | None]
     orientation: NotRequired[Literal['x', 'x_prime']]
     exact: ExactBound
+    anytime: NotRequired[AnytimeBound | None]
+    window_bound: NotRequired[WindowBound | None]
+    detection: NotRequired[DetectionGuarantee | None]
     confidence: float
     claim: ClaimRead
     claim_description: NotRequired[str | None]
@@ -769,6 +830,20 @@ class CheckStatus(TypedDict):
     max_statistic: float | None
     alarm: bool
     power: NotRequired[EventPower | None]
+
+
+class Confirmation(TypedDict):
+    """
+    The exact test of the claim on fresh outputs drawn after the alarm (valid given the alarm).
+    """
+
+    method: NotRequired[Literal['clopper_pearson_fresh']]
+    counts: EvidenceCounts
+    parameter: NotRequired[Literal['ε', 'μ', 'ρ']]
+    lower_bound: NotRequired[float | None]
+    confidence: float
+    confirms: bool
+    statement: NotRequired[str | None]
 
 
 class DiscoverRequest2(TypedDict):
@@ -1066,6 +1141,7 @@ class AlarmEvidence(TypedDict):
     check: NotRequired[CheckEvidence | None]
     contract: NotRequired[ContractEvidence | None]
     snapshot: NotRequired[SnapshotEvidence | None]
+    confirmation: NotRequired[Confirmation | None]
 
 
 class AlarmRead(TypedDict):

@@ -1,0 +1,203 @@
+"""Evidence that is valid at the alarm: an anytime-valid lower confidence bound, and a confirmation.
+
+Pure functions (no I/O); method.md §11.4 writes the formulas out (issue 20).
+
+**Why.** An alarm happens at a stopping time τ, and the old evidence pooled a window chosen on
+the same data (the lag that maximises eq. 13, or the periods since the statistic was last ≤ 0).
+A fixed-sample bound computed on that window is not a 1 − α bound at τ (measured coverage 0.85–0.94,
+docs/jobs_and_evidence.md). Two statements are valid at τ:
+
+1. **A confidence sequence** (Howard, Ramdas, McAuliffe & Sekhon 2021, *Time-uniform, nonparametric,
+   nonasymptotic confidence sequences*, Ann. Statist. 49(2), §3; Waudby-Smith & Ramdas 2024, JRSS-B,
+   §4, "inverting a family of test supermartingales"). For each value θ of the claim's parameter
+   (ε for ε- and (ε, δ)-DP, μ for μ-GDP) the e-process W_t(θ) of method.md §13.3 tests
+   H₀(θ): "every period's (p_t, q_t) lies in the θ-region" on all the check's periods since it
+   started (the start mixture lets it ignore a long run before a change, with no window chosen on
+   the data). For a grid θ₁ < θ₂ < … (which contains the claimed value) let
+
+       LB_t = max{θ_j : for every k ≤ j, max_{s ≤ t} W_s(θ_k) ≥ 1/α}          (CS)
+
+   (−∞ when θ₁ is not rejected). The regions grow with θ, so if the mechanism's parameter is
+   θ* every θ_k ≥ θ* is a true null. LB_t ≥ θ* needs the smallest grid point θ_{k*} ≥ θ* rejected
+   by time t, and by Ville's inequality P(∃t: W_t(θ_{k*}) ≥ 1/α) ≤ α. Hence
+
+       P(∃t: LB_t ≥ θ*) ≤ α,
+
+   at every t at once, in particular at the alarm τ, whatever rule chose τ: "θ > LB_τ" holds with
+   probability ≥ 1 − α. The grid costs nothing in α (only the nearest null point matters); it
+   costs resolution (LB is a grid value). The claim is contradicted when the claimed value is
+   rejected, i.e. LB_τ ≥ θ_claim.
+
+   The line of each period is chosen before its counts: the fixed line p ≤ e^θ q + δ for ε and
+   (ε, δ) claims (the orientation the detectors test, p − e^θ q; for (ε, δ) the orientation is
+   chosen from the past periods' counts, :func:`predictable_orientation`), the tangent of the
+   θ-GDP boundary at the past periods' estimate of q for μ-GDP (method.md §13.1).
+
+2. **A confirmation on fresh samples** (:func:`confirmation`): outputs drawn after the alarm, never
+   seen by the detector, counted in the alarm's event; the exact Clopper–Pearson test of the claim
+   on them (app.stats.heldout.test_claim, each side at α/2) is valid by construction, also
+   *conditionally on the alarm having happened*. It is the only one of the three statements that
+   stays at level α among false alarms; the CS and the alarm are about the same data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtri
+from scipy.stats import norm
+
+from app.stats.sequential import bet_grid, e_process_paths_from_increments, log_evalues_sd
+
+__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "confirmation", "parameter_grid",
+           "predictable_orientation"]
+
+#: Step of the parameter grid of the confidence sequence (the lower bound is a multiple of it,
+#: or the claimed value).
+GRID_STEP = 0.02
+#: The grid runs from 0 to the claimed value + max(SPAN_ABOVE, 2 × the claimed value).
+SPAN_ABOVE = 3.0
+#: Pseudo-counts of the predictable estimate of q (Jeffreys' ½), and the periods it pools.
+ESTIMATE_PSEUDO = 0.5
+ESTIMATE_PERIODS = 4
+
+Kind = Literal["dp", "gdp"]
+
+
+@dataclass(frozen=True)
+class CSClaim:
+    """What the confidence sequence is about: ``kind="dp"`` (ε, with a fixed δ ≥ 0) or
+    ``kind="gdp"`` (μ); ``value`` is the claimed ε or μ."""
+
+    kind: Kind
+    value: float
+    delta: float = 0.0
+
+    @property
+    def parameter(self) -> str:
+        return "μ" if self.kind == "gdp" else "ε"
+
+
+def parameter_grid(claimed: float, step: float = GRID_STEP, span: float | None = None) -> NDArray[np.float64]:
+    """θ₁ = 0 < θ₂ < … (every ``step``) up to claimed + max(3, 2·claimed), with the claimed value in it."""
+    if not (math.isfinite(claimed) and claimed >= 0):
+        raise ValueError(f"the claimed value must be a finite number >= 0, got {claimed!r}")
+    if not step > 0:
+        raise ValueError("step must be > 0")
+    top = claimed + (max(SPAN_ABOVE, 2 * claimed) if span is None else span)
+    grid = np.arange(0.0, top + step / 2, step)
+    return np.unique(np.concatenate([grid, [claimed]]))
+
+
+def _past_sums(x: NDArray[np.float64], periods: int) -> NDArray[np.float64]:
+    """Σ of the last ``periods`` values before each t (0 at t = 1), along the last axis."""
+    r, t_max = x.shape
+    c = np.concatenate([np.zeros((r, 1)), np.cumsum(x, axis=1)], axis=1)
+    t = np.arange(t_max)
+    return c[:, t] - c[:, np.maximum(t - periods, 0)]
+
+
+def predictable_orientation(a: ArrayLike, b: ArrayLike) -> NDArray[np.bool_]:
+    """True where period t's test swaps x and x' (the past periods' counts had more hits on x'):
+    chosen from periods t − 4 … t − 1 only, x at t = 1 (method.md §11.4)."""
+    a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    return _past_sums(b2, ESTIMATE_PERIODS) > _past_sums(a2, ESTIMATE_PERIODS)
+
+
+def _lines(claim: CSClaim, theta: float, b_past: NDArray[np.float64], n_past: NDArray[np.float64]
+           ) -> tuple[NDArray[np.float64] | float, NDArray[np.float64] | float]:
+    """(s, d) of every period's line for the parameter value θ (method.md §13.1)."""
+    if claim.kind == "dp":
+        return math.exp(theta), claim.delta
+    # μ-GDP: the tangent of h(q) = Φ(Φ⁻¹(q) + θ) at the past estimate of q (½ at t = 1).
+    q0 = np.clip((b_past + ESTIMATE_PSEUDO) / (n_past + 2 * ESTIMATE_PSEUDO), 1e-12, 1 - 1e-12)
+    z0 = ndtri(q0)
+    s = np.exp(-theta * z0 - theta * theta / 2.0)
+    d = np.maximum(norm.cdf(z0 + theta) - s * q0, 0.0)
+    return s, d
+
+
+@dataclass(frozen=True)
+class ConfidenceSequence:
+    """LB_t of eq. (CS) for each run and period: ``lower`` (R, T), −inf where nothing is rejected;
+    ``claim_rejected`` (R, T): the claimed value is outside the sequence by t (LB_t ≥ claimed)."""
+
+    lower: NDArray[np.float64]
+    claim_rejected: NDArray[np.bool_]
+    grid: NDArray[np.float64]
+    alpha: float
+
+
+def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim, alpha: float = 0.05,
+                        grid: ArrayLike | None = None) -> ConfidenceSequence:
+    """The anytime-valid lower confidence bound LB_t of eq. (CS) on the claim's parameter.
+
+    ``a``, ``b``, ``n``: counts of shape (T,) or (R, T) (n may be a scalar), every period of the
+    check since its detector started, oldest first. Cost O(G·R·T·K) (G grid values, K = 16 bets),
+    stopping at the first grid value that no run rejects.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    n2 = np.broadcast_to(np.asarray(n, dtype=np.float64), a2.shape).astype(np.float64) if np.ndim(n) < 2 \
+        else np.atleast_2d(np.asarray(n, dtype=np.float64))
+    if a2.shape != b2.shape or a2.shape != n2.shape or a2.shape[1] < 1:
+        raise ValueError("a, b and n must have the same shape (T,) or (R, T) with T >= 1")
+    thetas = parameter_grid(claim.value) if grid is None else np.asarray(grid, dtype=np.float64)
+    if thetas.ndim != 1 or thetas.size < 1 or np.any(np.diff(thetas) <= 0):
+        raise ValueError("the grid must be increasing")
+    swap = predictable_orientation(a2, b2) if (claim.kind == "gdp" or claim.delta > 0) else np.zeros(a2.shape, bool)
+    xa, xb = np.where(swap, b2, a2), np.where(swap, a2, b2)
+    b_past = _past_sums(xb, ESTIMATE_PERIODS)
+    n_past = _past_sums(n2, ESTIMATE_PERIODS)
+    bets = bet_grid()
+    log_level = math.log(1.0 / alpha)
+    lower = np.full(a2.shape, -np.inf)
+    alive = np.ones(a2.shape, dtype=bool)
+    for theta in thetas:
+        s, d = _lines(claim, float(theta), b_past, n_past)
+        inc = log_evalues_sd(xa, xb, n2, s, d, bets)
+        log_w = e_process_paths_from_increments(inc)
+        rejected = np.maximum.accumulate(log_w, axis=1) >= log_level
+        alive &= rejected
+        lower[alive] = theta
+        if not alive.any():
+            break
+    # H₀(θ_j) ⊇ H₀(θ_claim) for θ_j ≥ θ_claim: rejecting the larger null rejects the claim.
+    return ConfidenceSequence(lower, lower >= claim.value, thetas, float(alpha))
+
+
+def cs_claim_of(claim: Any) -> CSClaim | None:
+    """The :class:`CSClaim` of a claim object (``epsilon``/``delta``, or ``mu``/a GDP claim), or None
+    for a claim the sequence does not cover (ρ-zCDP)."""
+    inner = getattr(claim, "claim", claim)  # app.claims.heldout.HeldOutClaim wraps a claims.Claim
+    kind = getattr(inner, "kind", None)
+    if kind == "gdp" or hasattr(inner, "mu"):
+        return CSClaim("gdp", float(inner.mu))
+    if kind == "zcdp" or hasattr(inner, "rho"):
+        return None
+    if getattr(inner, "epsilon", None) is not None:
+        return CSClaim("dp", float(inner.epsilon), float(getattr(inner, "delta", 0.0) or 0.0))
+    return None
+
+
+def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
+    """The exact test of the claim on fresh outputs counted in the alarm's event (module docstring,
+    2.): the engine's ``test_claim`` (Clopper–Pearson, each side at α/2), in the alarm's orientation
+    (p on x). JSON-ready."""
+    from app.stats.evidence import as_claim, claim_parameter, event_bound
+
+    if n < 1 or not (0 <= a <= n and 0 <= b <= n):
+        raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
+    c = as_claim(claim)
+    result = event_bound(a, b, n, n, alpha=alpha, claim=c)
+    lb = result.lower_bound
+    return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
+            "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,
+            "confidence": 1 - alpha, "confirms": bool(result.refutes)}

@@ -1,0 +1,240 @@
+"""Is the evidence attached to an alarm valid at the alarm? Coverage at the (stopping) time of the alarm.
+
+Issue 20. Each cell: R runs of T periods, n outputs per side and period, one event with
+q = q0 throughout; p sits on the claim's boundary before the change (p = e·q0 for the claim ε = 1,
+p = Φ(Φ⁻¹(q0) + 1) for the claim μ = 1) and moves to the changed value θ₁ at period t0
+(p = e^θ₁·q0, or Φ(Φ⁻¹(q0) + θ₁)). Every detector runs on the same counts:
+
+- aggregator (seed 002 eq. 13, T, γ = 1/4, q_{1−α}(T, γ)); naive: the randomised exact test at α/T
+  (pure ε only); e-process (W ≥ 1/α); e-detector (mixture e-SR, c = T/α).
+
+At each run's first alarm τ the bench records
+
+- the headline: the anytime-valid lower bound LB_τ of app.stats.confidence (eq. CS), computed on
+  every period 1..τ; covered when LB_τ < θ_true(τ) (θ₁ after the change, the claim before);
+- the old window bound (the inverted score statistic on the detector's data-chosen window, the
+  lag attaining M_τ for the aggregator, the periods since log W was last ≤ 0 for the e-process),
+  pure ε only, now labelled descriptive: its coverage, for comparison;
+- the confirmation: the exact Clopper–Pearson test of the claim (each side at α/2) on
+  ``--fresh`` fresh outputs per side drawn after τ (app.stats.confidence.confirmation).
+
+Among false alarms (τ < t0, and the ``--null`` cells with no change at all) it reports how often
+each contradicts the claim.
+
+    nice -n 10 .venv/bin/python bench/alarm_coverage.py --runs 1000 --out docs/results/alarm_coverage
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from app.claims.heldout import HeldOutClaim
+from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
+from app.stats.claim_period import claim_z_path
+from app.stats.claims import GaussianDP
+from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence, confirmation
+from app.stats.evidence import score_lower_bound
+from app.stats.exact_naive import exact_naive_alarm_period
+from app.stats.heldout import EpsilonDelta
+from app.stats.period import period_statistic
+from app.stats.sequential import (SupportingLine, bet_grid, e_detector_paths_from_increments,
+                                  e_process_paths_from_increments, edetector_threshold, log_evalues_sd)
+from app.stats.thresholds import threshold_for
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (math.nan, math.nan)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def first_at_least(x: np.ndarray, level: float) -> np.ndarray:
+    above = x >= level
+    return np.where(above.any(axis=1), above.argmax(axis=1) + 1, 0)
+
+
+def p_of(kind: str, theta: float, q0: float) -> float:
+    return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
+
+
+def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: float, horizon: int, alpha: float,
+                    gamma: float, rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """First alarm (0 = none) and the statistic's path that chose the old window (None: not kept)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    if kind == "dp":
+        z = period_statistic(a, b, n, claimed).z
+    else:
+        z = claim_z_path(a, b, n, GaussianDP(claimed))
+    m = weighted_statistic_path(z, horizon, gamma)
+    out["aggregator"] = (first_crossing(m, threshold_for(horizon, gamma, alpha).value), z)
+    if kind == "dp":
+        out["naive"] = (exact_naive_alarm_period(a, b, n, SupportingLine.pure(claimed), alpha, horizon, rng=rng), None)
+        s, d = math.exp(claimed), 0.0
+    else:
+        s, d = _lines(CSClaim("gdp", claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
+                      _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
+    inc = log_evalues_sd(a, b, n, s, d, bet_grid())
+    log_w = e_process_paths_from_increments(inc)
+    out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
+    log_m = e_detector_paths_from_increments(inc)
+    out["e-detector"] = (first_at_least(log_m, math.log(edetector_threshold(alpha, horizon))), None)
+    return out
+
+
+def old_window_bound(name: str, path: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, tau: int, horizon: int,
+                     gamma: float, alpha: float) -> float:
+    """The pre-issue-20 headline: the score bound on the detector's data-chosen window."""
+    if name == "aggregator":
+        s = np.concatenate([[0.0], np.cumsum(path[:tau])])
+        ratios = (s[tau] - s[tau - 1::-1][:tau]) / lag_weights(horizon, gamma)[1: tau + 1]
+        lag = int(np.argmax(ratios)) + 1
+    else:  # e-process: the periods since log W was last ≤ 0
+        low = np.nonzero(path[:tau] <= 0.0)[0]
+        lag = max(1, tau - (int(low[-1]) + 1 if low.size else 0))
+    big_a, big_b = int(a[tau - lag: tau].sum()), int(b[tau - lag: tau].sum())
+    return score_lower_bound(big_a, big_b, n * lag, alpha)
+
+
+def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: int, horizon: int, change_at: int,
+             alpha: float, gamma: float, fresh: int, seed: int) -> dict:
+    rng = np.random.default_rng([seed, int(theta1 * 1000), int(q0 * 1e5), n, 0 if kind == "dp" else 1, change_at])
+    p0, p1 = p_of(kind, claimed, q0), p_of(kind, theta1, q0)
+    a = np.empty((runs, horizon), dtype=np.int64)
+    a[:, : change_at - 1] = rng.binomial(n, p0, size=(runs, change_at - 1))
+    a[:, change_at - 1:] = rng.binomial(n, p1, size=(runs, horizon - change_at + 1))
+    b = rng.binomial(n, q0, size=(runs, horizon))
+    t0 = time.perf_counter()
+    cs = confidence_sequence(a, b, n, CSClaim(kind, claimed), alpha)
+    cs_seconds = time.perf_counter() - t0
+    claim_obj = EpsilonDelta(claimed) if kind == "dp" else HeldOutClaim.of({"gdp_mu": claimed})
+    rows = {}
+    for name, (first, path) in detector_alarms(kind, a, b, n, claimed, horizon, alpha, gamma, rng).items():
+        right = {"alarms": 0, "covered": 0, "cs_contradicts": 0, "old_covered": 0, "old_n": 0, "confirms": 0,
+                 "lb": [], "delay": []}
+        false = {"alarms": 0, "cs_contradicts": 0, "old_contradicts": 0, "old_n": 0, "confirms": 0}
+        for r in np.nonzero(first > 0)[0]:
+            tau = int(first[r])
+            after = tau >= change_at
+            truth = theta1 if after else claimed
+            lb = float(cs.lower[r, tau - 1])
+            fa, fb = rng.binomial(fresh, p1 if after else p0), rng.binomial(fresh, q0)
+            conf = confirmation(int(fa), int(fb), fresh, claim_obj, alpha)["confirms"]
+            old = (old_window_bound(name, path[r], a[r], b[r], n, tau, horizon, gamma, alpha)
+                   if (kind == "dp" and path is not None) else None)
+            if after:
+                right["alarms"] += 1
+                right["covered"] += lb < truth
+                right["cs_contradicts"] += lb >= claimed
+                right["confirms"] += conf
+                right["lb"].append(lb)
+                right["delay"].append(tau - change_at)
+                if old is not None:
+                    right["old_n"] += 1
+                    right["old_covered"] += old < truth
+            else:
+                false["alarms"] += 1
+                false["cs_contradicts"] += lb >= claimed
+                false["confirms"] += conf
+                if old is not None:
+                    false["old_n"] += 1
+                    false["old_contradicts"] += old > claimed
+        rows[name] = {
+            "right_alarms": right["alarms"], "coverage": right["covered"] / max(right["alarms"], 1),
+            "coverage_ci": wilson(right["covered"], right["alarms"]),
+            "cs_contradicts_claim": right["cs_contradicts"] / max(right["alarms"], 1),
+            "confirmation_confirms": right["confirms"] / max(right["alarms"], 1),
+            "old_window_coverage": (right["old_covered"] / right["old_n"]) if right["old_n"] else None,
+            "old_window_coverage_ci": wilson(right["old_covered"], right["old_n"]) if right["old_n"] else None,
+            "median_lb": float(np.median(right["lb"])) if right["lb"] else None,
+            "median_delay": float(np.median(right["delay"])) if right["delay"] else None,
+            "false_alarms": false["alarms"], "false_cs_contradicts": false["cs_contradicts"],
+            "false_confirmation_contradicts": false["confirms"], "false_old_contradicts": false["old_contradicts"],
+            "false_old_n": false["old_n"],
+        }
+    return {"kind": kind, "claimed": claimed, "theta1": theta1, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
+            "change_at": change_at, "cs_seconds": round(cs_seconds, 1),
+            "cs_ever_above_truth_after_change": float(np.mean((cs.lower[:, change_at - 1:] >= theta1).any(axis=1))),
+            "detectors": rows}
+
+
+def fmt_cell(res: dict) -> list[str]:
+    par = "ε" if res["kind"] == "dp" else "μ"
+    lines = []
+    for name, row in res["detectors"].items():
+        lo, hi = row["coverage_ci"]
+        old = ("—" if row["old_window_coverage"] is None else
+               f"{row['old_window_coverage']:.3f} [{row['old_window_coverage_ci'][0]:.3f}, {row['old_window_coverage_ci'][1]:.3f}]")
+        lines.append(
+            f"| {par} {res['claimed']:g} → {res['theta1']:g} | {res['q0']:g} | {res['n']} | {name} | {row['right_alarms']} | "
+            f"{row['coverage']:.3f} [{lo:.3f}, {hi:.3f}] | {old} | {row['cs_contradicts_claim']:.3f} | "
+            f"{row['confirmation_confirms']:.3f} | {row['median_lb'] if row['median_lb'] is None else round(row['median_lb'], 2)} | "
+            f"{row['median_delay']} | {row['false_alarms']}: {row['false_cs_contradicts']} / {row['false_confirmation_contradicts']} |")
+    return lines
+
+
+HEADER = ("| change | q0 | n | detector | right alarms | coverage of LB_τ [95% CI] | old window bound coverage | "
+          "LB_τ ≥ claim | fresh confirmation | median LB_τ | median delay | false alarms: CS / fresh contradict |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--horizon", type=int, default=200)
+    ap.add_argument("--change-at", type=int, default=51)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--gamma", type=float, default=0.25)
+    ap.add_argument("--fresh", type=int, default=25000, help="fresh outputs per side for the confirmation "
+                    "(half of the service's default alarm_snapshot_samples = 50,000)")
+    ap.add_argument("--kinds", default="dp,gdp")
+    ap.add_argument("--thetas", default="1.3,2")
+    ap.add_argument("--q0", default="0.1,0.01")
+    ap.add_argument("--samples", default="200,1000")
+    ap.add_argument("--null-runs", type=int, default=0, help="also run cells with no change (boundary only)")
+    ap.add_argument("--seed", type=int, default=20)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    results = []
+    started = time.time()
+    print(HEADER, flush=True)
+    for kind in args.kinds.split(","):
+        for theta1 in [float(v) for v in args.thetas.split(",")]:
+            for q0 in [float(v) for v in args.q0.split(",")]:
+                for n in [int(v) for v in args.samples.split(",")]:
+                    res = run_cell(kind, 1.0, theta1, q0, n, args.runs, args.horizon, args.change_at, args.alpha,
+                                   args.gamma, args.fresh, args.seed)
+                    results.append(res)
+                    print("\n".join(fmt_cell(res)), flush=True)
+    if args.null_runs:
+        print("\nNo change (every period on the boundary): false alarms and how often the evidence contradicts the claim")
+        for kind in args.kinds.split(","):
+            for q0 in [float(v) for v in args.q0.split(",")]:
+                for n in [int(v) for v in args.samples.split(",")]:
+                    res = run_cell(kind, 1.0, 1.0, q0, n, args.null_runs, args.horizon, args.horizon + 1,
+                                   args.alpha, args.gamma, args.fresh, args.seed)
+                    res["null"] = True
+                    results.append(res)
+                    for name, row in res["detectors"].items():
+                        fa = row["false_alarms"]
+                        print(f"| {'ε' if kind == 'dp' else 'μ'} = 1 | {q0:g} | {n} | {name} | {fa} / {args.null_runs} | "
+                              f"CS contradicts {row['false_cs_contradicts']} / {fa} | fresh confirmation contradicts "
+                              f"{row['false_confirmation_contradicts']} / {fa} | old window bound contradicts "
+                              f"{row['false_old_contradicts']} / {row['false_old_n']} |", flush=True)
+    print(f"\n{time.time() - started:.0f} s")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "coverage.json").write_text(json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""False alarms of every detector at the boundary of every kind of claim (issue 20's grid).
+
+Claims: ε 0.1, 1 and 3; (1, 10⁻⁵) and (1, 10⁻²); μ 0.5, 1 and 2; ρ 0.5. Boundary points: the
+vertex (both faces bind; GDP/zCDP: the symmetric point), an edge (q = 0.1, or half the vertex's q
+when q = 0.1 is outside), the mirrored edge (the complement face 1 − q = h(1 − p), at 1 − p = 0.1),
+the corner (δ, 0) where it exists, and a rare event p = 0.01. n 50 and 200, T = 200, α = 0.05.
+
+Detectors on the same draws: the aggregator (anchored statistic, shipped threshold), the fair naive
+(randomised exact test at α/T; pure ε only), the e-process as shipped since issue 20 (both faces, the
+grid + aGRAPA), the e-process before it (one face, grid), and the e-detector (c = T/α). Lines of
+non-pure claims: the anchor at the discounted past counts (the service's ``sequential_line``; the
+a-priori line in period 1). A run is a false alarm when the detector fires within T periods.
+
+    nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 > docs/results/far_grid/far.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+from scipy import optimize, special
+
+from app.stats.aggregator import first_crossing, weighted_statistic_path
+from app.stats.claim_period import a_priori_line, anchor_line, claim_z_path
+from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, clopper_pearson, parse_claim
+from app.stats.exact_naive import exact_naive_alarm_period
+from app.stats.period import period_statistic
+from app.stats.sequential import (_MixtureBase, _discounted_past, _log_evalue_fraction, agrapa_fraction,
+                                  bet_grid, e_detector_paths_from_increments, e_process_paths_from_increments,
+                                  edetector_threshold, log_evalues_sd, SupportingLine)
+from app.stats.thresholds import threshold_for
+
+
+def points(claim: Claim) -> list[tuple[str, float, float]]:
+    up = claim.upper
+
+    def solve(f, lo=0.0, hi=1.0):
+        return float(optimize.brentq(f, lo, hi, xtol=1e-14))
+
+    q_v = solve(lambda q: float(up(q)) + q - 1.0, 0.0, 0.5 + 1e-12) if float(up(0.5)) > 0.5 else 0.5
+    out = [("vertex", float(up(q_v)), q_v)]
+    q_e = 0.1 if 0.1 < q_v else q_v / 2
+    out.append((f"edge q={q_e:.3g}", float(up(q_e)), q_e))
+    # mirrored edge: 1 − q = h(1 − p) with 1 − p = 0.1 (or half of 1 − p at the vertex)
+    one_minus_p = 0.1 if 0.1 < 1 - float(up(q_v)) else (1 - float(up(q_v))) / 2
+    out.append(("mirrored edge", 1 - one_minus_p, 1 - float(up(one_minus_p))))
+    if float(up(0.0)) > 0:
+        out.append(("corner (δ,0)", float(up(0.0)), 0.0))
+    if float(up(0.0)) < 0.01 < float(up(q_v)):
+        q_r = solve(lambda q: float(up(q)) - 0.01, 0.0, q_v)
+        out.append(("rare p=0.01", 0.01, q_r))
+    return out
+
+
+def lines_path(claim: Claim, a: np.ndarray, b: np.ndarray, n: int):
+    """(s, d, swap) of each period: the anchor at the discounted past counts, a priori at t = 1."""
+    r = _MixtureBase.ESTIMATE_DISCOUNT
+    sa, sb = _discounted_past(a.astype(float), r), _discounted_past(b.astype(float), r)
+    sn = _discounted_past(np.full(a.shape, float(n)), r)
+    line = anchor_line(claim, sa, sb, sn)
+    prior = a_priori_line(claim)
+    s = np.array(np.broadcast_to(line.slope, a.shape), dtype=float)
+    d = np.array(np.broadcast_to(line.intercept, a.shape), dtype=float)
+    swap = np.array(np.broadcast_to(line.orientation == "lower", a.shape))
+    s[:, 0], d[:, 0], swap[:, 0] = float(prior.slope), float(prior.intercept), str(prior.orientation) == "lower"
+    return s, d, swap, sa, sb, sn
+
+
+def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool) -> np.ndarray:
+    nn = np.full(a.shape, float(n))
+    ca, cb = np.where(swap, b, a).astype(float), np.where(swap, a, b).astype(float)
+    pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
+    sides = [(ca, cb, pa, pb)] + ([(nn - cb, nn - ca, sn - pb, sn - pa)] if faces == "both" else [])
+    parts = []
+    for fa, fb, qa, qb in sides:
+        parts.append(log_evalues_sd(fa, fb, nn, s, d, bet_grid()))
+        if agrapa:
+            c = agrapa_fraction(qa, qb, sn, s, d)
+            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c)[..., None])
+    return np.concatenate(parts, axis=-1)
+
+
+def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alpha: float, gamma: float,
+         seed: int) -> dict[str, int]:
+    rng = np.random.default_rng([seed, n, int(p * 1e9), int(q * 1e9)])
+    a = rng.binomial(n, min(p, 1.0), size=(runs, horizon))
+    b = rng.binomial(n, min(max(q, 0.0), 1.0), size=(runs, horizon))
+    pure = getattr(claim, "delta", None) == 0.0 or claim.kind == "epsilon"
+    out = {}
+    if pure:
+        eps = float(claim.epsilon)
+        z = period_statistic(a, b, n, eps).z
+        s = np.full(a.shape, math.exp(eps))
+        d = np.zeros(a.shape)
+        swap = np.zeros(a.shape, bool)
+        r = _MixtureBase.ESTIMATE_DISCOUNT
+        sa, sb = _discounted_past(a.astype(float), r), _discounted_past(b.astype(float), r)
+        sn = _discounted_past(np.full(a.shape, float(n)), r)
+        out["naive"] = int(np.sum(exact_naive_alarm_period(a, b, n, SupportingLine.pure(eps), alpha, horizon,
+                                                          rng=rng) > 0))
+    else:
+        z = claim_z_path(a, b, n, claim)
+        s, d, swap, sa, sb, sn = lines_path(claim, a, b, n)
+    thr = threshold_for(horizon, gamma, alpha).value
+    out["aggregator"] = int(np.sum(first_crossing(weighted_statistic_path(z, horizon, gamma), thr) > 0))
+    level = math.log(1 / alpha)
+    new = e_process_paths_from_increments(increments(a, b, n, s, d, swap, sa, sb, sn, "both", True))
+    out["e-process"] = int(np.sum((new >= level).any(axis=1)))
+    one = increments(a, b, n, s, d, swap, sa, sb, sn, "one", False)
+    out["e-process (one face, grid)"] = int(np.sum((e_process_paths_from_increments(one) >= level).any(axis=1)))
+    c = math.log(edetector_threshold(alpha, horizon))
+    out["e-detector"] = int(np.sum((e_detector_paths_from_increments(one) >= c).any(axis=1)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=2000)
+    ap.add_argument("--horizon", type=int, default=200)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--gamma", type=float, default=0.25)
+    ap.add_argument("--ns", default="50,200")
+    ap.add_argument("--seed", type=int, default=20)
+    args = ap.parse_args()
+    claims = [parse_claim({"epsilon": e}) for e in (0.1, 1.0, 3.0)] + [ApproxDP(1.0, 1e-5), ApproxDP(1.0, 1e-2)] \
+        + [GaussianDP(m) for m in (0.5, 1.0, 2.0)] + [ZCDP(0.5)]
+    names = ["aggregator", "naive", "e-process", "e-process (one face, grid)", "e-detector"]
+    print(f"R = {args.runs}, T = {args.horizon}, α = {args.alpha}; FAR per detector (— : not run); "
+          f"95% Clopper–Pearson interval of the largest in the last column")
+    print("| claim | point | p | q | n | " + " | ".join(names) + " | max [95% CI] |")
+    print("|---|---|---|---|---|" + "---|" * len(names) + "---|")
+    worst = {k: (0.0, "") for k in names}
+    started = time.time()
+    cells = 0
+    for claim in claims:
+        for label, p, q in points(claim):
+            for n in [int(v) for v in args.ns.split(",")]:
+                res = cell(claim, p, q, n, args.runs, args.horizon, args.alpha, args.gamma, args.seed)
+                cells += 1
+                rates = {k: res[k] / args.runs for k in res}
+                top = max(res.values())
+                lo = float(clopper_pearson(top, args.runs, 0.025, "lower"))
+                hi = float(clopper_pearson(top, args.runs, 0.025, "upper"))
+                for k, v in rates.items():
+                    if v > worst[k][0]:
+                        worst[k] = (v, f"{claim.describe()} {label} n={n}")
+                print(f"| {claim.describe()} | {label} | {p:.4g} | {q:.4g} | {n} | "
+                      + " | ".join(f"{rates[k]:.4f}" if k in rates else "—" for k in names)
+                      + f" | {top / args.runs:.4f} [{lo:.4f}, {hi:.4f}] |", flush=True)
+    print(f"\n{cells} cells, {time.time() - started:.0f} s. Worst per detector:")
+    for k, (v, where) in worst.items():
+        print(f"- {k}: {v:.4f} ({where})")
+
+
+if __name__ == "__main__":
+    main()
