@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.search.certify import FINAL_SHARE, StageResult, certification_settings, certify, findings_from, staged_test
