@@ -589,10 +589,12 @@ def search(
     monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
     mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
     junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
+    full_report: Annotated[bool, typer.Option("--full-report", help="Do not stop at the first certification: screen, refine and certify to the end of the budget, and report every finding.")] = False,
 ) -> None:
     """Search the input domain for a pair of neighbouring databases and an event that break the claim
     (docs/search.md): candidates from StatDP's patterns, Halton databases and edge cases, screened by
-    successive halving, refined by Optuna, certified on fresh samples with the audit engine.
+    successive halving, refined by Optuna, certified on fresh samples in stages (after every
+    screening rung, and by the audit engine after refinement); stops at the first certification.
 
     Exits 1 when a violation is certified, 0 when none is found within the budget (which does not mean
     that the claim holds), 2 on usage errors.
@@ -606,8 +608,8 @@ def search(
                        output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
                        alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
                        allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
-                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err,
-                       junit_xml=junit_xml)
+                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, full_report=full_report,
+                       echo=typer.echo, err=_err, junit_xml=junit_xml)
     if code:
         raise typer.Exit(code=code)
 

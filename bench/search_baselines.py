@@ -3,8 +3,9 @@
 Every violating entry of the search corpus, ``--runs`` times each, with ``--budget`` outputs in all
 per run and method:
 
-- **search**: dpwatch's search (generators, successive halving, Optuna refinement, the audit
-  engine's certification on fresh samples);
+- **search**: dpwatch's search (generators, successive halving with a staged test on fresh samples
+  after every rung, Optuna refinement, the audit engine's final certification), stopping at the
+  first certification; its lines record the certifying stage;
 - **statdp**: StatDP's patterns alone (app.search.generators.statdp_patterns: the eight patterns
   for answer vectors, the single-entry ones for records, as DP-Sniper's PatternGenerator);
 - **uniform**: uniform random pairs over the domain (app.search.generators.uniform_pair), as
@@ -20,7 +21,7 @@ the run stops at the first trial that refutes the claim. So all four methods cer
 test and level; they differ in how they choose the pairs. Reported per method: violations
 certified, and the median samples drawn until the first certification (over the certified runs).
 
-    nice -n 10 .venv/bin/python bench/search_baselines.py --runs 3 --budget 2000000
+    nice -n 10 .venv/bin/python bench/search_baselines.py --runs 3 --budget 2000000 --out results.jsonl
 """
 
 from __future__ import annotations
@@ -87,7 +88,11 @@ async def runner(entry, method: str, budget: int, trials: int, alpha: float, see
     sampler = function_sampler(entry.sample, entry.shape, seed)
     if method == "search":
         r = await run_search(sampler, domain, claim, entry.shape, SearchSettings(budget=budget, seed=seed))
-        return {"certified": r.certified, "samples": r.samples["total"]}
+        first = r.certification.get("first_certification") or {}
+        return {"certified": r.certified, "samples": first.get("samples", r.samples["total"]),
+                "samples_total": r.samples["total"], "stage": first.get("stage"), "after": first.get("after"),
+                "stages": len(r.certification.get("stages", [])),
+                "lower_bound": None if r.finding is None else r.finding["lower_bound"]}
     draws = SearchDraws(sampler)
     rng = np.random.default_rng(seed)
     n = max(200, budget // (2 * trials))
@@ -101,7 +106,7 @@ async def runner(entry, method: str, budget: int, trials: int, alpha: float, see
         for t, pair in enumerate(pairs):
             _, refuted = await trial(draws, pair, entry.shape, claim, n, level, seed + t)
             if refuted:
-                return {"certified": True, "samples": draws.total}
+                return {"certified": True, "samples": draws.total, "trial": t + 1}
         return {"certified": False, "samples": draws.total}
     import optuna
 
@@ -119,7 +124,7 @@ async def runner(entry, method: str, budget: int, trials: int, alpha: float, see
             continue
         lb, refuted = await trial(draws, pair, entry.shape, claim, n, level, seed + t)
         if refuted:
-            return {"certified": True, "samples": draws.total}
+            return {"certified": True, "samples": draws.total, "trial": t + 1}
         study.tell(tr, -100.0 if lb is None or not math.isfinite(lb) else float(lb))
     return {"certified": False, "samples": draws.total}
 
@@ -132,42 +137,69 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=20_000)
     ap.add_argument("--only", default="")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--out", type=Path, default=None, help="append one JSON line per run here")
+    ap.add_argument("--summarise", type=Path, default=None, help="only print the table of these JSON lines")
     args = ap.parse_args()
+    if args.summarise:
+        lines = [json.loads(x) for x in args.summarise.read_text().splitlines() if x.strip()]
+        res: dict[str, dict[str, list[dict]]] = {}
+        for x in lines:
+            res.setdefault(x["method"], {}).setdefault(x["slug"], []).append(x)
+        table(res, [m for m in METHODS if m in res], list(dict.fromkeys(x["slug"] for x in lines)))
+        return
+    methods = [m for m in args.methods.split(",") if m]
     corpus = {k: v for k, v in search_corpus().items() if v.violates}
     if args.only:
         corpus = {k: corpus[k] for k in args.only.split(",")}
     print(f"load average at start: {os.getloadavg()}", flush=True)
     started = time.time()
-    results: dict[str, dict[str, list[dict]]] = {m: {} for m in METHODS}
+    results: dict[str, dict[str, list[dict]]] = {m: {} for m in methods}
     for slug, entry in corpus.items():
-        for method in METHODS:
+        for method in methods:
             runs = []
             for i in range(args.runs):
                 t = time.perf_counter()
                 r = asyncio.run(runner(entry, method, args.budget, args.trials, args.alpha, args.seed + i))
                 r["seconds"] = round(time.perf_counter() - t, 2)
                 runs.append(r)
-                print(json.dumps({"slug": slug, "method": method, "seed": args.seed + i, **r}), flush=True)
+                line = json.dumps({"slug": slug, "method": method, "seed": args.seed + i, **r})
+                print(line, flush=True)
+                if args.out:
+                    with args.out.open("a") as fh:
+                        fh.write(line + "\n")
             results[method][slug] = runs
     print(f"load average at end: {os.getloadavg()}; {time.time() - started:.0f} s")
-    header = "| entry | " + " | ".join(f"{m}: certified | {m}: median samples" for m in METHODS) + " |"
+    table(results, methods, list(corpus))
+
+
+def table(results: dict[str, dict[str, list[dict]]], methods: list[str], slugs: list[str]) -> None:
+    """The markdown table: per entry and method, certified runs and the median samples to the first
+    certification (over the certified runs); the search's certifying stages last."""
+    header = "| entry | " + " | ".join(f"{m}: certified | {m}: median samples" for m in methods) + " |"
     print(header)
-    print("|---|" + "---:|---:|" * len(METHODS))
-    for slug in corpus:
+    print("|---|" + "---:|---:|" * len(methods))
+    for slug in slugs:
         cells = []
-        for m in METHODS:
+        for m in methods:
             runs = results[m][slug]
             cert = [r for r in runs if r["certified"]]
             med = f"{statistics.median(r['samples'] for r in cert):,.0f}" if cert else "–"
             cells += [f"{len(cert)}/{len(runs)}", med]
         print(f"| `{slug}` | " + " | ".join(cells) + " |")
     cells = []
-    for m in METHODS:
+    for m in methods:
         runs = [r for rs in results[m].values() for r in rs]
         cert = [r for r in runs if r["certified"]]
         med = f"{statistics.median(r['samples'] for r in cert):,.0f}" if cert else "–"
         cells += [f"**{len(cert)}/{len(runs)}**", f"**{med}**"]
     print("| **all** | " + " | ".join(cells) + " |")
+    if "search" in results:
+        stages = [r.get("stage") for rs in results["search"].values() for r in rs if r["certified"]]
+        counts: dict[str, int] = {}
+        for st in stages:
+            counts[str(st)] = counts.get(str(st), 0) + 1
+        print("search: certifying stage (run count): " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
 
 
 if __name__ == "__main__":

@@ -93,8 +93,11 @@ def main() -> None:
                 r = asyncio.run(one(entry, settings, args.seed + i, http))
                 wall = time.perf_counter() - t
                 f = r.finding
+                first = r.certification.get("first_certification") or {}
                 runs.append({"slug": slug, "seed": args.seed + i, "certified": r.certified,
                              "samples": r.samples["total"], "seconds": wall,
+                             "first_certification_samples": first.get("samples"), "stage": first.get("stage"),
+                             "stages": len(r.certification.get("stages", [])),
                              "lower_bound": None if f is None else f["lower_bound"],
                              "relation": None if f is None else f["relation"],
                              "source": None if f is None else f["source"],

@@ -64,8 +64,17 @@ def main() -> None:
             n_false += int(r.certified)
             lb = r.certification.get("lower_bound")
             lbs.append(lb)
+            stages = r.certification.get("stages", [])
+            first = r.certification.get("first_certification") or {}
             line = {"slug": slug, "seed": seed, "certified": r.certified, "lower_bound": lb,
-                    "samples": r.samples["total"], "seconds": round(secs[-1], 2), "stopped": r.stopped}
+                    "samples": r.samples["total"], "seconds": round(secs[-1], 2), "stopped": r.stopped,
+                    "stages": len(stages), "stage_tests": sum(st["tests"] for st in stages),
+                    "stage_samples": sum(st["samples"] for st in stages),
+                    "stage_lower_bound": max((st["lower_bound"] for st in stages if st["lower_bound"] is not None),
+                                             default=None),
+                    "final_lower_bound": r.certification.get("final_lower_bound"),
+                    "certifying_stage": first.get("stage"), "tests": r.certification.get("tests", 0)
+                    + sum(st["tests"] for st in stages)}
             print(json.dumps(line), flush=True)
             if args.out:
                 with args.out.open("a") as fh:
@@ -106,6 +115,11 @@ def summarise(path: Path) -> None:
               if lbs else f"| `{slug}` | | | {len(runs)} | {n_false} | – | |")
     upper = float(clopper_pearson_upper(false, total, 0.05))
     print(f"| **all** | | | **{total}** | **{false}** | | |")
+    staged = [r for r in lines if "stages" in r]
+    if staged:
+        print(f"searches that ran a staged test: {sum(r['stages'] > 0 for r in staged)}/{len(staged)}; staged tests "
+              f"{sum(r['stage_tests'] for r in staged)}, final-certification tests "
+              f"{sum(r['tests'] - r['stage_tests'] for r in staged)}")
     print(f"false-certification rate {false}/{total} = {false / total:.4f}; exact one-sided 95% upper bound {upper:.4f}")
 
 

@@ -260,3 +260,106 @@ def test_every_output_shape_searches(slug, domain, claim, certified):
         assert dom.relation(f["x"], f["x_prime"]) is not None
     assert result.samples["total"] <= 60_000 and not result.failing_inputs
     json.dumps(result.to_dict(), allow_nan=True)
+
+
+# ------------------------------------------------------------------------------------- staged certification
+
+
+def _run(slug, budget, seed=0, **kw):
+    from app.search.draws import function_sampler
+    from app.search.run import SearchSettings, run_search
+    from app.search.service import make_claim
+
+    entry = CORPUS[slug]
+    return asyncio.run(run_search(function_sampler(entry.sample, entry.shape, seed), D(entry.domain),
+                                  make_claim(entry.claim), entry.shape, SearchSettings(budget=budget, seed=seed, **kw)))
+
+
+def test_stage_levels_sum_below_alpha():
+    from app.search.certify import FINAL_SHARE, stage_alpha
+
+    alpha = 0.05
+    assert stage_alpha(alpha, 1) == alpha / 4 and stage_alpha(alpha, 2) == alpha / 8
+    assert math.fsum(stage_alpha(alpha, s) for s in range(1, 200)) + FINAL_SHARE * alpha <= alpha
+    with pytest.raises(ValueError):
+        stage_alpha(alpha, 0)
+    # a full search (no stop at the first certification) that ran stages and the final certification
+    r = _run("sum-maxabs-sensitivity", 400_000, seed=4, stop_at_first=False).to_dict()
+    cert = r["certification"]
+    assert cert["stages"] and "rounds" in cert  # stages ran, and so did the engine
+    assert [st["stage"] for st in cert["stages"]] == list(range(1, len(cert["stages"]) + 1))
+    for st in cert["stages"]:
+        assert st["alpha"] == stage_alpha(0.05, st["stage"])
+        assert st["tests"] * st["level_per_test"] <= st["alpha"] * (1 + 1e-12)
+    assert cert["engine_settings"] and cert["alpha"]["final"] == 0.025
+    assert cert["alpha"]["spent_at_most"] <= 0.05
+    for f in r["findings"]:  # every test's level is its stage's share (or the final one's)
+        level = f["held_out"]["alpha"]
+        assert level <= (stage_alpha(0.05, f["stage"]) / 3 if f["stage"] else 0.025) * (1 + 1e-12)
+    assert r["samples"]["total"] <= 400_000
+    # staging off: the final certification gets all of α
+    off = _run("laplace-sum", 60_000, seed=1, staged=False).to_dict()
+    assert not off["certification"]["stages"] and off["certification"]["alpha"]["final"] == 0.05
+
+
+def test_a_flagrant_bug_certifies_at_the_first_stage():
+    r = _run("empty-returns-zero", 2_000_000, seed=3)
+    first = r.certification["first_certification"]
+    assert r.certified and r.stopped == "certified" and first["stage"] == 1, r.statement
+    assert first["samples"] == r.samples["total"] < 100_000  # it stops there
+    assert r.samples["refinement"] == 0 and "rounds" not in r.certification  # no refinement, no engine
+    assert r.finding["stage"] == 1 and r.finding["held_out"]["refutes"] and r.finding["lower_bound"] > 1
+    assert D(r.domain).relation(r.finding["x"], r.finding["x_prime"]) == "add_remove"
+    from app.search.report import format_search_report
+
+    assert "first certified at stage 1 (screening rung 0)" in format_search_report(r)
+
+
+@pytest.mark.parametrize("slug, seed", [("laplace-sum", 0), ("laplace-sum", 1), ("clamp-correct", 2),
+                                        ("gaussian-range", 3)])
+def test_a_correct_mechanism_is_not_certified_on_a_small_budget(slug, seed):
+    r = _run(slug, 150_000, seed=seed)
+    assert not r.certified and r.certification["first_certification"] is None, r.statement
+    assert r.samples["total"] <= 150_000
+    lb = r.certification["lower_bound"]
+    assert lb is None or lb <= CORPUS[slug].claimed
+
+
+def test_staged_tests_never_count_the_outputs_that_chose_them(monkeypatch):
+    """Every output a staged test (or the final engine) counts was drawn after its pair and event were
+    chosen: no value it counts was ever passed to a choosing step before (continuous outputs, so
+    values identify draws)."""
+    import app.audit.engine as engine
+    import app.search.certify as certify
+    import app.search.screening as screening
+
+    seen: set[float] = set()  # every value passed to a choosing step so far
+    tested: list[tuple[str, set[float], set[float]]] = []
+
+    def values(outputs):
+        return set(np.asarray(outputs, dtype=float).ravel().tolist())
+
+    def choosing(original):
+        def wrapped(x, y, *args, **kw):
+            seen.update(values(x) | values(y))
+            return original(x, y, *args, **kw)
+        return wrapped
+
+    def counting(where, original):
+        def wrapped(event, outputs):
+            tested.append((where, values(outputs), set(seen)))
+            return original(event, outputs)
+        return wrapped
+
+    monkeypatch.setattr(screening, "propose", choosing(screening.propose))
+    monkeypatch.setattr(certify, "propose", choosing(certify.propose))
+    monkeypatch.setattr(engine, "propose", choosing(engine.propose))
+    monkeypatch.setattr(certify, "event_contains", counting("stage", certify.event_contains))
+    monkeypatch.setattr(engine, "event_contains", counting("engine", engine.event_contains))
+    r = _run("sum-maxabs-sensitivity", 400_000, seed=7, stop_at_first=False)
+    stage_counts = [t for t in tested if t[0] == "stage"]
+    assert stage_counts and any(t[0] == "engine" for t in tested)
+    for where, counted, before in tested:
+        assert counted and not counted & before, where
+    # the staged tests' outputs are certification draws, separate from the screening ones
+    assert r.samples["certification"] >= sum(st["samples"] for st in r.certification["stages"]) > 0

@@ -208,7 +208,9 @@ async def _monitor_search(ctx: JobContext) -> dict[str, Any]:
         return {"adopted": False, "reason": planned, "certified": False, "findings": []}
     plan, mechanism = planned
     domain = InputDomain.model_validate(mechanism.input_domain)
-    settings = SearchSettings(alpha=plan.alpha, budget=plan.budget, seed=plan.t)
+    # a monitor's search spends its whole budget (no stop at the first certification): it adopts the
+    # best informative finding on a pair no check watches yet, so more tested findings serve it better
+    settings = SearchSettings(alpha=plan.alpha, budget=plan.budget, seed=plan.t, stop_at_first=False)
     ctx.progress(0.0, f"the monitor's search after period {plan.t}: up to {plan.budget:,} outputs", force=True)
     result = (await _search(ctx, mechanism, domain, plan.claim, settings, label=f"msearch-{plan.monitor_id.hex[:12]}",
                             period=plan.t + 1, end=0.85)).to_dict()

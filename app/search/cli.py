@@ -39,7 +39,7 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
                 time_limit: float | None, alpha: float, candidates: int, seed: int, secret: str | None, max_batch: int,
                 binary: bool, allow_networks: list[str], as_json: bool, progress_bar: bool,
                 monitor_body_path: Path | None, mechanism_id: str | None,
-                echo: Any, err: Any, junit_xml: Path | None = None) -> int:
+                echo: Any, err: Any, junit_xml: Path | None = None, full_report: bool = False) -> int:
     """Run the search and print its report; returns the exit code (module docstring)."""
     from app.search.report import format_search_report, monitor_body
     from app.search.run import EndpointUnusable, SearchSettings
@@ -66,7 +66,7 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
         elif dim is not None:
             raise UsageError("--dim goes with --output-kind vector")
         settings = SearchSettings(alpha=alpha, budget=budget, time_limit=time_limit, seed=seed,
-                                  max_candidates=candidates)
+                                  max_candidates=candidates, stop_at_first=not full_report)
         http_config = SafeHttpConfig(allow_networks=tuple(allow_networks))
         the_secret = secret or generate_secret()
     except UsageError as exc:

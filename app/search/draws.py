@@ -7,9 +7,10 @@ database and the reason as a finding (:attr:`SearchDraws.failures`), and the pai
 database are dropped. Only when every one of the first databases fails is the endpoint itself
 taken to be unusable (:class:`EndpointUnusable`).
 
-The store keeps the outputs of the screening phase only; refinement draws are scored and thrown
-away, and certification draws its own (the audit engine samples through :meth:`engine_sampler`,
-which is only counted here).
+The store keeps the outputs that choose: the screening phase's, and a staged test's once it has
+been tested on them (app.search.certify.staged_test draws fresh outputs with :meth:`draw` and adds
+them afterwards). Refinement draws are scored and thrown away, and the final certification draws
+its own (the audit engine samples through :meth:`engine_sampler`, which is only counted here).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
              f"refined: {len(r['refinement'])} pair(s)"
              + ("" if not r["refinement"] else " (" + ", ".join(
                  f"{x['trials']} trials, {'moved' if x['improved'] else 'kept'}" for x in r["refinement"]) + ")"),
-             f"certified on fresh samples: {c['finalists']} finalist(s)",
+             _certified_line(r),
              f"samples: screening {s['screening']:,} + refinement {s['refinement']:,} + certification "
              f"{s['certification']:,} = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
              f"(stopped: {r['stopped']})", ""]
@@ -68,6 +68,19 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
             lines.append(f"  … and {len(fails) - 10} more (--json lists them all)")
     lines += ["", r["statement"]]
     return "\n".join(lines)
+
+
+def _certified_line(r: dict[str, Any]) -> str:
+    cert = r["certification"]
+    stages = cert.get("stages") or []
+    tested = sum(st["tests"] for st in stages)
+    line = (f"certified on fresh samples: {tested} staged test(s) in {len(stages)} stage(s)"
+            + (f", then {r['candidates']['finalists']} finalist(s) by the audit engine" if "rounds" in cert else ""))
+    first = cert.get("first_certification")
+    if first:
+        where = "the final certification" if first["stage"] == "final" else f"stage {first['stage']} ({first['after']})"
+        line += f"; first certified at {where}, after {first['samples']:,} outputs"
+    return line
 
 
 def _domain(d: dict[str, Any]) -> str:

@@ -10,12 +10,15 @@ the last speaks for α:
 2. **screening** (app.search.screening): successive halving with the engine's ranking score;
 3. **refinement** (app.search.refine): Optuna's TPE moves the best pairs' coordinates, with
    DP-Finder's objective (the estimated lower bound);
-4. **certification** (app.search.certify): the audit engine on the finalists, on fresh samples,
-   α over all finalists, events and rounds.
+4. **certification** (app.search.certify), in stages: after every screening rung (the probe rung
+   included) the best pairs' best events are tested on fresh outputs when their choosing data
+   predict a refutation (the s-th stage that tests at α·2^−(s+1)); after refinement the audit
+   engine certifies the finalists on fresh samples at α/2. The search stops at the first
+   certification (``stop_at_first``). The union bound keeps the total level below α.
 
 The budget is the number of outputs drawn in all (every database, every phase); by default 35% goes
-to screening, 15% to refinement and the rest to certification, which also gets whatever the
-first two leave. A violation is reported only when certification refutes the claim; otherwise the
+to screening, 15% to refinement, at most 20% to the staged tests, and the rest to the final
+certification, which also gets whatever the others leave. A violation is reported only when certification refutes the claim; otherwise the
 result says that none was found within the budget, which never means that the claim holds.
 """
 
@@ -24,15 +27,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.search.certify import certification_settings, certify, findings_from
+from app.search.certify import FINAL_SHARE, StageResult, certification_settings, certify, findings_from, staged_test
 from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
 from app.search.refine import RefineSettings, refine_pair
-from app.search.screening import ScreeningSettings, pair_score, successive_halving
+from app.search.screening import ScreenedPair, ScreeningSettings, successive_halving
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
 from app.stats.shapes import OutputShape
@@ -40,9 +43,8 @@ from app.stats.shapes import OutputShape
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
            "SearchSettings", "run_search"]
 
-#: The probe's level, as a fraction of α: a pair whose best event refutes the claim on the probe's
-#: own outputs at α·FLAGRANT_LEVEL is a flagrant violation (run_search's ``flagrant``).
-FLAGRANT_LEVEL = 1e-5
+#: Fresh outputs per database of a staged test at least.
+STAGE_MIN = 500
 
 DEFAULT_SEARCH_BUDGET = 8_000_000
 """Outputs drawn in all by default: screening ~2.8 M, refinement ~1.2 M, certification ~4 M."""
@@ -65,6 +67,10 @@ class SearchSettings:
     refine_samples: int = 4_000
     refine: bool = True
     probe: int = 200  # outputs per database of the probe rung (0: none; see screening.py)
+    staged: bool = True  # staged tests after every screening rung (certify.staged_test)
+    stage_pairs: int = 3  # pairs a stage tests at most (its level is α_s / stage_pairs)
+    stage_share: float = 0.2  # the staged tests' outputs, in all, at most this share of the budget
+    stop_at_first: bool = True  # stop at the first certification (False: the full search and report)
     concurrency: int = 4
 
     def __post_init__(self) -> None:
@@ -77,8 +83,10 @@ class SearchSettings:
         if not (0 <= self.screening_share < 1 and 0 <= self.refine_share < 1
                 and self.screening_share + self.refine_share < 0.9):
             raise ValueError("screening_share + refine_share must stay below 0.9")
-        if self.finalists < 1 or self.max_candidates < 1:
-            raise ValueError("finalists and max_candidates must be >= 1")
+        if self.finalists < 1 or self.max_candidates < 1 or self.stage_pairs < 1:
+            raise ValueError("finalists, max_candidates and stage_pairs must be >= 1")
+        if not 0 <= self.stage_share < 0.5:
+            raise ValueError("stage_share must lie in [0, 0.5)")
         if not set(self.families) <= {"statdp", "edge", "halton"} or not self.families:
             raise ValueError("families: one or more of statdp, edge, halton")
 
@@ -191,25 +199,37 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
     search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
 
-    def flagrant(x: Any, y: Any) -> bool:
-        """Whether the best probed pair's best event refutes the claim on the probe's own outputs at
-        level α·10⁻⁵ (Clopper–Pearson, app.stats.heldout): so small a level that the choice among a
-        few thousand events and pairs rarely passes it by luck. This only ends the search early (a
-        flagrant violation, which searching further would only delay); it certifies nothing, since
-        certification draws its own samples."""
-        import numpy as np
+    # staged certification (app.search.certify.staged_test) -------------------------------------
+    stages: list[StageResult] = []
+    stage_budget = int(s.budget * s.stage_share) if s.staged else 0
+    first: dict[str, Any] | None = None
+    all_pairs = list(candidates)
 
-        from app.stats.events import event_contains
-        from app.stats.heldout import Counts, test_claim
-        from app.stats.shapes import n_outputs
-
-        _, cand = pair_score(x, y, shape, replace(proposal, n_test=n_outputs(x), learned=False))
-        if cand is None:
+    async def stage(after: str, ranked_pairs: list[CandidatePair]) -> bool:
+        """Run the next staged test on ``ranked_pairs``; True when it certified and the search stops."""
+        nonlocal first
+        left = stage_budget - sum(st.samples for st in stages)
+        # a stage may spend half of what is left for stages (all of it once that is small)
+        room = min(left if left < 8 * STAGE_MIN else left // 2, s.budget - draws.total)
+        if not ranked_pairs or room < 2 * STAGE_MIN or (search_deadline is not None and time.monotonic() >= search_deadline):
             return False
-        a = int(np.count_nonzero(event_contains(cand.event, x)))
-        b = int(np.count_nonzero(event_contains(cand.event, y)))
-        counts = Counts(a, n_outputs(x), b, n_outputs(y)) if cand.x_first else Counts(b, n_outputs(y), a, n_outputs(x))
-        return test_claim(claim, counts, s.alpha * FLAGRANT_LEVEL).refutes
+        previous = phase["name"]
+        phase["name"] = "certification"
+        st = await staged_test(draws, ranked_pairs, shape, claim, stage=len(stages) + 1, alpha=s.alpha, after=after,
+                               proposal=proposal, max_pairs=s.stage_pairs, max_outputs=room, n_min=STAGE_MIN)
+        phase["name"] = previous
+        if st is None:
+            return False
+        stages.append(st)
+        await report(f"staged test {st.stage} after {after}: {len(st.tests)} pair(s) tested"
+                     + (", certified" if st.refuted else ""), force=True)
+        if st.refuted and first is None:
+            first = {"stage": st.stage, "after": after, "samples": draws.total,
+                     "seconds": round(time.monotonic() - started, 3)}
+        return st.refuted and s.stop_at_first
+
+    async def after_rung(r: int, alive: list[ScreenedPair]) -> bool:
+        return await stage(f"screening rung {r}", [e.pair for e in alive])
 
     # 2. screening ----------------------------------------------------------------------------
     phase["name"] = "screening"
@@ -220,16 +240,17 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
                           probe=s.probe),
         budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
-        flagrant=flagrant if s.probe else None)
+        after_rung=after_rung if s.staged else None)
     seconds["screening"] = screening.seconds
     ranked = screening.ranked
     draws.forget(set())
+    done = first is not None and s.stop_at_first
 
     # 3. refinement ---------------------------------------------------------------------------
     refined: list[dict[str, Any]] = []
     finalists: list[CandidatePair] = [e.pair for e in ranked[: s.finalists]]
     t0 = time.monotonic()
-    if s.refine and ranked and s.refine_share > 0 and screening.stopped != "flagrant":
+    if s.refine and ranked and s.refine_share > 0 and not done:
         phase["name"] = "refinement"
         per_pair = int(s.budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
         for e in ranked[: s.refine_pairs]:
@@ -243,19 +264,23 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             refined.append(ref.to_dict())
             if ref.best is not None and all(ref.best.key != f.key for f in finalists):
                 finalists.append(ref.best)
+                all_pairs.append(ref.best)
     seconds["refinement"] = round(time.monotonic() - t0, 3)
 
-    # 4. certification ------------------------------------------------------------------------
+    # 4. final certification ------------------------------------------------------------------
     phase["name"] = "certification"
     finalists = [f for f in finalists if not draws.failed(f.x) and not draws.failed(f.x_prime)]
     cert_budget = max(0, s.budget - draws.total)
+    final_alpha = s.alpha * FINAL_SHARE if s.staged else s.alpha
     result = None
     cert_error: dict[str, Any] | None = None
     t0 = time.monotonic()
     stopped = "budget"
-    if finalists and cert_budget >= 4 * 100 * len(finalists):
+    if done:
+        stopped = "certified"
+    elif finalists and cert_budget >= 4 * 100 * len(finalists):
         n_dbs = len({k for f in finalists for k in f.key.split("|")})
-        engine_settings = certification_settings(cert_budget, n_dbs, s.alpha, seed=s.seed)
+        engine_settings = certification_settings(cert_budget, n_dbs, final_alpha, seed=s.seed)
         await report(f"certifying {len(finalists)} finalist(s) on fresh samples", force=True)
         try:
             result = await certify(draws, finalists, shape, claim, settings=engine_settings,
@@ -268,29 +293,41 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             cert_error = failure_of(exc)
             stopped = f"certification failed ({cert_error['reason']}): nothing certified"
         else:
-            stopped = "certified" if result.refuted else ("time limit" if result.stopped == "time limit" else "budget")
+            if result.refuted and first is None:
+                first = {"stage": "final", "after": "refinement", "samples": draws.total,
+                         "seconds": round(time.monotonic() - started, 3)}
+            stopped = ("certified" if result.refuted or first is not None else
+                       ("time limit" if result.stopped == "time limit" else "budget"))
     elif not finalists:
         stopped = "no pair could be sampled"
     else:
-        stopped = "no budget left for certification"
+        stopped = "certified" if first is not None else "no budget left for certification"
     if screening.stopped == "time limit" and stopped == "budget":
         stopped = "time limit"
     seconds["certification"] = round(time.monotonic() - t0, 3)
     seconds["total"] = round(time.monotonic() - started, 3)
     await report("done", force=True)
 
-    findings = [] if result is None else findings_from(result, finalists, claimed, claim_json)
-    certified = bool(result is not None and result.refuted)
+    findings = findings_from(result, finalists, claimed, claim_json, stages, all_pairs)
+    certified = first is not None
     finding = findings[0] if findings and certified else None
     failing = list(draws.failures.values())
-    cert_summary: dict[str, Any] = {"finalists": [f.to_dict() for f in finalists], "error": cert_error}
+    lbs = [t["held_out"]["lower_bound"] for st in stages for t in st.tests if t["held_out"]["lower_bound"] is not None]
+    if result is not None and result.lower_bound is not None:
+        lbs.append(result.lower_bound)
+    best_lb = max(lbs) if lbs else None
+    cert_summary: dict[str, Any] = {
+        "finalists": [f.to_dict() for f in finalists], "error": cert_error, "lower_bound": best_lb,
+        "first_certification": first, "stages": [st.to_dict() for st in stages],
+        "alpha": {"stages": [st.alpha for st in stages], "final": final_alpha,
+                  "spent_at_most": sum(st.alpha for st in stages) + (final_alpha if result is not None else 0.0)}}
     if result is not None:
         cert_summary.update({
-            "lower_bound": result.lower_bound, "epsilon_hat": result.epsilon_hat, "rounds": result.rounds,
+            "final_lower_bound": result.lower_bound, "epsilon_hat": result.epsilon_hat, "rounds": result.rounds,
             "tests": len(result.tests), "stopped": result.stopped, "note": result.note,
             "engine_settings": result.settings, "mpl": result.mpl})
     statement = _statement(certified, finding, parameter, claimed, s.alpha, draws.total, seconds["total"],
-                           len(candidates), result.lower_bound if result is not None else None, failing, stopped)
+                           len(candidates), best_lb, failing, stopped)
     return SearchResult(
         certified=certified,
         verdict="violation certified" if certified else "no violation certified",

@@ -12,7 +12,9 @@ curse penalty), of the best candidate event of the pair on its outputs so far: D
 thresholded classifier once few pairs remain, the interval/tail/set families before.
 
 Screening samples only choose. They are never used to certify (app.search.certify draws fresh
-ones), so the scores need no level and the halving needs no correction.
+ones), so the scores need no level and the halving needs no correction. After every rung (the
+probe rung included) ``after_rung`` may run a staged test of the best pairs on fresh outputs
+(app.search.certify.staged_test); when it certifies, screening stops (``stopped: "certified"``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +46,7 @@ class ScreeningSettings:
     #: grid ranks pairs nearly as well at a quarter of the cost on vector outputs
     grid: int = 16
     #: a probe rung of this many outputs per database before the halving (0: none); it eliminates
-    #: nothing, and when a pair's violation is already flagrant there, screening stops at once
+    #: nothing, and a violation that is already clear there is certified by the first staged test
     probe: int = 200
 
     def __post_init__(self) -> None:
@@ -90,17 +92,18 @@ async def successive_halving(draws: SearchDraws, pairs: list[CandidatePair], sha
                              proposal: ProposalSettings, settings: ScreeningSettings, *, budget: int,
                              deadline: float | None = None,
                              progress: Callable[[str], Any] | None = None,
-                             flagrant: Callable[[Any, Any], bool] | None = None) -> Screening:
+                             after_rung: Callable[[int, list[ScreenedPair]], Awaitable[bool]] | None = None
+                             ) -> Screening:
     """Rank ``pairs`` by successive halving within ``budget`` outputs (module docstring).
 
-    ``flagrant(x_outputs, x'_outputs)`` (optional) is asked about the best pair after the probe
-    rung: when it says yes, screening stops there (``stopped: "flagrant"``), so that a violation
-    that shows on a few hundred outputs is certified without spending the screening budget."""
+    ``await after_rung(r, ranked_pairs_in_play)`` (optional) runs after every rung's scoring (the
+    staged certification); when it answers True, screening stops there (``stopped: "certified"``).
+    Its draws are not screening draws and do not count against ``budget``."""
     started = time.perf_counter()
     entries = [ScreenedPair(p) for p in pairs]
     alive = list(entries)
     rungs: list[dict[str, Any]] = []
-    probing = bool(settings.probe) and flagrant is not None
+    probing = bool(settings.probe)
     n = settings.probe if probing else settings.first_rung
     spent0 = draws.used["screening"]
     stopped = "survivors"
@@ -149,13 +152,12 @@ async def successive_halving(draws: SearchDraws, pairs: list[CandidatePair], sha
             out = progress(f"screening rung {r}: {len(alive)} pairs at {n:,} outputs per database")
             if asyncio.iscoroutine(out):
                 await out
+        if after_rung is not None and await after_rung(r, [e for e in alive if math.isfinite(e.score)]):
+            stopped = "certified"
+            rungs[-1]["certified"] = True
+            break
         if probing:
             probing = False
-            x, y = draws.store[database_key(best.pair.x)], draws.store[database_key(best.pair.x_prime)]
-            if math.isfinite(best.score) and await asyncio.to_thread(flagrant, x, y):
-                stopped = "flagrant"
-                rungs[-1]["flagrant"] = True
-                break
             n = settings.first_rung
             r += 1
             continue
