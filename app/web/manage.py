@@ -65,6 +65,10 @@ def _number(text: str | None) -> Any:
     return value
 
 
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def _fail(session: Any) -> None:
     """Undo whatever a failed service call flushed: the page is rendered, not an exception raised."""
     session.rollback()
@@ -101,8 +105,8 @@ def build_manage_router() -> APIRouter:
         probe_database = forms.json_field(fields, "probe_database", errors)
         body = {"name": fields.get("name", "").strip(), "sampling_url": fields.get("sampling_url", "").strip(),
                 "output_kind": fields.get("output_kind") or "real", "dim": _number(fields.get("dim")),
-                "max_batch": _number(fields.get("max_batch")) or 10_000,
-                "timeout_seconds": _number(fields.get("timeout_seconds")) or 10.0,
+                "max_batch": _or(_number(fields.get("max_batch")), 10_000),
+                "timeout_seconds": _or(_number(fields.get("timeout_seconds")), 10.0),
                 "prefer_binary": fields.get("prefer_binary") == "true"}
         if probe_database is not None:
             body["probe_database"] = probe_database
