@@ -413,3 +413,21 @@ def test_next_run_of_an_alarmed_monitor(web, alarmed):  # noqa: ANN001
     page = web.get(f"/ui/monitors/{alarmed['id']}").text
     assert "no next period: in alarm until reset" in page and "next " not in re.findall(
         r'<span class="hint">([^<]*)</span>', page)[3]
+
+
+def test_redeliver_a_message_through_the_api_and_the_ui(web, client, other_headers):  # noqa: ANN001
+    hook = create_webhook(client)
+    first = client.post(f"/v1/webhooks/{hook['id']}/test").json()
+    again = client.post(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}/redeliver")
+    assert again.status_code == 202 and again.json()["id"] != first["id"] and again.json()["status"] == "pending"
+    assert client.post(f"/v1/webhooks/{hook['id']}/deliveries/msg_nope/redeliver").status_code == 404
+    assert client.post(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}/redeliver",
+                       headers=other_headers).status_code == 404
+    page = web.get(f"/ui/webhooks/{hook['id']}")
+    form = re.search(r'action="(/ui/webhooks/[^"]+/redeliver)"', page.text).group(1)
+    done = web.post(form, data={"csrf_token": csrf(page.text)})
+    assert done.status_code == 303 and "Queued again" in web.get(done.headers["location"]).text
+    bodies = [d["event_type"] for d in client.get(f"/v1/webhooks/{hook['id']}/deliveries").json()["items"]]
+    assert bodies == ["webhook.test"] * 3
+    client.patch(f"/v1/webhooks/{hook['id']}", json={"enabled": False})
+    assert client.post(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}/redeliver").status_code == 409
