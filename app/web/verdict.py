@@ -125,8 +125,8 @@ def _claim_terms(terms: dict[str, Any], pair: str = "") -> Estimator:
         parts.append(f"δ̂ = {_g(terms.get('delta_hat'))} (lower bound {_g(terms.get('delta_lower_bound'))})")
     if terms.get("mu_hat") is not None:
         parts.append(f"μ̂ = {_g(terms.get('mu_hat'))} (lower bound {_g(terms.get('mu_lower_bound'))})")
-    statement = terms.get("statement")
-    finding = (statement + " " if statement else "") + ("; ".join(parts) + "." if parts else "")
+    statement = (terms.get("statement") or "").strip().rstrip(".")
+    finding = "; ".join(([statement] if statement else []) + parts) + "." if (statement or parts) else ""
     return Estimator(
         name="Claim terms and trade-off curve" + (f" ({pair})" if pair else ""),
         refutes=refutes,
@@ -141,7 +141,7 @@ def _sentence(subject: str, claim_text: str, estimators: list[Estimator], confid
     if refuting:
         strongest = next((e for e in refuting if not e.name.startswith("Sequential")), refuting[0])
         return (f"dpwatch concludes that {subject} contradict the claim {claim_text} at {confidence} confidence. "
-                f"Strongest evidence, {strongest.name[0].lower() + strongest.name[1:]}: {strongest.finding}"), True
+                f"Strongest evidence ({strongest.name}): {strongest.finding}"), True
     return (f"dpwatch has not established that {subject} contradict the claim {claim_text}: no estimator refutes "
             "it. This does not show that the mechanism meets the claim."), False
 

@@ -251,7 +251,7 @@
             (p.previous ? " · previous snapshot: ε̂ = " + fmt(p.previous.epsilon_hat, 4) + ", LB = " + fmt(p.previous.lower_bound, 4) : "");
           s.appendChild(summary);
           p.curves.forEach(function (c) {
-            var el = figure(s, "Privacy loss |ln f_x − ln f_x′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
+            var el = figure(s, "Privacy loss |ln fₓ − ln fₓ′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
             var series = [
               { label: "loss now", stroke: C.stat, width: 2, spanGaps: true, value: function (u, v) { return fmt(v, 4); },
                 points: { show: !!c.labels, size: 9, fill: C.stat }, paths: c.labels ? function () { return null; } : undefined },
