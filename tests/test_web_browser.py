@@ -59,7 +59,7 @@ def test_sign_in_watch_an_alarm_open_its_snapshot_and_acknowledge(tmp_path, chro
         page.click("text=open the snapshot")
         page.wait_for_url("**/ui/snapshots/**")
         page.wait_for_selector("#snapshot-charts canvas")
-        assert "MPL snapshot" in page.inner_text(".statement")
+        assert "MPL snapshot" in page.inner_text("#verdict")  # the one verdict, with the snapshot as one estimator
 
         page.go_back()
         page.wait_for_url(f"**/ui/monitors/{harmful}")
