@@ -374,7 +374,7 @@ def test_series_is_indexed_by_period_with_events(web, client, alarmed, db):  # n
         mech = session.get(Mechanism, m.mechanism_id)
         mech.updated_at = datetime.fromtimestamp(data["x"][9] + 1, UTC)
     data = web.get(url).json()
-    assert data["events"] == [{"t": 10.5, "kind": "change", "label": "mechanism changed",
+    assert data["events"] == [{"t": 10.5, "kind": "change", "label": "mechanism updated",
                                "time": round(data["x"][9] + 1, 3)}]
     assert web.get(url, params={"range": "1h"}).json()["periods"] == 30  # slots from now on, an hour apart
     from app.monitors.models import Check

@@ -147,7 +147,9 @@ def chart_events(session: Session, monitor: Monitor, check: Check, horizon_index
                  ts: np.ndarray) -> list[dict[str, Any]]:
     """What the charts mark, by period t: the start of a horizon after a reset (or a renewal), the
     check's joining after a re-discovery or a search, contract breaches, and the mechanism's last
-    change (its ``updated_at``: a new URL or output shape, the deployment change dpwatch knows of)."""
+    update through the API (its ``updated_at``: a new URL, output shape or setting; the output shape
+    dpwatch detects itself leaves it unchanged). A change of the code behind an endpoint that no one
+    registers is not known to dpwatch and is not marked."""
     events: list[dict[str, Any]] = []
     if horizon_index > 1 and len(ts):
         events.append({"t": float(ts[0]) - 0.5, "kind": "reset", "label": f"horizon {horizon_index} starts"})
@@ -163,7 +165,7 @@ def chart_events(session: Session, monitor: Monitor, check: Check, horizon_index
     if mechanism_changed is not None and created is not None and mechanism_changed > created and len(stamps):
         when = mechanism_changed.timestamp()
         if stamps[0] < when <= stamps[-1]:
-            events.append({"t": _t_at(stamps, ts, when), "kind": "change", "label": "mechanism changed",
+            events.append({"t": _t_at(stamps, ts, when), "kind": "change", "label": "mechanism updated",
                            "time": _ts(mechanism_changed)})
     return events
 

@@ -46,7 +46,7 @@
 
   /* By period t: stretches without periods (hatched, between the periods they fell between),
    * failed periods (✕ at the top), events (a dotted line with its label: reset, re-discovery,
-   * contract breach, mechanism changed) and the alarm's period (a dashed line and a diamond with
+   * contract breach, mechanism updated) and the alarm's period (a dashed line and a diamond with
    * its label), so that they read without colour. */
   function vmark(u, X, color, dash, label, row) {
     var ctx = u.ctx, b = u.bbox, px = window.devicePixelRatio || 1;
