@@ -204,6 +204,7 @@ def test_a_silenced_alarm_is_recorded_but_sends_no_webhook(web, client, db, sett
     page = web.get(f"/ui/alarms/{alarms[quiet['id']]}")
     assert "silenced" in page.text and "webhook messages were not sent" in page.text
     assert "silenced" not in web.get(f"/ui/alarms/{alarms[loud['id']]}").text
+    assert web.get("/ui/alarms").text.count('<span class="badge silenced"') == 1
     listing = web.get("/ui/silences")
     expire = re.search(r'action="(/ui/silences/[^"]+/expire)"', listing.text).group(1)
     assert web.post(expire, data={"csrf_token": token}).status_code == 303
@@ -431,3 +432,13 @@ def test_redeliver_a_message_through_the_api_and_the_ui(web, client, other_heade
     assert bodies == ["webhook.test"] * 3
     client.patch(f"/v1/webhooks/{hook['id']}", json={"enabled": False})
     assert client.post(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}/redeliver").status_code == 409
+
+
+def test_no_inline_style_or_script_in_templates() -> None:
+    """The pages' Content-Security-Policy forbids inline styles and scripts: none may be written."""
+    from pathlib import Path
+
+    for template in (Path(__file__).resolve().parent.parent / "app" / "web" / "templates").glob("*.html"):
+        text = template.read_text()
+        assert 'style="' not in text and "<style" not in text, template.name
+        assert not re.search(r"<script(?![^>]*\bsrc=)", text), template.name

@@ -527,6 +527,7 @@ def build_router() -> APIRouter:
         names = _monitor_names(session, {a.monitor_id for a in alarms if a.monitor_id})
         positions = _check_positions(session, {a.check_id for a in alarms if a.check_id})
         mechanisms = _monitor_mechanisms(session, {a.monitor_id for a in alarms if a.monitor_id})
+        silenced = _silenced_alarms(session, principal.tenant_id, alarms)
         groups: dict[str, list[Any]] = {}
         for a in alarms:
             groups.setdefault(mechanisms.get(a.monitor_id, "(deleted monitor)"), []).append(a)
@@ -537,6 +538,7 @@ def build_router() -> APIRouter:
         monitors = session.execute(select(Monitor.id, Monitor.name).where(Monitor.tenant_id == principal.tenant_id)
                                    .order_by(Monitor.name).limit(500)).all()
         return render(request, "alarms.html", {"alarms": alarms, "groups": sorted(groups.items()), "names": names,
+                                               "silenced": silenced,
                                                "positions": positions, "status": status, "filters": filters,
                                                "monitors": monitors, "ranges": list(RANGES), "next_url": next_url},
                       session=session)
@@ -626,6 +628,29 @@ def _uuid_or_none(value: str | None) -> uuid.UUID | None:
         return uuid.UUID(value) if value else None
     except ValueError:
         return None
+
+
+def _silenced_alarms(session: Any, tenant_id: uuid.UUID, alarms: list[Any]) -> set[uuid.UUID]:
+    """The alarms of a page that a silence matched when they fired (the same rule as
+    :func:`app.silences.service.matching_silence`, over the tenant's last 500 silences)."""
+    from app.silences.models import Silence
+
+    if not alarms:
+        return set()
+    silences = list(session.scalars(select(Silence).where(Silence.tenant_id == tenant_id)
+                                    .order_by(Silence.created_at.desc()).limit(500)))
+    if not silences:
+        return set()
+    mechanism_of = dict(session.execute(select(Monitor.id, Monitor.mechanism_id).where(
+        Monitor.id.in_({a.monitor_id for a in alarms if a.monitor_id}))).all())
+    out = set()
+    for a in alarms:
+        for s in silences:
+            if (s.starts_at <= a.created_at < s.ends_at and s.monitor_id in (None, a.monitor_id)
+                    and s.mechanism_id in (None, mechanism_of.get(a.monitor_id)) and s.kind in (None, a.kind)):
+                out.add(a.id)
+                break
+    return out
 
 
 def _monitor_mechanisms(session: Any, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
