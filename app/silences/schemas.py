@@ -6,7 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from datetime import UTC
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SilenceState = Literal["pending", "active", "expired"]
 
@@ -21,8 +23,22 @@ class SilenceCreate(BaseModel):
         None, description="Matches the alarms of every monitor of this mechanism (one of this tenant's).")
     kind: Literal["privacy", "contract"] | None = Field(None, description="Matches only this kind of alarm.")
     starts_at: AwareDatetime | None = Field(None, description="When the silence starts (default: now).")
-    ends_at: AwareDatetime = Field(description="When it ends; after `starts_at`, at most 90 days later.")
+    ends_at: AwareDatetime = Field(description="When it ends: in the future, after `starts_at`, at most 90 days later "
+                                   "(years 2000 to 2200).")
     comment: str = Field(min_length=1, max_length=2000, description="Why: a change, a maintenance window, a ticket.")
+
+    @field_validator("starts_at", "ends_at")
+    @classmethod
+    def _plausible(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            utc = value.astimezone(UTC)
+        except (OverflowError, ValueError) as exc:
+            raise ValueError("The time is out of range.") from exc
+        if not 2000 <= utc.year <= 2200:
+            raise ValueError("The time must lie between the years 2000 and 2200.")
+        return utc
 
     @model_validator(mode="after")
     def _matchers_and_window(self) -> SilenceCreate:
