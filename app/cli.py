@@ -9,11 +9,41 @@ from typing import Annotated, Optional
 
 import typer
 
+def _keep_hyphenated_words() -> None:
+    """Click wraps help at hyphens, which split flags across lines ("--long-" / "run"); wrap at
+    spaces only. Typer ≥ 0.26 vendors click as ``typer._click`` and builds a ``TextWrapper`` from
+    ``_textwrap`` for every help paragraph (``formatting.wrap_text``); without that module the
+    default wrapping stays."""
+    try:
+        from typer._click import _textwrap
+    except ImportError:  # pragma: no cover - older typer on click
+        return
+    base = _textwrap.TextWrapper
+    if getattr(base, "_dpwatch_no_hyphen_breaks", False):
+        return
+
+    class Wrapper(base):  # type: ignore[misc, valid-type]
+        _dpwatch_no_hyphen_breaks = True
+
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            kwargs.setdefault("break_on_hyphens", False)
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = Wrapper  # type: ignore[misc]
+
+
+_keep_hyphenated_words()
+
 app = typer.Typer(
     name="dpwatch",
     help="Monitor deployed differentially private mechanisms and alarm when a change breaks their claimed epsilon.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain click help, not Rich: importing Rich's Markdown and traceback modules took about half of
+    # a `dpwatch --help` on a busy machine (issue 18), and click rewraps each paragraph of a help
+    # text instead of keeping the docstring's line breaks. Each command has a one-line short_help,
+    # so that the command list never cuts a sentence with "...".
+    rich_markup_mode=None,
 )
 
 
@@ -26,7 +56,21 @@ def _fail(msg: str) -> None:
     raise typer.Exit(code=2)
 
 
-@app.command()
+def _networks(allow_networks: str | None) -> list[str]:
+    """``--allow-networks`` as a list of CIDRs (DPWATCH_ALLOW_NETWORKS when not given); a usage error
+    that names the flag, not the setting, when one is not a CIDR range."""
+    import ipaddress
+
+    given = [c.strip() for c in (allow_networks or "").split(",") if c.strip()]
+    for cidr in given:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            _fail(f"--allow-networks: {cidr!r} is not a CIDR range (e.g. 127.0.0.0/8 or ::1/128)")
+    return given or list(_settings().allow_networks)
+
+
+@app.command(short_help="Print the detector's threshold q_{1-α}(T, γ).")
 def threshold(
     horizon: Annotated[int, typer.Option("--horizon", "-T", help="Horizon T (number of periods).")],
     gamma: Annotated[float, typer.Option(help="Weight γ in [0, 1/2).")] = 0.25,
@@ -35,7 +79,7 @@ def threshold(
     seed: Annotated[Optional[int], typer.Option(help="Random seed of the simulation.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Print the threshold q_{1-α}(T, γ) of the weighted aggregator and its Monte-Carlo standard error.
+    """Print the threshold q_{1-α}(T, γ) of the weighted aggregator and its Monte Carlo standard error.
 
     Uses the shipped table when (T, γ, α) is on its grid and no --replications/--seed is given;
     otherwise simulates (method.md §3).
@@ -68,7 +112,7 @@ def threshold(
         )
 
 
-@app.command()
+@app.command(short_help="Compare the detectors on the paper's scenarios.")
 def simulate(
     scenarios: Annotated[str, typer.Option(help="Scenario letters, e.g. 'abcdefgh' or 'a,d'; 'ijkl' are the "
                                                 "(ε, δ)/GDP claim scenarios (docs/claims.md).")] = "abcdefgh",
@@ -130,7 +174,7 @@ def simulate(
     _err("wrote " + ", ".join(str(p) for p in written))
 
 
-keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: create, list and revoke them.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 
 
@@ -145,7 +189,7 @@ def _settings():  # type: ignore[no-untyped-def]
         _fail(f"invalid DPWATCH_* settings: {exc}")
 
 
-@app.command()
+@app.command(short_help="Apply the database migrations.")
 def migrate() -> None:
     """Apply the database migrations (alembic upgrade head) to DPWATCH_DATABASE_URL."""
     from app.db import run_migrations
@@ -177,7 +221,7 @@ def _keys_session():  # type: ignore[no-untyped-def]
     return opened()
 
 
-@keys_app.command("create")
+@keys_app.command("create", short_help="Add an API key to a tenant; prints it once.")
 def keys_create(
     tenant: Annotated[str, typer.Option(help="Tenant name; the key is added to it, and it is created if it does not exist.")] = "default",
     name: Annotated[str, typer.Option(help="A label for the key.")] = "first key",
@@ -206,7 +250,7 @@ def keys_create(
     typer.echo(key)
 
 
-@keys_app.command("list")
+@keys_app.command("list", short_help="List a tenant's keys (never their secrets).")
 def keys_list(
     tenant: Annotated[str, typer.Option(help="Tenant name.")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
@@ -236,7 +280,7 @@ def keys_list(
                    f"{when(k.revoked_at):25}  {k.name}")
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", short_help="Revoke an API key.")
 def keys_revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (from `dpwatch keys list`).")],
     force: Annotated[bool, typer.Option(help="Revoke even the tenant's last active admin key.")] = False,
@@ -262,7 +306,7 @@ def keys_revoke(
     _err(f"key {key_id} revoked at {revoked_at.isoformat(timespec='seconds')}")
 
 
-@app.command()
+@app.command(short_help="Run the API (and by default a worker).")
 def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -273,15 +317,16 @@ def serve(
 
     from app.main import create_app
     from app.scheduler import attach_worker
+    from app.settings import with_listen_address
 
-    settings = _settings()
+    settings = with_listen_address(_settings(), host, port)  # generatorURL follows --port unless DPWATCH_PUBLIC_URL is set
     api = create_app(settings)
     if worker:
         attach_worker(api, settings)
     uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
 
 
-@app.command("worker")
+@app.command("worker", short_help="Run only the scheduler worker.")
 def worker_command() -> None:
     """Run only the scheduler worker (no API); replicas share the work through database leases."""
     import asyncio
@@ -313,7 +358,7 @@ def worker_command() -> None:
         engine.dispose()
 
 
-@app.command("serve-reference")
+@app.command("serve-reference", short_help="Serve the reference mechanisms.")
 def serve_reference(
     host: str = "127.0.0.1",
     port: int = 9000,
@@ -353,7 +398,7 @@ def serve_reference(
                 host=host, port=port, log_level="warning")
 
 
-@app.command()
+@app.command(short_help="Audit a sampling endpoint for a claim.")
 def audit(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
     pairs: Annotated[Optional[str], typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
@@ -428,7 +473,7 @@ def audit(
 
             claim = HeldOutClaim.of({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
                                     else {"epsilon": epsilon, "delta": delta})
-        networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
+        networks = _networks(allow_networks)
         http_config = SafeHttpConfig(allow_networks=tuple(networks))
         the_secret = secret or generate_secret()
     except ValueError as exc:
@@ -480,26 +525,33 @@ def audit(
         raise typer.Exit(code=1)
 
 
-@app.command("apply")
+@app.command("apply", short_help="Make a running dpwatch match a manifest.")
 def apply_manifest(
     file: Annotated[Path, typer.Option("--file", "-f", help="The manifest (YAML): mechanisms, monitors, webhooks.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Also destroy what the file does not list.")] = False,
+    allow_replace: Annotated[bool, typer.Option(
+        "--allow-replace", help="Replace (delete and create again, losing its periods and history) a monitor whose "
+        "test changed (checks, claim, alpha, gamma, horizon, detector, ...). Without it such a plan changes nothing."
+    )] = False,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
     api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
 ) -> None:
     """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
-    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent.
+    (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent. A monitor
+    whose n, schedule or snapshot sizes changed is updated in place (it keeps its id and periods); one
+    whose test changed is replaced, only with --allow-replace.
 
-    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage.
+    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage (or a replacement
+    without --allow-replace).
     """
     from app.manifest.apply import run_apply
 
-    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune, echo=typer.echo,
-                               err=_err))
+    raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune,
+                               allow_replace=allow_replace, echo=typer.echo, err=_err))
 
 
-@app.command("export")
+@app.command("export", short_help="Write the configuration as a manifest.")
 def export_manifest(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")] = None,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
@@ -512,7 +564,7 @@ def export_manifest(
     raise typer.Exit(run_export(output, url=url, api_key=api_key, echo=typer.echo, err=_err))
 
 
-@app.command()
+@app.command(short_help="Search inputs for a pair that breaks the claim.")
 def search(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
     domain: Annotated[Optional[str], typer.Option(help="The input domain the claim covers: a JSON file or inline JSON (docs/search.md §1).")] = None,
@@ -536,6 +588,7 @@ def search(
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
     mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
+    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
 ) -> None:
     """Search the input domain for a pair of neighbouring databases and an event that break the claim
     (docs/search.md): candidates from StatDP's patterns, Halton databases and edge cases, screened by
@@ -548,17 +601,18 @@ def search(
     from app.search.cli import run_command
 
     configure_logging("WARNING", "console")
-    networks = [c.strip() for c in (allow_networks or "").split(",") if c.strip()] or _settings().allow_networks
+    networks = _networks(allow_networks)
     code = run_command(url=sampling_url, domain=domain, epsilon=epsilon, delta=delta, mu=mu, rho=rho,
                        output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
                        alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
                        allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
-                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err)
+                       monitor_body_path=monitor_body, mechanism_id=mechanism_id, echo=typer.echo, err=_err,
+                       junit_xml=junit_xml)
     if code:
         raise typer.Exit(code=code)
 
 
-@app.command("receive-webhooks")
+@app.command("receive-webhooks", short_help="Receive, verify and print webhooks.")
 def receive_webhooks(
     secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],
     host: str = "127.0.0.1",
@@ -594,16 +648,21 @@ def receive_webhooks(
     uvicorn.run(receiver, host=host, port=port, log_level="warning")
 
 
-@app.command()
+@app.command(short_help="Run the service with demo mechanisms and monitors.")
 def demo(
-    port: int = 8000,
+    port: Annotated[int, typer.Option(help="Port to listen on (127.0.0.1); the webhooks' links follow it.")] = 8000,
     horizon: Annotated[int, typer.Option("--horizon", "-T")] = 100,
     samples: Annotated[int, typer.Option("--samples", "-n")] = 200,
     change_period: int = 10,
     scenarios: Annotated[str, typer.Option(help="Scenario letters: (a)-(h) claim ε, (i)-(l) claim (ε, δ) or μ-GDP.")] = "abcdefghijkl",
-    exit_when_done: Annotated[bool, typer.Option(help="Stop once every harmful change has raised an alarm.")] = False,
+    exit_when_done: Annotated[bool, typer.Option(help="Exit once every harmful change has raised an alarm and "
+                                                      "its alarm.firing webhook has been printed.")] = False,
 ) -> None:
-    """Run the service on SQLite with the reference mechanisms and monitors for the paper's scenarios."""
+    """Run the service on SQLite with the reference mechanisms and one monitor per scenario (12 by default).
+
+    Prints the monitors' progress every 2 s until every harmful change has raised an alarm, then the
+    verified webhooks as they arrive; the service keeps running (Ctrl-C stops it) unless
+    --exit-when-done is given."""
     from app.demo import DemoOptions, run_demo
 
     keys = [k for k in scenarios if k.strip(", ")]

@@ -2,10 +2,13 @@
 
 It starts the API and a worker on SQLite (a fresh file under ./data), serves the reference
 mechanisms under ``/reference`` on loopback, and then drives the service through its own REST
-API, as a client would: it registers one mechanism per scenario (a)–(h) of the monitoring paper
-(the deployment changes at period ``change_period``), creates a monitor on each, subscribes a
-webhook receiver (``/demo/webhook``, which verifies every signature with ``standardwebhooks``),
-and prints the monitors' progress until every harmful change has raised an alarm.
+API, as a client would: it registers one mechanism per scenario, (a)–(h) of the monitoring paper
+and the Gaussian claim scenarios (i)–(l) (the deployment changes at period ``change_period``),
+creates a monitor on each (12 by default), subscribes a webhook receiver (``/demo/webhook``, which
+verifies every signature with ``standardwebhooks``), and prints the monitors' progress until every
+harmful change has raised an alarm. Then it stops printing the table and prints the webhooks as
+they arrive; with ``exit_when_done`` it waits for the ``alarm.firing`` webhook of every harmful
+monitor (sent once the alarm's snapshot is done), prints it, and exits.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,15 +110,65 @@ async def _create_key(settings: Settings) -> str:
         engine.dispose()
 
 
+#: Width of the name column of the demo's table.
+NAME_WIDTH = 60
+
+
+def fit(text: str, width: int = NAME_WIDTH) -> str:
+    """``text`` cut at a word boundary to at most ``width`` characters, with an ellipsis when cut
+    (``textwrap.shorten``; a single word longer than ``width`` is cut inside it)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = textwrap.shorten(text, width=width, placeholder="…")
+    return cut if cut != "…" else text[: width - 1] + "…"
+
+
+def display_name(key: str, title: str, benign: bool = False, width: int = NAME_WIDTH) -> str:
+    """``(g) Report Noisy Max: change the noise type to… [benign]``: the scenario's letter, its title
+    cut at a word boundary, and the benign tag kept whole."""
+    head, tag = f"({key}) ", " [benign]" if benign else ""
+    title = title.replace("(benign)", "").strip() if benign else title
+    return head + fit(title, width - len(head) - len(tag)) + tag
+
+
 def _table(monitors: list[dict[str, Any]], names: dict[str, str]) -> str:
     rows = []
     for m in monitors:
         checks = m.get("checks") or []
         best = max((c.get("max_statistic") or float("-inf") for c in checks), default=float("-inf"))
         thr = m.get("threshold")
-        rows.append(f"  {names.get(m['id'], m['name'])[:60]:<60} {m['state']:<11} t={m['t']:>3}/{m['horizon']:<4} "
+        rows.append(f"  {fit(names.get(m['id'], m['name'])):<{NAME_WIDTH}} {m['state']:<11} "
+                    f"t={m['t']:>3}/{m['horizon']:<4} "
                     f"max_statistic={best:6.2f}  threshold={thr if thr is None else round(thr, 3)}")
     return "\n".join(rows)
+
+
+def _print_events(events: list[dict[str, Any]]) -> None:
+    """Each webhook the receiver verified: its summary, its one verdict, then its evidence."""
+    for ev in events:
+        data = ev.get("data", {})
+        annotations = data.get("annotations") or {}
+        summary = annotations.get("summary") or data.get("monitor") or ""
+        _say(f"  webhook {ev['type']} (signature verified): {summary}")
+        if annotations.get("verdict"):
+            _say(f"    verdict: {annotations['verdict']}")
+        evidence = data.get("evidence") or {}
+        if evidence.get("check"):
+            _say(f"    evidence: {evidence['check']['statement']}")
+        if evidence.get("contract"):
+            _say(f"    contract: {evidence['contract']['detail']}")
+        if evidence.get("snapshot"):
+            _say(f"    then: {evidence['snapshot']['statement']}")
+            terms = evidence["snapshot"].get("claim_terms")
+            if terms and terms.get("statement"):
+                _say(f"    in the claim's terms: {terms['statement']}")
+
+
+def fired_monitors(events: list[dict[str, Any]]) -> set[str]:
+    """The monitors whose ``alarm.firing`` webhook has arrived."""
+    return {str((ev.get("data") or {}).get("labels", {}).get("monitor_id")) for ev in events
+            if ev.get("type") == "alarm.firing"}
 
 
 async def register_demo(http: httpx.AsyncClient, opts: DemoOptions, receiver: Receiver, mechanism_secret: str,
@@ -142,7 +196,7 @@ async def register_demo(http: httpx.AsyncClient, opts: DemoOptions, receiver: Re
                 "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
                 "period_seconds": opts.period_seconds,
             })).raise_for_status().json()
-            names[mon["id"]] = f"({key_}) {csc.title}"
+            names[mon["id"]] = display_name(key_, csc.title)
             harmful.add(mon["id"])
             continue
         sc = SCENARIOS[key_]
@@ -156,7 +210,7 @@ async def register_demo(http: httpx.AsyncClient, opts: DemoOptions, receiver: Re
             "horizon": opts.horizon, "samples_per_period": opts.samples_per_period,
             "period_seconds": opts.period_seconds,
         })).raise_for_status().json()
-        names[mon["id"]] = f"({key_}) {sc.title}" + ("" if sc.harmful else " [benign]")
+        names[mon["id"]] = display_name(key_, sc.title, benign=not sc.harmful)
         if sc.harmful:
             harmful.add(mon["id"])
     return names, harmful
@@ -181,38 +235,30 @@ async def drive(opts: DemoOptions, settings: Settings, receiver: Receiver, mecha
         announced = False
         while True:
             await asyncio.sleep(2)
-            monitors = (await http.get("/v1/monitors", params={"limit": 100})).raise_for_status().json()["items"]
-            statuses = [(await http.get(f"/v1/monitors/{m['id']}/status")).json() for m in monitors]
-            _say(f"[{time.monotonic() - started:5.0f}s]\n" + _table(statuses, names))
-            for ev in receiver.events[seen_events:]:
-                data = ev.get("data", {})
-                summary = data.get("annotations", {}).get("summary") or data.get("monitor") or ""
-                _say(f"  webhook {ev['type']} (signature verified): {summary}")
-                evidence = data.get("evidence") or {}
-                if evidence.get("check"):
-                    _say(f"    evidence: {evidence['check']['statement']}")
-                if evidence.get("contract"):
-                    _say(f"    contract: {evidence['contract']['detail']}")
-                if evidence.get("snapshot"):
-                    _say(f"    then: {evidence['snapshot']['statement']}")
-                    terms = evidence["snapshot"].get("claim_terms")
-                    if terms and terms.get("statement"):
-                        _say(f"    in the claim's terms: {terms['statement']}")
+            if not announced:  # the table, until every harmful change has alarmed
+                monitors = (await http.get("/v1/monitors", params={"limit": 100})).raise_for_status().json()["items"]
+                statuses = [(await http.get(f"/v1/monitors/{m['id']}/status")).json() for m in monitors]
+                _say(f"[{time.monotonic() - started:5.0f}s]\n" + _table(statuses, names))
+                alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
+            _print_events(receiver.events[seen_events:])
             seen_events = len(receiver.events)
-            alarmed = {s["id"] for s in statuses if s["state"] == "alarm"}
-            finished = {s["id"] for s in statuses if s["state"] in ("alarm", "completed")}
-            if harmful <= alarmed:
-                if not announced:  # once: the loop goes on printing progress until every monitor ends
-                    _say(f"\nEvery harmful change raised an alarm ({len(alarmed)} alarms). "
-                         f"Try: curl -H 'Authorization: Bearer {key}' {base}/v1/alarms")
-                    announced = True
+            if not announced and harmful <= alarmed:
+                _say(f"\nEvery harmful change raised an alarm ({len(alarmed)} alarms). "
+                     f"Try: curl -H 'Authorization: Bearer {key}' {base}/v1/alarms")
                 if opts.exit_when_done:
-                    return 0
-                if finished == set(names):
-                    _say("All monitors finished; the service keeps running. Ctrl-C to stop.")
-                    await asyncio.Event().wait()
-            if time.monotonic() - started > opts.timeout_seconds:
-                _say("demo timed out before every harmful change was detected")
+                    _say("Waiting for the alarms' webhooks (each is sent once its MPL snapshot is done).")
+                else:
+                    _say(f"The service keeps running ({base}/ui); webhooks are printed as they arrive. "
+                         "Ctrl-C to stop.")
+                announced = True
+            if announced and opts.exit_when_done and harmful <= fired_monitors(receiver.events):
+                return 0
+            if time.monotonic() - started > opts.timeout_seconds and (not announced or opts.exit_when_done):
+                if not announced:
+                    _say("demo timed out before every harmful change was detected")
+                else:
+                    missing = sorted(names[m] for m in harmful - fired_monitors(receiver.events))
+                    _say(f"demo timed out waiting for the alarm webhooks of {', '.join(missing)}")
                 return 1
 
 

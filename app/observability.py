@@ -177,7 +177,10 @@ def redact_secret_values(_logger: Any, _method: str, event_dict: MutableMapping[
 #: day's 23,000 lines. They log at ``scheduler_level`` (WARNING by default) and above.
 CHATTY_LOGGERS = ("apscheduler",)
 #: Start-up chatter that says nothing an operator needs ("setup plugin ..." for each Alembic plugin).
-QUIET_LOGGERS = ("alembic.runtime.plugins",)
+#: httpx and httpcore: one INFO line per request ("HTTP Request: POST …") from the sampling client
+#: and the webhook deliverer, 1,018 of 1,339 lines of a demo's log (issue 18); at WARNING unless
+#: the level is DEBUG.
+QUIET_LOGGERS = ("alembic.runtime.plugins", "httpx", "httpcore")
 
 
 class _SkippedRunFilter(logging.Filter):
@@ -253,8 +256,14 @@ access_log = structlog.get_logger("dpwatch.access")
 
 def route_template(scope: Scope) -> str:
     """The matched route as a template (``/v1/monitors/{monitor_id}``), for bounded metric labels:
-    the path with each path parameter's value put back as ``{name}``."""
+    the path with each path parameter's value put back as ``{name}``. A mounted app (the static
+    files at ``/ui/static``, the offline docs' assets) is ``<mount path>/{path}``: Starlette's
+    ``Mount`` leaves no ``route`` in the scope but sets ``endpoint`` and extends ``root_path``."""
     if scope.get("route") is None:
+        if scope.get("endpoint") is not None and scope.get("app_root_path") is not None:
+            mount = str(scope.get("root_path", ""))[len(str(scope.get("app_root_path") or "")):]
+            if mount:
+                return mount.rstrip("/") + "/{path}"
         return "unmatched"
     segments = str(scope.get("path", "")).split("/")
     for name, value in (scope.get("path_params") or {}).items():

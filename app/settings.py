@@ -82,7 +82,9 @@ class Settings(BaseSettings):
         3, ge=1, description="K: a monitor turns `degraded` after K consecutive failed periods."
     )
     public_url: str = Field(
-        "http://127.0.0.1:8000", description="Base URL of this service, used for generatorURL links."
+        "http://127.0.0.1:8000",
+        description="Base URL of this service, used for generatorURL links. When unset, `dpwatch serve` and "
+        "`dpwatch demo` derive it from their --host and --port (`with_listen_address`).",
     )
 
     sampling_max_bytes: int = Field(
@@ -245,3 +247,21 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (cached; tests build their own ``Settings`` instead)."""
     return Settings()
+
+
+def listen_url(host: str, port: int) -> str:
+    """The URL a browser on this machine reaches a server listening on ``host:port`` at: a wildcard
+    address (0.0.0.0, ::) or an empty host becomes 127.0.0.1; an IPv6 literal gets brackets."""
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def with_listen_address(settings: Settings, host: str, port: int) -> Settings:
+    """``settings`` with ``public_url`` following ``--host``/``--port`` when DPWATCH_PUBLIC_URL is
+    unset (an explicit value, e.g. behind a proxy, is kept)."""
+    if "public_url" in settings.model_fields_set:
+        return settings
+    return settings.model_copy(update={"public_url": listen_url(host, port)})

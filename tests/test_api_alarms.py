@@ -137,8 +137,22 @@ def test_webhook_crud_and_secret_shown_once(client: TestClient) -> None:
 def test_webhook_validation(client: TestClient, body: dict, pointer: str, message: str) -> None:
     response = client.post("/v1/webhooks", json=body)
     assert response.status_code == 422, response.text
+    assert response.json()["title"] == "Unprocessable Content"  # RFC 9110, as the body limits say it
     errors = response.json()["errors"]
     assert any(e["pointer"] == pointer and message in e["message"] for e in errors), errors
+
+
+def test_every_422_has_one_title(client: TestClient) -> None:
+    """Issue 18 item 8: the body limits said "Unprocessable Content", the validation errors
+    "Unprocessable Entity"; RFC 9110 names 422 "Unprocessable Content"."""
+    bodies = [client.post("/v1/webhooks", json={"url": 3}),  # a schema error
+              client.post("/v1/webhooks", content=b"{not json", headers={"content-type": "application/json"}),
+              client.post("/v1/webhooks", content=b'{"url": NaN}', headers={"content-type": "application/json"}),
+              client.get("/v1/alarms", params={"limit": "many"})]
+    for response in bodies:
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["title"] == "Unprocessable Content", response.json()
 
 
 def test_firing_alarm_enqueues_alertmanager_shaped_messages(client: TestClient, db: DB, settings) -> None:  # noqa: ANN001
@@ -164,9 +178,13 @@ def test_firing_alarm_enqueues_alertmanager_shaped_messages(client: TestClient, 
     assert alert["status"] == "firing" and alert["endsAt"] is None
     assert alert["labels"]["monitor_id"] == monitor["id"] and alert["labels"]["alertname"]
     assert alert["fingerprint"] == alarm["fingerprint"]
-    assert alert["generatorURL"] == f"http://dpwatch.test/v1/alarms/{alarm['id']}"
+    assert alert["generatorURL"] == f"http://dpwatch.test/ui/alarms/{alarm['id']}"  # the page a person opens
     assert "epsilon=1" in alert["annotations"]["summary"]
     assert alert["alarm"]["id"] == alarm["id"]
+    # one verdict, first: a privacy alarm is the detector's refutation
+    assert alert["verdict"]["refutes"] is True and alarm["verdict"]["refutes"] is True
+    assert alert["annotations"]["verdict"] == alarm["verdict"]["sentence"]
+    assert alarm["verdict"]["sentence"].startswith("Refuted")
 
 
 def test_reset_enqueues_alarm_resolved(client: TestClient, firing: dict, db: DB) -> None:
@@ -297,3 +315,33 @@ def test_deleting_a_monitor_archives_its_alarms(client: TestClient, firing: dict
     assert client.get(f"/v1/alarms/{alarm['id']}").json()["archived"] is True
     with db() as session:
         assert session.get(Alarm, uuid.UUID(alarm["id"])).archived_at is not None
+
+
+def test_contract_alarm_verdict_and_page_without_null_identity_warning(client: TestClient, app, db: DB, settings,  # noqa: ANN001
+                                                                       tenants) -> None:  # noqa: ANN001
+    """Issue 18 item 8: opening a contract alarm (no check) used to call session.get(Check, None),
+    which logs SAWarning "fully NULL primary key identity"; its verdict is about the contract."""
+    import warnings
+
+    from sqlalchemy.exc import SAWarning
+
+    from app.alarms.service import fire_contract_alarm
+    from tests.test_web_pages import sign_in, web_client
+
+    mechanism = create_mechanism(client)
+    monitor = create_monitor(client, mechanism["id"])
+    with db() as session:
+        run = record_period(session, monitor["id"], statistic=0.3)
+        mon = session.get(Monitor, uuid.UUID(monitor["id"]))
+        alarm = fire_contract_alarm(session, mon, run, {"breach": "type", "detail": "a string where a real was "
+                                                        "expected", "sample": "x"}, settings)
+        alarm_id = str(alarm.id)
+    read = client.get(f"/v1/alarms/{alarm_id}").json()
+    assert read["kind"] == "contract" and read["verdict"]["subject"] == "contract" and read["verdict"]["refutes"]
+    assert "type (a string where a real was expected)" in read["verdict"]["sentence"]
+    web = web_client(app)
+    sign_in(web, tenants[0].key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SAWarning)
+        page = web.get(f"/ui/alarms/{alarm_id}")
+    assert page.status_code == 200

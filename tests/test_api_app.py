@@ -171,6 +171,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("POST", "/v1/monitors"),
         ("GET", "/v1/monitors"),
         ("GET", monitor),
+        ("PATCH", monitor),
         ("DELETE", monitor),
         ("GET", monitor + "/status"),
         ("POST", monitor + "/validate"),

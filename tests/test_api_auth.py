@@ -43,7 +43,8 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 42  # 34, the keys routes (4), the two rotate-secret routes and the two search routes
+    assert len(operations) == 43  # 34, the keys routes (4), the two rotate-secret routes, the two search routes,
+    # and PATCH /v1/monitors/{id}
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -109,6 +110,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     bodies = {
         ("PATCH", "/v1/mechanisms/{mechanism_id}"): {"max_batch": 1},
         ("PATCH", "/v1/webhooks/{webhook_id}"): {"enabled": False},
+        ("PATCH", "/v1/monitors/{monitor_id}"): {"name": "stolen", "samples_per_period": 1},
         ("POST", "/v1/alarms/{alarm_id}/acknowledge"): {"note": "not yours"},
         ("POST", "/v1/mechanisms/{mechanism_id}/discover"): {"pattern": "table1"},
         ("POST", "/v1/mechanisms/{mechanism_id}/audits"): {"pattern": "table1", "epsilon": 1.0},
@@ -124,7 +126,8 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 32  # 26, GET and DELETE /v1/keys/{key_id}, the two rotate-secret routes, the two search routes
+    assert checked == 33  # 26, GET and DELETE /v1/keys/{key_id}, the two rotate-secret routes, the two search routes,
+    # PATCH /v1/monitors/{monitor_id}
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks", "/v1/jobs"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path
@@ -134,6 +137,7 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     # Nothing was changed by the other tenant's attempts.
     assert client.get(f"/v1/mechanisms/{mechanism['id']}").json()["max_batch"] == 10_000
     assert client.get(f"/v1/monitors/{monitor['id']}").json()["state"] == "alarm"
+    assert client.get(f"/v1/monitors/{monitor['id']}").json()["name"] == monitor["name"]
     assert client.get(f"/v1/alarms/{alarm['id']}").json()["acknowledged_at"] is None
     assert client.get(f"/v1/webhooks/{webhook['id']}").json()["enabled"] is True
     assert client.get(f"/v1/keys/{key['id']}").json()["revoked_at"] is None

@@ -72,7 +72,7 @@ def test_sampling_url_is_validated(client: TestClient, url: str, message: str) -
     response = client.post("/v1/mechanisms", json={**MECHANISM, "sampling_url": url})
     assert response.status_code == 422, response.text
     problem = response.json()
-    assert problem["status"] == 422 and problem["title"] == "Unprocessable Entity"
+    assert problem["status"] == 422 and problem["title"] == "Unprocessable Content"  # RFC 9110
     assert problem["errors"][0]["pointer"] == "#/sampling_url"
     assert message in problem["errors"][0]["message"]
 

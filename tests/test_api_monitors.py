@@ -363,3 +363,149 @@ def test_discovery_event_kinds_paste_into_checks(client: TestClient) -> None:
     refused = client.post("/v1/monitors", json={**MONITOR, "mechanism_id": scalar["id"], "name": "bad",
                                                 "checks": [{"x": [0], "x_prime": [1], "event": projection}]})
     assert refused.status_code == 422 and "vector or list" in refused.text
+
+
+# --------------------------------------------------------------------------- PATCH /v1/monitors/{id}
+
+
+def test_patch_changes_safe_fields_in_place_and_keeps_the_running_test(
+    client: TestClient, mechanism: dict, db: DB
+) -> None:
+    monitor = create_monitor(client, mechanism["id"], symmetric=True)
+    with db() as session:
+        record_period(session, monitor["id"], statistic=0.5)
+        record_period(session, monitor["id"], statistic=1.5)
+        states = {c.id: c.detector_state for c in session.scalars(
+            select(Check).where(Check.monitor_id == uuid.UUID(monitor["id"])))}
+    before = client.get(f"/v1/monitors/{monitor['id']}").json()
+    response = client.patch(f"/v1/monitors/{monitor['id']}", json={
+        "name": "renamed", "samples_per_period": 4000, "outputs_window": 5, "snapshot_every": 10,
+        "alarm_snapshot_samples": 1000, "discovery_samples": 5000, "discovery_fresh_samples": 500})
+    assert response.status_code == 200, response.text
+    after = response.json()
+    assert after["id"] == monitor["id"] and after["name"] == "renamed" and after["samples_per_period"] == 4000
+    assert (after["outputs_window"], after["snapshot_every"], after["alarm_snapshot_samples"]) == (5, 10, 1000)
+    assert (after["discovery_samples"], after["discovery_fresh_samples"]) == (5000, 500)
+    # The running test is untouched: same horizon, t, threshold, levels, checks and detector states.
+    for key in ("state", "t", "horizon_index", "horizon_alpha", "threshold", "checks", "next_run_at", "created_at"):
+        assert after[key] == before[key], key
+    assert _iso(after["updated_at"]) > _iso(before["updated_at"])
+    with db() as session:
+        assert {c.id: c.detector_state for c in session.scalars(
+            select(Check).where(Check.monitor_id == uuid.UUID(monitor["id"])))} == states
+    assert [p["seq"] for p in client.get(f"/v1/monitors/{monitor['id']}/periods").json()["items"]] == [2, 1]
+    assert client.get(f"/v1/monitors/{monitor['id']}").json() == after
+    # null clears a nullable field; an empty patch changes nothing.
+    cleared = client.patch(f"/v1/monitors/{monitor['id']}", json={"snapshot_every": None}).json()
+    assert cleared["snapshot_every"] is None
+    same = client.patch(f"/v1/monitors/{monitor['id']}", json={})
+    assert same.status_code == 200 and same.json() == cleared
+
+
+def test_patch_schedule_takes_effect_from_the_last_slot(client: TestClient, mechanism: dict, db: DB) -> None:
+    anchor = datetime(2020, 1, 1, tzinfo=UTC)
+    monitor = create_monitor(client, mechanism["id"], period_seconds=600, start_at=anchor.isoformat())
+    with db() as session:
+        record_period(session, monitor["id"])  # scheduled for the anchor
+        record_period(session, monitor["id"])  # anchor + 600 s
+    before = datetime.now(UTC)
+    hourly = client.patch(f"/v1/monitors/{monitor['id']}", json={"cron": "0 * * * *"})
+    assert hourly.status_code == 200, hourly.text
+    body = hourly.json()
+    assert body["cron"] == "0 * * * *" and body["period_seconds"] is None  # one schedule replaces the other
+    next_run = _iso(body["next_run_at"])
+    assert before <= next_run <= before + timedelta(hours=1) and next_run.minute == 0 and next_run.second == 0
+    assert body["t"] == 2
+
+    every_two = client.patch(f"/v1/monitors/{monitor['id']}", json={"period_seconds": 120}).json()
+    assert every_two["period_seconds"] == 120 and every_two["cron"] is None
+    next_run = _iso(every_two["next_run_at"])
+    assert before <= next_run <= datetime.now(UTC) + timedelta(seconds=120)
+    # Counted from the last period's slot (anchor + 600 s), in steps of 120 s.
+    assert (next_run - (anchor + timedelta(seconds=600))).total_seconds() % 120 == 0
+    with db() as session:
+        assert session.get(Monitor, uuid.UUID(monitor["id"])).schedule_anchor == anchor + timedelta(seconds=600)
+
+
+TEST_FIELD_CHANGES = [
+    {"alpha": 0.01}, {"gamma": 0.1}, {"horizon": 200}, {"detector": "e-process"}, {"variance": "wald"},
+    {"kappa": 1e-3}, {"symmetric": True}, {"renew": True}, {"epsilon": 2.0}, {"claim": {"gdp_mu": 1.0}},
+    {"checks": [{"x": [0], "x_prime": [1], "event": {"kind": "interval", "low": 0.5}}]},
+    {"rediscover_every": 5},
+]
+
+
+@pytest.mark.parametrize("change", TEST_FIELD_CHANGES, ids=lambda c: next(iter(c)))
+def test_patch_refuses_a_field_that_defines_the_test(client: TestClient, mechanism: dict, change: dict) -> None:
+    monitor = create_monitor(client, mechanism["id"])
+    before = client.get(f"/v1/monitors/{monitor['id']}").json()
+    response = client.patch(f"/v1/monitors/{monitor['id']}", json={"name": "renamed", **change})
+    assert response.status_code == 409, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    (field,) = change
+    assert problem["type"].endswith("monitor-test-change")
+    assert [e["pointer"] for e in problem["errors"]] == [f"#/{field}"]
+    assert "create a new monitor" in problem["detail"].lower()
+    assert client.get(f"/v1/monitors/{monitor['id']}").json() == before  # nothing changed, not even the name
+
+
+def test_patch_accepts_test_fields_at_their_current_value(client: TestClient, mechanism: dict) -> None:
+    monitor = create_monitor(client, mechanism["id"])
+    monitor.pop("validation"), monitor.pop("warnings")
+    current = {k: monitor[k] for k in ("mechanism_id", "epsilon", "alpha", "gamma", "detector", "horizon",
+                                       "variance", "kappa", "symmetric", "renew")}
+    response = client.patch(f"/v1/monitors/{monitor['id']}", json={**current, "claim": {"epsilon": 1.0}})
+    assert response.status_code == 200, response.text
+    assert response.json() == monitor  # nothing written: not even updated_at
+
+
+def test_patch_rediscovery_may_change_between_positive_values(client: TestClient, mechanism: dict) -> None:
+    checks = [{"x": [0], "x_prime": [1], "event": {"kind": "auto"}}]
+    monitor = create_monitor(client, mechanism["id"], checks=checks)
+    assert monitor["rediscover_every"] == 10
+    changed = client.patch(f"/v1/monitors/{monitor['id']}", json={"rediscover_every": 4})
+    assert changed.status_code == 200 and changed.json()["rediscover_every"] == 4
+    assert changed.json()["checks"][0]["level"] == monitor["checks"][0]["level"]  # the α split is kept
+    off = client.patch(f"/v1/monitors/{monitor['id']}", json={"rediscover_every": 0})
+    assert off.status_code == 409 and "α" in off.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer", "message"),
+    [
+        ({"name": None}, "#/name", "null is not allowed"),
+        ({"name": ""}, "#/name", "at least 1 character"),
+        ({"samples_per_period": 0}, "#/samples_per_period", "greater than or equal to 1"),
+        ({"samples_per_period": None}, "#/samples_per_period", "null is not allowed"),
+        ({"alpha": None}, "#/alpha", "null is not allowed"),
+        ({"period_seconds": 60, "cron": "* * * * *"}, "#/", "exactly one of period_seconds and cron"),
+        ({"cron": None}, "#/", "needs a schedule"),
+        ({"period_seconds": None}, "#/", "needs a schedule"),
+        ({"cron": "61 * * * *"}, "#/cron", "is not valid"),
+        ({"start_at": "2030-01-01T00:00:00Z"}, "#/start_at", "unknown field"),
+        ({"state": "active"}, "#/state", "unknown field"),
+    ],
+)
+def test_patch_validation(client: TestClient, mechanism: dict, body: dict, pointer: str, message: str) -> None:
+    monitor = create_monitor(client, mechanism["id"])
+    response = client.patch(f"/v1/monitors/{monitor['id']}", json=body)
+    assert response.status_code == 422, response.text
+    errors = response.json()["errors"]
+    assert any(e["pointer"] == pointer and message in e["message"] for e in errors), errors
+
+
+def test_patch_is_tenant_isolated_and_needs_a_write_key(client: TestClient, mechanism: dict,
+                                                        other_headers: dict) -> None:
+    monitor = create_monitor(client, mechanism["id"])
+    url = f"/v1/monitors/{monitor['id']}"
+    theirs = client.patch(url, json={"name": "stolen"}, headers=other_headers)
+    assert theirs.status_code == 404 and monitor["id"] in theirs.json()["detail"]
+    assert client.patch(f"/v1/monitors/{uuid.uuid4()}", json={"name": "x"}).status_code == 404
+    read_key = client.post("/v1/keys", json={"name": "dashboard", "scope": "read"}).json()["key"]
+    refused = client.patch(url, json={"name": "x"}, headers={"Authorization": f"Bearer {read_key}"})
+    assert refused.status_code == 403
+    assert client.get(url).json()["name"] == monitor["name"]
+    operation = client.get("/openapi.json").json()["paths"]["/v1/monitors/{monitor_id}"]["patch"]
+    assert {"200", "401", "403", "404", "409", "422"} <= set(operation["responses"])
+    assert operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorUpdate")

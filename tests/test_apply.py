@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from app.cli import app as cli
 from app.manifest.schema import SCHEMA_PATH, schema_text
 from dpwatch_sdk import Client, Endpoint, generate_secret
+from tests.api_helpers import record_period
 from tests.sampling_server import serve_app
 
 CHECK = {"x": [1, 1, 0], "x_prime": [1, 1, 1], "event": {"kind": "interval", "low": 2.5}}
@@ -64,7 +65,7 @@ def state(service):
                 "webhooks": {w["url"]: w for w in dpwatch.webhooks.list()}}
 
 
-def test_apply_twice_changes_nothing_and_one_n_updates_one_monitor(service, tmp_path):
+def test_apply_twice_changes_nothing_and_one_n_updates_one_monitor(service, tmp_path, db):
     first = apply(service, MANIFEST, tmp_path=tmp_path)
     assert first.exit_code == 0, first.output
     assert "Plan: 6 to create, 0 to update, 0 to replace, 0 to destroy, 0 unchanged." in first.stdout
@@ -79,22 +80,76 @@ def test_apply_twice_changes_nothing_and_one_n_updates_one_monitor(service, tmp_
     assert "Nothing to do." in again.stdout
     assert state(service) == before  # nothing was written: same ids, same updated_at
 
+    # The monitor has run two periods: they are its history, which an update in place keeps.
+    count_id = before["monitors"]["count neighbours"]["id"]
+    with db() as session:
+        record_period(session, count_id, statistic=0.5)
+        record_period(session, count_id, statistic=1.5)
+    before = state(service)
+    history = periods(service, count_id)
+    assert [p["seq"] for p in history] == [2, 1]
+
     changed = copy.deepcopy(MANIFEST)
     changed["monitors"][0]["samples_per_period"] = 4000
     dry = apply(service, changed, "--dry-run", tmp_path=tmp_path)
     assert dry.exit_code == 0 and "Dry run: nothing was changed." in dry.stdout
-    assert 'replace   monitor "count neighbours": samples_per_period: 1000 → 4000' in dry.stdout
+    assert 'update    monitor "count neighbours": samples_per_period: 1000 → 4000' in dry.stdout
     assert state(service) == before
 
     done = apply(service, changed, tmp_path=tmp_path)
     assert done.exit_code == 0, done.output
-    assert "Plan: 0 to create, 0 to update, 1 to replace, 0 to destroy, 5 unchanged." in done.stdout
+    assert "Plan: 0 to create, 1 to update, 0 to replace, 0 to destroy, 5 unchanged." in done.stdout
     after = state(service)
-    assert after["monitors"]["count neighbours"]["samples_per_period"] == 4000
-    assert after["monitors"]["count neighbours"]["id"] != before["monitors"]["count neighbours"]["id"]
+    count = after["monitors"]["count neighbours"]
+    assert count["samples_per_period"] == 4000
+    assert count["id"] == count_id and count["t"] == 2 and periods(service, count_id) == history
+    old = before["monitors"]["count neighbours"]
+    assert {k: v for k, v in count.items() if k not in ("samples_per_period", "updated_at")} == \
+        {k: v for k, v in old.items() if k not in ("samples_per_period", "updated_at")}
     for name in ("count, (1, 1e-5)", "histogram bins"):
         assert after["monitors"][name] == before["monitors"][name]
     assert after["mechanisms"] == before["mechanisms"] and after["webhooks"] == before["webhooks"]
+    again = apply(service, changed, tmp_path=tmp_path)
+    assert "0 to update, 0 to replace, 0 to destroy, 6 unchanged." in again.stdout and state(service) == after
+
+
+def test_a_changed_test_is_replaced_only_with_allow_replace(service, tmp_path, db):
+    assert apply(service, MANIFEST, tmp_path=tmp_path).exit_code == 0
+    count_id = state(service)["monitors"]["count neighbours"]["id"]
+    with db() as session:
+        record_period(session, count_id)
+    before = state(service)
+    changed = copy.deepcopy(MANIFEST)
+    changed["monitors"][0]["alpha"] = 0.01  # the test changes: its threshold and levels
+    changed["monitors"][0]["cron"], changed["monitors"][0]["period_seconds"] = "*/5 * * * *", None
+    changed["monitors"][2]["samples_per_period"] = 800
+    plan = apply(service, changed, "--dry-run", tmp_path=tmp_path)
+    assert plan.exit_code == 0
+    assert 'replace   monitor "count neighbours": alpha: 0.05 → 0.01; period_seconds: 3600 → null; cron: null → ' \
+        '*/5 * * * *; alpha defines the running test' in plan.stdout
+    assert "deleted with its periods and history" in plan.stdout and "needs --allow-replace" in plan.stdout
+    assert 'update    monitor "histogram bins": samples_per_period: 500 → 800' in plan.stdout
+    assert "Plan: 0 to create, 1 to update, 1 to replace, 0 to destroy, 4 unchanged." in plan.stdout
+
+    refused = apply(service, changed, tmp_path=tmp_path)
+    assert refused.exit_code == 2 and "--allow-replace" in refused.stderr and "Nothing was changed" in refused.stderr
+    assert state(service) == before  # not even the in-place update of the other monitor
+
+    done = apply(service, changed, "--allow-replace", tmp_path=tmp_path)
+    assert done.exit_code == 0, done.output
+    after = state(service)
+    replaced = after["monitors"]["count neighbours"]
+    assert replaced["id"] != count_id and replaced["alpha"] == 0.01 and replaced["cron"] == "*/5 * * * *"
+    assert after["monitors"]["histogram bins"]["id"] == before["monitors"]["histogram bins"]["id"]
+    assert after["monitors"]["histogram bins"]["samples_per_period"] == 800
+    assert after["monitors"]["histogram bins"]["state"] == "paused"
+    assert "0 to replace, 0 to destroy, 6 unchanged" in apply(service, changed, tmp_path=tmp_path).stdout
+
+
+def periods(service, monitor_id):
+    base, key = service
+    with Client(base, key) as dpwatch:
+        return list(dpwatch.monitors.periods(monitor_id))
 
 
 def test_in_place_updates_prune_and_export_round_trip(service, tmp_path):
@@ -148,6 +203,17 @@ def test_secrets_come_from_the_environment(service, tmp_path):
                                "secret": secret}]}
     refused = apply(service, in_file, tmp_path=tmp_path)
     assert refused.exit_code == 2 and "secrets are never stored in the manifest" in refused.stderr
+
+
+def test_values_the_service_ignores_do_not_make_changes(service, tmp_path):
+    """rediscover_every without auto events is ignored by the service (stored as 0): applying such
+    a file twice still changes nothing the second time."""
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["monitors"][0]["rediscover_every"] = 7
+    manifest["monitors"][1]["rediscover_every"] = 0
+    assert apply(service, manifest, tmp_path=tmp_path).exit_code == 0
+    again = apply(service, manifest, tmp_path=tmp_path)
+    assert "0 to create, 0 to update, 0 to replace, 0 to destroy, 6 unchanged" in again.stdout, again.stdout
 
 
 def test_bad_files_are_usage_errors(service, tmp_path):

@@ -160,6 +160,9 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
         alarms = api.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
         evidence = alarms[0]["evidence"]
     assert snapshot["status"] == "done", snapshot.get("error")
+    assert snapshot["state"] == "succeeded"
+    assert alarms[0]["verdict"]["refutes"] is True  # the alarm is the detector's refutation, whatever MPL says
+    assert alarms[0]["verdict"]["sentence"].startswith("Refuted")
     assert snapshot["trigger"] == "alarm" and evidence["snapshot"]["snapshot_id"] == snapshot["id"], evidence
     # What raised the alarm bounds epsilon above the claim; the snapshot, a separate estimator, may
     # or may not (its LB at SVT 4's t-hat varies around 1-1.5): below the claim it must say that it

@@ -448,12 +448,18 @@ def test_on_demand_snapshot_is_a_job_with_curves(client, db, mechanism_server, m
     assert created.status_code == 202, created.text
     job = created.json()
     assert job["status"] == "pending" and created.headers["location"] == f"/v1/snapshots/{job['id']}"
+    assert job["state"] == "queued" and job["verdict"] is None  # the jobs' vocabulary; `status` its alias
     assert arun(worker.tick_snapshots()) == 1
     snap = client.get(f"/v1/snapshots/{job['id']}").json()
     assert snap["status"] == "done", snap["error"]
+    assert snap["state"] == "succeeded"
     # A correct Laplace(1) mechanism: the loss estimate is near 1 and the bound does not exceed it.
     assert 0.5 < snap["epsilon_hat"] < 2.0
     assert snap["lower_bound"] < 1.0
+    verdict = snap["verdict"]  # one verdict: its sentence and every estimator agree
+    assert verdict["refutes"] == any(e["refutes"] for e in verdict["estimators"])
+    if not verdict["refutes"]:
+        assert verdict["sentence"].startswith("Not refuted") and "does not show" in verdict["sentence"]
     pair = snap["result"]["pairs"][0]
     assert {"grid", "loss", "f_x", "f_xp"} <= set(pair["loss_curve"]) and len(pair["loss_curve"]["loss"]) <= 400
     assert len(pair["privacy_profile"]["delta"]) == len(pair["privacy_profile"]["epsilons"])
@@ -474,3 +480,29 @@ def test_a_snapshot_without_data_fails_clearly(client, mechanism_server, make_wo
     arun(worker.tick_snapshots())
     snap = client.get(f"/v1/snapshots/{job['id']}").json()
     assert snap["status"] == "failed" and "no outputs are kept" in snap["error"]
+
+
+def test_a_patched_n_applies_from_the_next_period_and_the_detector_carries_on(client, db, mechanism_server,
+                                                                             make_worker, arun):
+    """PATCH /v1/monitors/{id} with a new n mid-horizon: the same horizon goes on (t continues, the
+    statistic is eq. 13 over every period's z), and each period draws its own n."""
+    base, secret = mechanism_server
+    mon = make_monitor(client, base, "/laplace", secret)
+    worker, clock = make_worker()
+    arun(run_ticks(worker, clock, 3))
+    patched = client.patch(f"/v1/monitors/{mon['id']}", json={"samples_per_period": 500})
+    assert patched.status_code == 200 and patched.json()["t"] == 3
+    arun(run_ticks(worker, clock, 3))
+    m = _monitor(db, mon["id"])
+    assert (m.state, m.t, m.horizon_index, m.samples_per_period) == ("active", 6, 1, 500)
+    with db() as session:
+        rows = session.execute(select(PeriodRun.t, PeriodRun.horizon_index, PeriodCheck)
+                               .join(PeriodCheck, PeriodCheck.period_run_id == PeriodRun.id)
+                               .where(PeriodRun.monitor_id == m.id).order_by(PeriodRun.seq)).all()
+        assert [(t, h) for t, h, _ in rows] == [(t, 1) for t in range(1, 7)]
+        checks = [row[2] for row in rows]
+        assert [c.n for c in checks] == [200] * 3 + [500] * 3
+        assert all(0 < c.a < c.n and 0 < c.b < c.n for c in checks)
+        z = np.array([c.z for c in checks])
+        np.testing.assert_allclose([c.statistic for c in checks], weighted_statistic_path(z, 50, 0.25))
+        np.testing.assert_allclose([c.threshold for c in checks], mon["threshold"])

@@ -51,6 +51,11 @@ CROSS_FIELD_RULES = {
     "with that finding",
     "POST /v1/silences": "at least one matcher; ends_at after starts_at, in the future, at most 90 days later; the "
     "monitor and mechanism are this tenant's",
+    "PATCH /v1/monitors/{monitor_id}": "a 5-field cron that fires; not both period_seconds and cron, nor a null one "
+    "alone",
+    # Not a rule between fields but one on the stored state, stated in the route's description: an
+    # input to probe with (the body's database, the mechanism's probe_database or a monitor's check).
+    "POST /v1/mechanisms/{mechanism_id}/validate": "an input to probe with must exist",
 }
 
 

@@ -101,11 +101,31 @@ print("ok")
 '''
 
 
+def _uv() -> str | None:
+    """uv (a dev dependency), unless ``DPWATCH_SDK_INSTALLER=pip`` asks for pip itself."""
+    if os.environ.get("DPWATCH_SDK_INSTALLER", "uv") == "pip":
+        return None
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
 def test_pip_install_into_a_fresh_venv_beside_a_users_app_package(tmp_path):
+    """The install resolves ./sdk/python's requirements from the package index into an empty venv.
+    uv does it when installed (about 1 s with a warm cache, against 11-13 s for pip here, which looks
+    the index up one package at a time); it reads the same PEP 621 metadata, builds the SDK with the
+    same PEP 517 backend (flit_core) and installs the same wheels. pip then checks the result
+    (``pip check``: every installed distribution's requirements are met, as pip sees them).
+    ``DPWATCH_SDK_INSTALLER=pip`` installs with pip itself."""
     started = time.monotonic()
     python = _venv(tmp_path / "venv")
-    _pip(python, "install", "-q", str(SDK), "fastapi")
-    installed = _pip(python, "list", "--format=freeze").stdout
+    uv = _uv()
+    if uv is not None:
+        _run([uv, "pip", "install", "-q", "--python", str(python), str(SDK), "fastapi"])
+        installed = _run([uv, "pip", "list", "--python", str(python), "--format", "freeze"]).stdout
+        _pip(python, "check")
+    else:
+        _pip(python, "install", "-q", str(SDK), "fastapi")
+        installed = _pip(python, "list", "--format=freeze").stdout
     names = {line.split("==")[0].lower().replace("_", "-") for line in installed.splitlines() if "==" in line}
     assert "dpwatch-sdk" in names
     assert not names & SERVER_ONLY, f"server dependencies pulled in: {sorted(names & SERVER_ONLY)}"
@@ -118,7 +138,7 @@ def test_pip_install_into_a_fresh_venv_beside_a_users_app_package(tmp_path):
     env = {**os.environ, "DPWATCH_SECRET": "whsec_" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "PYTHONPATH": ""}
     done = _run([str(python), "-c", USER_CHECK], cwd=project, env=env, timeout=120)
     assert done.stdout.strip().endswith("ok")
-    print(f"fresh venv + install + check: {time.monotonic() - started:.1f} s")
+    print(f"fresh venv + install ({'uv' if uv else 'pip'}) + check: {time.monotonic() - started:.1f} s")
 
 
 def _test_venv() -> Path:
@@ -133,7 +153,11 @@ def _test_venv() -> Path:
             shutil.rmtree(base, ignore_errors=True)
             python = _venv(base)
             # The test extra's third-party packages (not the SDK itself, which each run reinstalls).
-            _pip(python, "install", "-q", "flit_core>=3.9,<4", f"{SDK}[test]")
+            uv = _uv()
+            if uv is not None:
+                _run([uv, "pip", "install", "-q", "--python", str(python), "flit_core>=3.9,<4", f"{SDK}[test]"])
+            else:
+                _pip(python, "install", "-q", "flit_core>=3.9,<4", f"{SDK}[test]")
             (base / ".complete").write_text(key)
     return base
 

@@ -137,6 +137,11 @@ def test_the_sync_client_against_the_service(app, tenants):
         assert dpwatch.monitors.status(monitor)["state"] == "active"
         assert dpwatch.monitors.pause(monitor)["state"] == "paused"
         assert dpwatch.monitors.resume(monitor)["state"] == "active"
+        updated = dpwatch.monitors.update(monitor, {"samples_per_period": 3000, "name": "renamed"})
+        assert (updated["id"], updated["samples_per_period"], updated["name"]) == (monitor["id"], 3000, "renamed")
+        with pytest.raises(Conflict) as conflict:
+            dpwatch.monitors.update(monitor, {"alpha": 0.01})
+        assert conflict.value.slug == "monitor-test-change" and conflict.value.errors[0]["pointer"] == "#/alpha"
         assert list(dpwatch.monitors.periods(monitor)) == []
         assert [m["id"] for m in dpwatch.monitors.list(mechanism_id=created["id"])] == [monitor["id"]]
         with pytest.raises(Conflict):
@@ -175,6 +180,12 @@ def test_the_async_client(app, tenants):
                                                     "output_kind": "discrete"})
             assert [m["id"] async for m in dpwatch.mechanisms.list()] == [made["id"]]
             assert (await dpwatch.mechanisms.get(made))["output_kind"] == "discrete"
+            monitor = await dpwatch.monitors.create({**MONITOR, "mechanism_id": made["id"],
+                                                     "checks": [{"x": [0], "x_prime": [1],
+                                                                 "event": {"kind": "set", "values": [1]}}]})
+            updated = await dpwatch.monitors.update(monitor, {"period_seconds": None, "cron": "0 * * * *"})
+            assert updated["id"] == monitor["id"] and updated["cron"] == "0 * * * *"
+            assert updated["period_seconds"] is None
             with pytest.raises(NotFound):
                 await dpwatch.alarms.get(str(uuid.uuid4()))
 

@@ -1,6 +1,6 @@
-"""`dpwatch audit --junit-xml`: the verdict as a JUnit report (app/reporting/junit.py), for an
-endpoint served by the SDK on loopback: refuted -> a failure, not refuted -> passed, an endpoint
-that fails -> an error."""
+"""`dpwatch audit --junit-xml` and `dpwatch search --junit-xml`: the verdict as a JUnit report
+(app/reporting/junit.py), for an endpoint served by the SDK on loopback: refuted (or a certified
+violation) -> a failure, not refuted -> passed, an endpoint that fails -> an error."""
 
 from __future__ import annotations
 
@@ -65,6 +65,57 @@ def test_a_failing_endpoint_is_an_error(tmp_path):
     assert "sampling failed (http_status)" in suite.find("testsuite/testcase/error").get("message")
 
 
+DOMAIN = json.dumps({"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 1, "max": 3},
+                     "neighbours": ["add_remove"]})
+
+
+def search(f, path, *extra):
+    with Endpoint(f, secret=SECRET, seed=11).start() as server:
+        return CliRunner().invoke(app, ["search", server.url + "?token=hidden", "--domain", DOMAIN, "--secret", SECRET,
+                                        "--allow-networks", "127.0.0.0/8", "--no-progress", "--output-kind", "real",
+                                        "--candidates", "30", "--budget", "200000", "--epsilon", "1",
+                                        "--junit-xml", str(path), *extra])
+
+
+def test_search_a_certified_violation_is_a_failure_per_finding(tmp_path):
+    certified = search(half_noise, tmp_path / "search.xml", "--json")
+    assert certified.exit_code == 1, certified.output
+    result = json.loads(certified.stdout)
+    exceeding = [f for f in result["findings"] if f["exceeds_claim"]]
+    assert result["certified"] and exceeding
+    suite = ET.parse(tmp_path / "search.xml").getroot()
+    cases = suite.findall("testsuite/testcase")
+    assert suite.get("failures") == str(len(exceeding)) == str(len(cases)) and suite.get("errors") == "0"
+    first = cases[0]
+    assert first.get("classname") == "dpwatch.search" and first.get("name").startswith("1-DP of http://127.0.0.1:")
+    assert "token" not in first.get("name") and f"x = {json.dumps(exceeding[0]['x'])}" in first.get("name")
+    failure = first.find("failure")
+    assert failure.get("message").startswith("violation of 1-DP certified at level α = 0.05 (lower confidence bound")
+    assert "VIOLATION CERTIFIED" in failure.text  # the report
+    props = {p.get("name"): p.get("value") for p in suite.find("testsuite/properties")}
+    assert props["verdict"] == "violation certified" and props["stopped"] == "certified"
+    assert float(props["finding 1: lower_bound"]) > 1 and props["finding 1: x"] == json.dumps(exceeding[0]["x"])
+
+
+def test_search_without_a_certified_violation_passes(tmp_path):
+    passed = search(laplace, tmp_path / "ok.xml")
+    assert passed.exit_code == 0, passed.output
+    suite = ET.parse(tmp_path / "ok.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "0")
+    case = suite.find("testsuite/testcase")
+    assert case.find("failure") is None and "does not show that the claim holds" in case.find("system-out").text
+    props = {p.get("name"): p.get("value") for p in suite.find("testsuite/properties")}
+    assert props["verdict"] == "no violation certified" and int(props["samples_used"]) <= 200_000
+
+
+def test_search_on_a_failing_endpoint_is_an_error(tmp_path):
+    result = search(broken, tmp_path / "error.xml")
+    assert result.exit_code == 2
+    suite = ET.parse(tmp_path / "error.xml").getroot()
+    assert suite.get("errors") == "1" and suite.get("failures") == "0"
+    assert "failed on every one" in suite.find("testsuite/testcase/error").get("message")
+
+
 def test_report_escapes_and_strips_what_xml_cannot_hold():
     data = junit_xml("s", [JUnitCase("a <b> & \x00c", "k", 1.5, "failed", "bad \x1b", "report\x07")])
     root = ET.fromstring(data)
@@ -84,7 +135,7 @@ def test_the_ci_workflow_example_uses_real_options():
     runs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
     script = "\n".join(runs).replace("\\\n", " ")
     checked = 0
-    for command in ("audit", "apply"):
+    for command in ("audit", "search", "apply"):
         for line in script.splitlines():
             if f" {command} " not in line or "dpwatch" not in line.lower():
                 continue
@@ -95,4 +146,4 @@ def test_the_ci_workflow_example_uses_real_options():
     plugin = (root / "sdk" / "python" / "dpwatch_sdk" / "pytest_plugin.py").read_text()
     for flag in ("--dpwatch-command", "--dpwatch-junit-dir"):
         assert flag in script and f'"{flag}"' in plugin
-    assert checked >= 8
+    assert checked >= 15

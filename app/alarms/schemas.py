@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.alarms.verdict import Verdict
 from app.api.urls import check_http_url, url_schema_extra
 
 EventType = Literal["alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]
@@ -234,6 +235,11 @@ class AlarmRead(BaseModel):
         "with an offending output (`contract`). Then the MPL snapshot, a separate estimator of where the loss is "
         "(`snapshot`, filled in when it is done).",
     )
+    verdict: Verdict | None = Field(
+        None, description="dpwatch's one conclusion, to read first (app/alarms/verdict.py): `refutes` is true when any "
+        "valid test at its stated level refutes the claim (a privacy alarm is the detector's refutation), then one "
+        "`sentence` with the strongest evidence and its number, then every estimator with its own figure, `refutes` "
+        "and a label saying what it can and cannot show.")
 
 
 class AcknowledgeRequest(BaseModel):

@@ -29,6 +29,7 @@ from app.alarms.models import (
     WebhookMessage,
 )
 from app.alarms.schemas import AlarmRead, WebhookCreate, WebhookUpdate
+from app.alarms.verdict import alarm_verdict
 from app.api.errors import ConflictError, InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.api.urls import destination_problem
@@ -103,9 +104,10 @@ def alarm_status(alarm: Alarm) -> str:
 
 
 def to_alarm_read(alarm: Alarm) -> AlarmRead:
-    data = {c: getattr(alarm, c) for c in AlarmRead.model_fields if c not in ("status", "archived")}
+    data = {c: getattr(alarm, c) for c in AlarmRead.model_fields if c not in ("status", "archived", "verdict")}
     data["monitor_id"] = alarm.monitor_id or alarm.origin_monitor_id
-    return AlarmRead.model_validate({**data, "status": alarm_status(alarm), "archived": alarm.archived_at is not None})
+    return AlarmRead.model_validate({**data, "status": alarm_status(alarm), "archived": alarm.archived_at is not None,
+                                     "verdict": alarm_verdict(alarm)})
 
 
 def archive_monitor_alarms(session: Session, monitor: Monitor, *, now: datetime | None = None) -> int:
@@ -187,15 +189,22 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
         )
         if statement:
             description += " " + statement
+    read = to_alarm_read(alarm)
+    verdict = read.verdict
+    annotations = {"summary": summary, "description": description}
+    if verdict is not None:  # the one conclusion (app/alarms/verdict.py)
+        annotations = {"verdict": verdict.sentence, **annotations}
     return {
         "status": status,
         "labels": labels,
-        "annotations": {"summary": summary, "description": description},
+        "annotations": annotations,
         "startsAt": _iso(alarm.created_at),
         "endsAt": _iso(alarm.resolved_at),
         "fingerprint": alarm.fingerprint,
-        "generatorURL": f"{settings.public_url}/v1/alarms/{alarm.id}",
-        "alarm": to_alarm_read(alarm).model_dump(mode="json"),
+        # The alarm's page in the dashboard (a person follows it; the JSON is /v1/alarms/{id}).
+        "generatorURL": f"{settings.public_url.rstrip('/')}/ui/alarms/{alarm.id}",
+        "alarm": read.model_dump(mode="json"),
+        "verdict": None if verdict is None else verdict.model_dump(mode="json"),
         "evidence": alarm.evidence,
         "claim": claim,
     }
@@ -331,7 +340,7 @@ def monitor_event_data(monitor: Monitor, settings: Settings, **details: Any) -> 
         "t": monitor.t,
         "horizon": monitor.horizon,
         "consecutive_failures": monitor.consecutive_failures,
-        "generatorURL": f"{settings.public_url}/v1/monitors/{monitor.id}/status",
+        "generatorURL": f"{settings.public_url.rstrip('/')}/ui/monitors/{monitor.id}",
         **details,
     }
 

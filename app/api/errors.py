@@ -152,7 +152,14 @@ def _clean_message(error: dict[str, Any]) -> str:
     return message
 
 
+#: RFC 9110's reason phrases where Python's ``HTTPStatus`` (before 3.13) keeps the older RFC 7231
+#: ones, so that every 413 and 422 has one title, here and in app/api/limits.py.
+RFC9110_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+
 def _title(status: int) -> str:
+    if status in RFC9110_TITLES:
+        return RFC9110_TITLES[status]
     try:
         return HTTPStatus(status).phrase
     except ValueError:

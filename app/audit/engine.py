@@ -471,8 +471,9 @@ def _compare(lb: float, eps_hat: float | None, claim: Claim | None) -> str:
         return (f"the held-out bound LB = {lb:.3g} exceeds MPL's point estimate ε̂ = {eps_hat:.3g}: MPL is the "
                 "weaker estimator here (its density estimate or region misses part of the loss)")
     if claimed is not None and eps_hat > claimed and lb <= claimed:
-        return (f"MPL's ε̂ = {eps_hat:.3g} exceeds the claim but the held-out bound does not: ε̂ is a point estimate "
-                "without a confidence level, so the held-out test is the weaker evidence here and nothing is refuted")
+        return (f"MPL's ε̂ = {eps_hat:.3g} is above the claim, but ε̂ is a point estimate without a confidence "
+                "level, not a test; the held-out test did not refute the claim at level α with these pairs and this "
+                "budget, which does not show that the claim holds")
     return ""
 
 

@@ -117,10 +117,14 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def format_report(result: AuditResult | dict[str, Any]) -> str:
+    from app.alarms.verdict import audit_verdict
+
     r = result.to_dict() if isinstance(result, AuditResult) else result
     conf = 100 * (1 - r["alpha"])
+    verdict = audit_verdict(r)
     shape = OutputShape.model_validate(r["shape"]).describe()
-    lines = [f"audit of {len(r['pairs'])} pair(s), outputs: {shape}",
+    lines = [f"verdict: {verdict.sentence}", "",
+             f"audit of {len(r['pairs'])} pair(s), outputs: {shape}",
              f"samples used: {r['samples_used']:,} in {r['seconds']:.1f} s over {len(r['rounds'])} round(s) "
              f"(stopped: {r['stopped']})", ""]
     if r["rounds"]:
@@ -151,4 +155,6 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
         else:
             lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
                          f"(LB = {_fmt(lb)}); this does not show that the mechanism satisfies it")
+    lines.append("estimators:")
+    lines += [f"  {e.name.replace('_', ' ')}: {e.figure} ({e.label})" for e in verdict.estimators]
     return "\n".join(lines)

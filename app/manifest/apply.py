@@ -3,8 +3,10 @@ through its REST API (the SDK's client) with an API key.
 
 Apply reads and validates the whole file first (the API's own models), reads the tenant's current
 mechanisms, monitors and webhooks, prints the plan (app/manifest/plan.py), and, unless
-``--dry-run``, carries it out in dependency order: mechanisms, webhooks, monitors (a replaced
-monitor's successor is created before it is deleted), then the destroys of ``--prune``. A failing
+``--dry-run``, carries it out in dependency order: mechanisms, webhooks, monitors (updated in place
+by PATCH when only fields that leave the running test alone changed; a replaced monitor's successor
+is created before it is deleted, and only with ``--allow-replace``: without it a plan that replaces a
+monitor changes nothing), then the destroys of ``--prune``. A failing
 step stops the run; what was done before it stays done, and applying again completes it.
 """
 
@@ -121,7 +123,11 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                 if change.action == "replace":
                     client.monitors.delete(change.current["id"])  # type: ignore[index]
             elif change.action == "update":
-                (client.monitors.pause if spec.paused else client.monitors.resume)(change.current["id"])  # type: ignore[index]
+                monitor_id = change.current["id"]  # type: ignore[index]
+                if change.body:
+                    client.monitors.update(monitor_id, change.body)
+                if spec.paused != (change.current["state"] == "paused"):  # type: ignore[index]
+                    (client.monitors.pause if spec.paused else client.monitors.resume)(monitor_id)
             else:
                 client.monitors.delete(change.current["id"])  # type: ignore[index]
 
@@ -141,9 +147,10 @@ def _guarded(work: Callable[[], int], err: Echo) -> int:
 
 
 def run_apply(path: Path, *, url: str | None, api_key: str | None, dry_run: bool = False, prune: bool = False,
-              echo: Echo = print, err: Echo = print) -> int:
+              allow_replace: bool = False, echo: Echo = print, err: Echo = print) -> int:
     """Exit code: 0 done (or nothing to do), 1 when the API refused a step, 2 for a bad file or
-    usage."""
+    usage, including a plan that replaces a monitor without ``allow_replace`` (then nothing is
+    changed)."""
     from dpwatch_sdk.errors import ApiError
 
     def work() -> int:
@@ -158,6 +165,13 @@ def run_apply(path: Path, *, url: str | None, api_key: str | None, dry_run: bool
             if plan.empty:
                 echo("Nothing to do.")
                 return 0
+            replaced = [c.key for c in plan.of("replace")]
+            if replaced and not allow_replace:
+                err(f"error: the plan replaces {len(replaced)} monitor{'s' if len(replaced) > 1 else ''} ("
+                    + ", ".join(f'"{k}"' for k in replaced) + "): a field that defines its test changed, so it "
+                    "would be deleted with its periods and history and created again. Nothing was changed. Pass "
+                    "--allow-replace to do it, or change only fields that update in place (docs/sdk.md).")
+                return 2
             try:
                 _execute(client, plan, {m["name"]: m["id"] for m in mechanisms}, echo, err)
             except ApiError as exc:

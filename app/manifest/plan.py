@@ -6,10 +6,13 @@ the manifest's models, and the current resource is first turned back into a mani
 (:func:`mechanism_entry`, :func:`monitor_entry`, :func:`webhook_entry`, which ``dpwatch export``
 also writes) and then read by the same models. So an exported file applies as "unchanged".
 
-Actions: ``create``; ``update`` (in place: mechanisms and webhooks by PATCH, a monitor's
-``paused`` by pause/resume); ``replace`` (a monitor whose other fields changed: the API has no
-monitor update, so a new one is created and the old one deleted, with its periods; its alarms are
-archived); ``unchanged``; ``destroy`` (only with ``--prune``).
+Actions: ``create``; ``update`` (in place: mechanisms and webhooks by PATCH; a monitor by
+``PATCH /v1/monitors/{id}`` when only fields that do not change its running test differ (n, the
+schedule, snapshot and discovery sizes: ``IN_PLACE_FIELDS``), and its ``paused`` by pause/resume,
+so that it keeps its id, periods and detectors); ``replace`` (a monitor whose test changed: checks,
+claim, α, γ, T, detector, …, or its mechanism: a new one is created and the old one deleted with
+its periods, its alarms archived; carried out only with ``--allow-replace``); ``unchanged``;
+``destroy`` (only with ``--prune``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ MECHANISM_FIELDS = ("sampling_url", "output_kind", "dim", "max_batch", "timeout_
                     "output_shape", "probe_database")
 MONITOR_FIELDS = ("alpha", "gamma", "detector", "horizon", "samples_per_period", "period_seconds", "cron",
                   "variance", "kappa", "symmetric", "renew", "outputs_window", "snapshot_every",
-                  "alarm_snapshot_samples", "rediscover_every", "discovery_samples", "discovery_fresh_samples")
+                  "alarm_snapshot_samples", "rediscover_every", "discovery_samples", "discovery_fresh_samples",
+                  "search_every", "search_budget")
+#: Monitor fields ``PATCH /v1/monitors/{id}`` changes in place (app/monitors/schemas.py ``SAFE_FIELDS``):
+#: the others define the test, and a change to them replaces the monitor. ``rediscover_every`` and
+#: ``search_every`` are in place only between positive values (0 ↔ K changes the α split).
+IN_PLACE_FIELDS = ("samples_per_period", "period_seconds", "cron", "outputs_window", "snapshot_every",
+                   "alarm_snapshot_samples", "discovery_samples", "discovery_fresh_samples", "rediscover_every",
+                   "search_every", "search_budget")
+TOGGLES = ("rediscover_every", "search_every")
 #: Fields the service fills in when they are left out (a default it computes): compared only when
 #: the manifest gives them.
 SERVER_DEFAULTS = ("horizon", "rediscover_every", "discovery_samples", "discovery_fresh_samples")
@@ -157,6 +168,8 @@ def _monitor_canon(spec: MonitorSpec) -> dict[str, Any]:
     claim = spec.claim.to_dict() if spec.claim is not None else (
         {"epsilon": spec.epsilon} if spec.epsilon is not None else None)
     out: dict[str, Any] = {key: getattr(spec, key) for key in MONITOR_FIELDS}
+    if spec.detector != "aggregator" or not any(c.event.kind == "auto" for c in spec.checks):
+        out["rediscover_every"] = None  # the service ignores it (stores 0) without auto events
     out["claim"] = claim
     out["checks"] = [{"x": c.x, "x_prime": c.x_prime, "event": c.event.model_dump(mode="json"),
                       "claim": c.claim.to_dict() if c.claim is not None else claim} for c in spec.checks]
@@ -172,15 +185,26 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "…"
 
 
+def _changed(desired: Mapping[str, Any], current: Mapping[str, Any], *, lazy: Sequence[str] = ()) -> list[str]:
+    """The keys whose desired value differs from the current one (``lazy`` keys only when given)."""
+    return [key for key, want in desired.items()
+            if not (key in lazy and want is None) and want != current.get(key)]
+
+
+def _describe(keys: Sequence[str], desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    return [f"{key} changed" if key == "checks" else f"{key}: {_show(current.get(key))} → {_show(desired[key])}"
+            for key in keys]
+
+
 def _differences(desired: Mapping[str, Any], current: Mapping[str, Any], *, lazy: Sequence[str] = ()) -> list[str]:
-    out = []
-    for key, want in desired.items():
-        if key in lazy and want is None:
-            continue
-        have = current.get(key)
-        if want != have:
-            out.append(f"{key} changed" if key == "checks" else f"{key}: {_show(have)} → {_show(want)}")
-    return out
+    return _describe(_changed(desired, current, lazy=lazy), desired, current)
+
+
+def _in_place(key: str, want: Mapping[str, Any], have: Mapping[str, Any]) -> bool:
+    """Whether PATCH can change ``key`` without touching the monitor's running test."""
+    if key not in IN_PLACE_FIELDS:
+        return False
+    return key not in TOGGLES or bool(want[key]) == bool(have.get(key))
 
 
 # --------------------------------------------------------------------------- the plan
@@ -227,17 +251,25 @@ def make_plan(manifest: Manifest, mechanisms: Sequence[Mapping[str, Any]], monit
         current = found[0]
         want = _monitor_canon(spec)
         have = _monitor_canon(MonitorSpec.model_validate(monitor_entry(current, names)))
-        diff = _differences(want, have, lazy=SERVER_DEFAULTS)
+        keys = _changed(want, have, lazy=SERVER_DEFAULTS)
+        unsafe = [key for key in keys if not _in_place(key, want, have)]
+        diff = _describe(keys, want, have)
         if names.get(str(current["mechanism_id"])) != spec.mechanism:
             diff.insert(0, f"mechanism: {_show(names.get(str(current['mechanism_id'])))} → {spec.mechanism}")
+            unsafe.insert(0, "mechanism")
         paused = current.get("state") == "paused"
-        if diff:
+        if spec.paused != paused:
+            diff.append(f"paused: {_show(paused)} → {_show(spec.paused)}")
+        if unsafe:
             changes.append(Change("monitor", spec.name, "replace", [
-                *diff, "the API cannot change a monitor in place: a new one is created, then this one is deleted "
-                "with its periods (its alarms are archived)"], spec, current))
-        elif spec.paused != paused:
-            changes.append(Change("monitor", spec.name, "update", [f"paused: {_show(paused)} → {_show(spec.paused)}"],
-                                  spec, current))
+                *diff, f"{', '.join(unsafe)} define{'s' if len(unsafe) == 1 else ''} the running test, which cannot "
+                "change in place: a new monitor is created, then this one is deleted with its periods and history "
+                "(its alarms are archived); needs --allow-replace"], spec, current))
+        elif diff:
+            body = {key: want[key] for key in keys}
+            if "period_seconds" in body or "cron" in body:  # one schedule replaces the other
+                body.update(period_seconds=want["period_seconds"], cron=want["cron"])
+            changes.append(Change("monitor", spec.name, "update", diff, spec, current, body or None))
         else:
             changes.append(Change("monitor", spec.name, "unchanged", desired=spec, current=current))
 

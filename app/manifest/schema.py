@@ -57,8 +57,10 @@ class MechanismSpec(MechanismCreate):
 
 class MonitorSpec(MonitorCreate):
     """A monitor, matched by ``name``; ``mechanism`` names its mechanism (in this file or already
-    registered). The API cannot change a monitor in place: a changed monitor is replaced (deleted and
-    created again), except for ``paused``."""
+    registered). ``apply`` changes it in place (``PATCH /v1/monitors/{id}``, keeping its id and periods)
+    when only its n, schedule, snapshot or discovery sizes, ``paused`` or a positive re-discovery/search
+    period changed; a change to its test (checks, claim, α, γ, T, detector, …) replaces it (deleted
+    and created again, losing its periods), and only with ``--allow-replace``."""
 
     model_config = ConfigDict(extra="forbid", title="Monitor", json_schema_extra={"examples": [
         {"name": "count neighbours", "mechanism": "laplace-count", "epsilon": 1.0,

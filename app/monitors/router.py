@@ -30,6 +30,7 @@ from app.monitors.schemas import (
     MonitorRead,
     MonitorState,
     MonitorStatus,
+    MonitorUpdate,
     PeriodCheckRead,
     PeriodRead,
 )
@@ -163,6 +164,37 @@ def list_monitors(
 )
 def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
     monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
+    return _read(monitor, service.get_checks(session, monitor.id))
+
+
+@router.patch(
+    "/{monitor_id}",
+    response_model=MonitorRead,
+    summary="Update a monitor in place",
+    description=(
+        "A JSON merge patch (RFC 7396): the fields given change, the others keep their value; the monitor keeps its "
+        "id, periods, alarms, horizon and running detectors. Changed in place, from the next period on (a period "
+        "already sampling finishes with the values it started with): `name`, `samples_per_period` (n; each period's "
+        "z_t is standardised with its own n, and the threshold q(T, γ, α) does not depend on n), the schedule "
+        "(`period_seconds` or `cron`, one replacing the other: the next period is the first slot of the new "
+        "schedule from now, counted from the last period's slot), `outputs_window`, `snapshot_every`, "
+        "`alarm_snapshot_samples`, `discovery_samples`, `discovery_fresh_samples`, `search_budget`, and "
+        "`rediscover_every` / `search_every` between positive values. "
+        "**409** (`monitor-test-change`, `errors` naming each field) when a field that defines the test would "
+        "change: `checks` (whenever given), `mechanism_id`, `epsilon`, `claim`, `alpha`, `gamma`, `detector`, "
+        "`horizon`, `variance`, `kappa`, `symmetric`, `renew`, or `rediscover_every` / `search_every` switching "
+        "between 0 and a positive value (the α split of the running horizon); create a new monitor instead. "
+        "Those fields given with their current value change nothing. **422** for an invalid value, an explicit "
+        "`null` of a field that cannot be null, both or neither schedule, a cron that never fires, or an unknown "
+        "field. Pause and resume with `POST …/pause` and `…/resume`. 404 for another tenant's monitor; 403 for "
+        "a `read` key."
+    ),
+    responses=problem_responses(401, 403, 404, 409, 422),
+)
+def update_monitor(monitor_id: uuid.UUID, body: MonitorUpdate, principal: CurrentPrincipal,
+                   session: SessionDep) -> MonitorRead:
+    monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
+    service.update_monitor(session, monitor, body)
     return _read(monitor, service.get_checks(session, monitor.id))
 
 

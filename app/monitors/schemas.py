@@ -228,6 +228,110 @@ class MonitorCreate(BaseModel):
         return self
 
 
+#: Fields of a monitor that define the test it runs: its threshold, levels and detectors were set for
+#: them. ``PATCH /v1/monitors/{id}`` refuses (409) a new value for any of them.
+TEST_FIELDS = ("mechanism_id", "checks", "epsilon", "claim", "alpha", "gamma", "detector", "horizon", "variance",
+               "kappa", "symmetric", "renew")
+#: Fields PATCH changes in place: none of them enters the threshold, a check's level or a detector's state.
+SAFE_FIELDS = ("name", "samples_per_period", "period_seconds", "cron", "outputs_window", "snapshot_every",
+               "alarm_snapshot_samples", "discovery_samples", "discovery_fresh_samples", "rediscover_every",
+               "search_every", "search_budget")
+_TEST_FIELD = ("Defines the test the monitor runs, so it cannot change in place: a value different from the current "
+               "one answers 409 (create a new monitor instead); the current value is accepted and changes nothing.")
+
+
+class MonitorUpdate(BaseModel):
+    """A JSON merge patch (RFC 7396) of a monitor: the fields given change, the others keep their value.
+
+    Changed in place, keeping the monitor's id, periods, alarms and running detectors, because none of
+    them enters the threshold q(T, γ, α_j/m), a check's level or a detector's state: ``name``;
+    ``samples_per_period`` (n: each period's z_t is standardised with that period's own n, and the
+    lines and bets chosen from past periods use each period's own counts); the schedule
+    (``period_seconds`` or ``cron``: the test counts periods, not time); the snapshot and discovery
+    sizes; and ``rediscover_every``/``search_every`` between positive values (the share of α they
+    reserve does not depend on K). They take effect from the next period: a period already sampling
+    finishes with the values it started with. The fields that define the test (`mechanism_id`,
+    `checks`, `epsilon`, `claim`, `alpha`, `gamma`, `detector`, `horizon`, `variance`, `kappa`,
+    `symmetric`, `renew`) answer 409 when their value would change."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"samples_per_period": 20000}, {"name": "count neighbours (prod)", "cron": "*/30 * * * *"}]})
+
+    # Omittable but not nullable fields are typed without None (pydantic does not validate defaults);
+    # an explicit null is a 422 that the schema predicts.
+    name: str = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
+    samples_per_period: int = Field(  # type: ignore[assignment]
+        None, ge=1, le=10_000_000,
+        description="n, outputs drawn on each of x and x' per period, from the next period on. Safe mid-horizon: "
+        "z_t = √n D̂/σ̂ is standardised with each period's own n (eq. 12), and the threshold depends on T, γ and α "
+        "only.")
+    period_seconds: int | None = Field(
+        None, ge=1, le=366 * 24 * 3600,
+        description="Run a period every this many seconds from the last period's slot (replaces a `cron`). The "
+        "next period is the first slot of the new schedule from now.")
+    cron: str | None = Field(None, max_length=200, description="A 5-field crontab in UTC (replaces `period_seconds`).")
+    outputs_window: int = Field(None, ge=0, le=10_000, description="Raw outputs kept for MPL snapshots, "  # type: ignore[assignment]
+                                "in periods (0 keeps none).")
+    snapshot_every: int | None = Field(None, ge=1, le=100_000, description="An MPL snapshot every this-many "
+                                       "periods (`null`: none on a schedule).")
+    alarm_snapshot_samples: int = Field(None, ge=0, le=1_000_000,  # type: ignore[assignment]
+                                        description="Fresh outputs per database for an alarm's snapshot.")
+    discovery_samples: int | None = Field(None, ge=400, le=5_000_000, description="Discovery's budget (`null`: "
+                                          "the service's default).")
+    discovery_fresh_samples: int | None = Field(None, ge=100, le=1_000_000, description="Re-discovery's fresh "
+                                                "outputs per database (`null`: the service's default).")
+    rediscover_every: int = Field(  # type: ignore[assignment]
+        None, ge=0, le=100_000,
+        description="K of re-discovery. It may change between positive values; turning it on or off (0 ↔ K > 0) "
+        "changes how α is split between the checks (α_j/m or α_j/(2m)) and answers 409.")
+    search_every: int = Field(  # type: ignore[assignment]
+        None, ge=0, le=100_000,
+        description="K of the monitor's searches. Like `rediscover_every`: between positive values only (409 "
+        "otherwise).")
+    search_budget: int | None = Field(None, ge=20_000, le=200_000_000, description="Outputs each search draws "
+                                      "(`null`: the default).")
+
+    mechanism_id: uuid.UUID = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+    checks: list[CheckCreate] = Field(  # type: ignore[assignment]
+        None, max_length=MAX_CHECKS, description="Cannot change in place: any `checks` answers 409 (create a new "
+        "monitor, or add a search's finding with `POST /v1/monitors/{id}/checks/from-search`).")
+    epsilon: float | None = Field(None, gt=0, le=50, description=_TEST_FIELD)
+    claim: ClaimSpec | None = Field(None, description=_TEST_FIELD)
+    alpha: float = Field(None, gt=0, lt=1, description=_TEST_FIELD)  # type: ignore[assignment]
+    gamma: float = Field(None, ge=0, lt=0.5, description=_TEST_FIELD)  # type: ignore[assignment]
+    detector: Detector = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+    horizon: int = Field(None, ge=2, le=100_000, description=_TEST_FIELD)  # type: ignore[assignment]
+    variance: Variance = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+    kappa: float = Field(None, gt=0, le=1, description=_TEST_FIELD)  # type: ignore[assignment]
+    symmetric: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+    renew: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = " ".join(value.split())
+        parse_cron(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MonitorUpdate:
+        for name in ("name", "samples_per_period", "outputs_window", "alarm_snapshot_samples", "rediscover_every",
+                     "search_every", "mechanism_id", "checks", "alpha", "gamma", "detector", "horizon", "variance",
+                     "kappa", "symmetric", "renew"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null; omit it to keep the current value")
+        given = {"period_seconds", "cron"} & self.model_fields_set
+        if given == {"period_seconds", "cron"}:
+            if (self.period_seconds is None) == (self.cron is None):
+                raise ValueError("give exactly one of period_seconds and cron")
+        elif given and getattr(self, given.pop()) is None:
+            raise ValueError("a monitor needs a schedule: give the other of period_seconds and cron instead of "
+                             "null")
+        return self
+
+
 class CheckRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 

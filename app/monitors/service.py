@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alarms.models import Alarm
 from app.alarms.service import resolve_open_alarms
-from app.api.errors import ConflictError, InvalidInputError, NotFoundError
+from app.api.errors import ConflictError, InvalidInputError, NotFoundError, ProblemError, field_problem
 from app.api.pagination import SortKey, paginate
 from app.claims.service import effective_claim
 from app.db import utcnow
@@ -25,10 +26,12 @@ from app.monitors.schemas import useless_event
 from app.mechanisms.service import get_mechanism
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.monitors.schedule import Schedule
-from app.monitors.schemas import CheckStatus, MonitorCreate, MonitorStatus
+from app.monitors.schemas import SAFE_FIELDS, TEST_FIELDS, CheckStatus, MonitorCreate, MonitorStatus, MonitorUpdate
 from app.settings import Settings
 
 PAUSABLE_STATES = ("calibrating", "active", "alarm", "degraded")
+
+log = structlog.get_logger("dpwatch.monitors")
 
 
 # --------------------------------------------------------------------------- levels, thresholds
@@ -369,6 +372,92 @@ def create_monitor(
     session.add_all(checks)
     session.flush()
     return monitor
+
+
+def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> str | None:
+    """Why PATCH cannot give ``name`` this value (a field that defines the test), or None when
+    the value is the current one."""
+    if name == "checks":
+        return ("the checks cannot change in place: a check's level, threshold and detector belong to the horizon "
+                "it started in; create a new monitor with the new checks (or add a search's finding with "
+                "POST /v1/monitors/{id}/checks/from-search)")
+    if name in ("epsilon", "claim"):
+        if name == "claim":
+            new = data.claim.to_dict() if data.claim is not None else None
+        else:
+            new = None if data.epsilon is None else {"epsilon": data.epsilon}
+        if new == monitor_claim(monitor):
+            return None
+        return (f"{name} is the claim the checks are tested against (each period's line and z depend on it); a "
+                "monitor cannot change it in place: create a new monitor with the new claim")
+    value, current = getattr(data, name), getattr(monitor, name)
+    if value == current:
+        return None
+    why = {
+        "mechanism_id": "the monitor tests one mechanism",
+        "alpha": "α sets every check's level α_j/m and so the threshold",
+        "gamma": "γ sets the aggregator's weights and its threshold q(T, γ, α)",
+        "detector": "the detector is the sequential test itself",
+        "horizon": "T sets the threshold q(T, γ, α) and the length of the horizon the detectors run over",
+        "variance": "the variance estimator defines σ̂ and so each period's z",
+        "kappa": "κ is the variance floor of each period's z",
+        "symmetric": "symmetric decides which checks exist and their Bonferroni share of α",
+        "renew": "renew sets the horizon levels α_j (α, or 6α/(π²j²))",
+    }[name]
+    return (f"{name} cannot change in place ({current!r} → {value!r}): {why}. Create a new monitor with the new "
+            "value (dpwatch apply --allow-replace does that), and delete this one")
+
+
+def update_monitor(session: Session, monitor: Monitor, data: MonitorUpdate, *,
+                   now: datetime | None = None) -> list[str]:
+    """Apply a merge patch (``PATCH /v1/monitors/{id}``); the names of the fields that changed.
+
+    Fields that define the test (``TEST_FIELDS``) may only be given with their current value (409
+    otherwise); ``rediscover_every`` and ``search_every`` may not switch between 0 and a positive K,
+    which would change the α split of the running horizon (409). The others change in place and take
+    effect from the next period. A new schedule is anchored at the monitor's last period slot (its
+    anchor when none ran), and the next period is its first slot from now."""
+    now = now or utcnow()
+    given = data.model_fields_set
+    conflicts = [(name, why) for name in TEST_FIELDS if name in given
+                 and (why := _test_field_conflict(monitor, name, data)) is not None]
+    for name in ("rediscover_every", "search_every"):
+        if name in given and bool(getattr(data, name)) != bool(getattr(monitor, name)):
+            conflicts.append((name, (
+                f"{name} cannot switch between 0 and a positive value in place ({getattr(monitor, name)} → "
+                f"{getattr(data, name)}): a monitor that may add checks reserves half of each horizon's α for them "
+                "(α_j/(2m) per check instead of α_j/m), fixed when the horizon starts. Create a new monitor with "
+                "the new value; between positive values it may change")))
+    if conflicts:
+        raise ProblemError(
+            "; ".join(why for _, why in conflicts) + ".", status=409, slug="monitor-test-change",
+            errors=[field_problem(["body", name], why, "test_field") for name, why in conflicts])
+
+    changed: list[str] = []
+    for name in SAFE_FIELDS:
+        if name in given and name not in ("period_seconds", "cron") and getattr(monitor, name) != getattr(data, name):
+            setattr(monitor, name, getattr(data, name))
+            changed.append(name)
+    if given & {"period_seconds", "cron"}:
+        period_seconds = data.period_seconds if "period_seconds" in given else (
+            None if data.cron is not None else monitor.period_seconds)
+        cron = data.cron if "cron" in given else (None if data.period_seconds is not None else monitor.cron)
+        if (period_seconds, cron) != (monitor.period_seconds, monitor.cron):
+            changed += [n for n, old, new in (("period_seconds", monitor.period_seconds, period_seconds),
+                                              ("cron", monitor.cron, cron)) if old != new]
+            last = session.scalar(select(func.max(PeriodRun.scheduled_for)).where(PeriodRun.monitor_id == monitor.id))
+            monitor.period_seconds, monitor.cron = period_seconds, cron
+            if last is not None:
+                # Slots of the new schedule follow the last period; never one already used.
+                monitor.schedule_anchor = last
+                earliest = max(now, last + timedelta(microseconds=1))
+            else:
+                earliest = max(now, monitor.schedule_anchor)
+            monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(earliest)
+    if changed:
+        log.info("monitor_updated", monitor_id=str(monitor.id), fields=changed)
+        session.flush()
+    return changed
 
 
 def pause_monitor(session: Session, monitor: Monitor) -> Monitor:

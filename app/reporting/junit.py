@@ -1,5 +1,4 @@
-"""JUnit XML reports for CI (``dpwatch audit --junit-xml``, and any other command that tests a
-claim): one ``<testsuite>`` of ``<testcase>``s, each passed, failed (the claim is refuted or a
+"""JUnit XML reports for CI (``dpwatch audit --junit-xml``, ``dpwatch search --junit-xml``): one ``<testsuite>`` of ``<testcase>``s, each passed, failed (the claim is refuted or a
 violation certified), or in error (the test could not run, e.g. the endpoint failed).
 
 The format is the one Jenkins, GitLab, GitHub Actions' test reporters and pytest's
@@ -10,6 +9,7 @@ timestamp>`` → ``<properties>`` and ``<testcase classname name time>`` with an
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["JUnitCase", "audit_case", "error_case", "junit_xml", "shown_url", "write_junit"]
+__all__ = ["JUnitCase", "audit_case", "error_case", "junit_xml", "search_cases", "search_properties", "shown_url",
+           "write_junit"]
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 
@@ -134,6 +135,67 @@ def audit_case(result: Mapping[str, Any], url: str, report: str, *, claimed: boo
                     "lower_bound": lower_bound, "epsilon_hat": result.get("epsilon_hat"),
                     "samples_used": result.get("samples_used"), "stopped": result.get("stopped")},
     )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _certified_findings(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    findings = [f for f in result.get("findings") or [] if f.get("exceeds_claim")]
+    return findings or ([result["finding"]] if result.get("finding") else [])
+
+
+def search_cases(result: Mapping[str, Any], url: str, report: str) -> list[JUnitCase]:
+    """The test cases of one ``dpwatch search`` (``SearchResult.to_dict()``); its numbers are in
+    :func:`search_properties`.
+
+    A certified violation is one failed case per finding whose held-out test refuted the claim
+    (``exceeds_claim``), each with the whole report. Without one the search is a single case:
+    passed when it ran to its budget or time limit (which does not show that the claim holds), in
+    error when certification could not run because the endpoint failed on a finalist."""
+    claim = result.get("claim")
+    where = shown_url(url)
+    seconds = float((result.get("seconds") or {}).get("total") or 0.0)
+    if result.get("certified"):
+        findings = _certified_findings(result)
+        cases = []
+        for f in findings:
+            lower_bound = f.get("lower_bound")
+            message = f"violation of {claim} certified at level α = {result.get('alpha')}"
+            if isinstance(lower_bound, (int, float)):
+                message += f" (lower confidence bound {lower_bound:.4g} on {result.get('parameter') or 'ε'})"
+            message += f" on x = {_short(f.get('x'))}, x′ = {_short(f.get('x_prime'))}"
+            cases.append(JUnitCase(
+                name=f"{claim} of {where}: finding {f.get('rank')}, x = {_short(f.get('x'), 40)}, "
+                     f"x′ = {_short(f.get('x_prime'), 40)}, {f.get('describe') or _short(f.get('event'), 40)}",
+                classname="dpwatch.search", seconds=seconds / max(1, len(findings)), outcome="failed",
+                message=message, text=report))
+        return cases
+    if (result.get("certification") or {}).get("error"):
+        return [JUnitCase(name=f"{claim} of {where}", classname="dpwatch.search", seconds=seconds, outcome="error",
+                          message=f"the search could not certify: {result.get('stopped')}", text=report)]
+    return [JUnitCase(name=f"{claim} of {where}", classname="dpwatch.search", seconds=seconds, outcome="passed",
+                      text=report)]
+
+
+def search_properties(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The suite's properties for a search: the verdict and sizes, and each certified finding's
+    pair, event and lower bound (``finding N: …``)."""
+    certified = bool(result.get("certified"))
+    error = (result.get("certification") or {}).get("error")
+    out: dict[str, Any] = {
+        "verdict": "violation certified" if certified else ("error" if error else "no violation certified"),
+        "claim": result.get("claim"), "alpha": result.get("alpha"), "stopped": result.get("stopped"),
+        "samples_used": (result.get("samples") or {}).get("total"),
+        "candidates": (result.get("candidates") or {}).get("generated")}
+    for f in _certified_findings(result) if certified else []:
+        label = f"finding {f.get('rank')}"
+        out.update({f"{label}: lower_bound": f.get("lower_bound"), f"{label}: x": _short(f.get("x"), 500),
+                    f"{label}: x_prime": _short(f.get("x_prime"), 500), f"{label}: event": _short(f.get("event"), 500),
+                    f"{label}: relation": f.get("relation")})
+    return out
 
 
 def error_case(name: str, classname: str, message: str, seconds: float = 0.0) -> JUnitCase:

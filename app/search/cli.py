@@ -3,6 +3,10 @@
 Exit codes: 1 when a violation is certified on fresh samples, 0 when none is found within the
 budget (which does not mean that the claim holds), 2 on usage errors (a bad domain, claim, shape
 or option, or an endpoint that fails on every input tried).
+
+``--junit-xml PATH`` also writes the verdict as a JUnit report (app/reporting/junit.py): a failed
+test case per certified finding, one passed case when nothing was certified, an error case when the
+search could not run (usage errors before it starts write no report, as for ``dpwatch audit``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
                 time_limit: float | None, alpha: float, candidates: int, seed: int, secret: str | None, max_batch: int,
                 binary: bool, allow_networks: list[str], as_json: bool, progress_bar: bool,
                 monitor_body_path: Path | None, mechanism_id: str | None,
-                echo: Any, err: Any) -> int:
+                echo: Any, err: Any, junit_xml: Path | None = None) -> int:
     """Run the search and print its report; returns the exit code (module docstring)."""
     from app.search.report import format_search_report, monitor_body
     from app.search.run import EndpointUnusable, SearchSettings
@@ -102,18 +106,28 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
                                          progress=on_progress)
 
+    from app.reporting.junit import error_case, search_cases, search_properties, shown_url, write_junit
+
+    def failed(problem: str) -> int:
+        if junit_xml is not None:
+            write_junit(junit_xml, "dpwatch search", [error_case(f"search of {shown_url(url)}", "dpwatch.search",
+                                                                  problem)])
+        err(f"error: {problem}")
+        return 2
+
     try:
         result = asyncio.run(run())
     except EndpointUnusable as exc:
-        err(f"error: {exc}")
-        return 2
+        return failed(str(exc))
     except SamplingError as exc:
-        err(f"error: sampling failed ({exc.reason}): {exc.detail}")
-        return 2
+        return failed(f"sampling failed ({exc.reason}): {exc.detail}")
     except ValueError as exc:
-        err(f"error: {exc}")
-        return 2
-    echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else format_search_report(result, url=url))
+        return failed(str(exc))
+    report = format_search_report(result, url=url)
+    echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else report)
+    if junit_xml is not None:
+        data = result.to_dict()
+        write_junit(junit_xml, "dpwatch search", search_cases(data, url, report), properties=search_properties(data))
     if monitor_body_path is not None:
         body = monitor_body(result, mechanism_id=mechanism_id)
         if body is None:

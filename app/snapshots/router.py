@@ -12,7 +12,8 @@ from app.api.errors import NotFoundError, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page, SortKey, paginate
 from app.monitors.service import get_monitor
 from app.snapshots.models import Snapshot
-from app.snapshots.schemas import SnapshotRead, SnapshotRequest, SnapshotSummary
+from app.alarms.verdict import snapshot_verdict
+from app.snapshots.schemas import SNAPSHOT_STATE, SnapshotRead, SnapshotRequest, SnapshotSummary
 from app.snapshots.service import request_snapshot
 
 router = APIRouter(tags=["snapshots"])
@@ -21,7 +22,8 @@ router = APIRouter(tags=["snapshots"])
 def _summary(snap: Snapshot, model: type[SnapshotSummary] = SnapshotSummary) -> SnapshotSummary:
     result = snap.result or {}
     extra = {"lower_bound": result.get("lower_bound"), "epsilon_hat": result.get("epsilon_hat"),
-             "statement": result.get("statement")}
+             "statement": result.get("statement"), "state": SNAPSHOT_STATE[snap.status],
+             "verdict": snapshot_verdict(snap.result, status=snap.status)}
     if model is SnapshotRead:
         extra["result"] = snap.result
     return model.model_validate({**{f: getattr(snap, f) for f in SnapshotSummary.model_fields if f not in extra},
@@ -34,7 +36,8 @@ def _summary(snap: Snapshot, model: type[SnapshotSummary] = SnapshotSummary) -> 
     status_code=status.HTTP_202_ACCEPTED,
     summary="Take an MPL snapshot",
     description="Queues an MPL snapshot of the monitor's pairs (seed 003, Algorithm 4) and answers with the job: "
-    "poll `GET /v1/snapshots/{id}` (the `Location` header) until `status` is `done` or `failed`.",
+    "poll `GET /v1/snapshots/{id}` (the `Location` header) until `state` is `succeeded` or `failed` (`status`, "
+    "its deprecated alias, says `done` or `failed`).",
     responses=problem_responses(401, 404, 422),
 )
 def create_snapshot(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep, response: Response,

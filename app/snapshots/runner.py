@@ -125,7 +125,7 @@ class SnapshotRunner:
         if snap.trigger != "alarm" or snap.alarm_id is None:
             return {}
         alarm = session.get(Alarm, snap.alarm_id)
-        check = session.get(Check, alarm.check_id) if alarm else None
+        check = session.get(Check, alarm.check_id) if alarm is not None and alarm.check_id is not None else None
         if alarm is None or check is None or not check.detector_state:
             return {}
         from app.monitors.detectors import state_lag, state_t

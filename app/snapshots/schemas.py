@@ -8,6 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.alarms.verdict import Verdict
+
+#: A snapshot's `state` in the jobs' vocabulary (/v1/jobs): its stored `status` renamed.
+SNAPSHOT_STATE = {"pending": "queued", "running": "running", "done": "succeeded", "failed": "failed"}
+
 
 class SnapshotRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"extra_samples": 50000}]})
@@ -29,7 +34,12 @@ class SnapshotSummary(BaseModel):
     monitor_id: uuid.UUID
     alarm_id: uuid.UUID | None
     trigger: Literal["schedule", "on_demand", "alarm"]
-    status: Literal["pending", "running", "done", "failed"]
+    state: Literal["queued", "running", "succeeded", "failed"] = Field(
+        description="`queued` → `running` → `succeeded` | `failed`: the same vocabulary as jobs (/v1/jobs). Poll "
+        "until it is `succeeded` or `failed`.")
+    status: Literal["pending", "running", "done", "failed"] = Field(
+        description="Deprecated alias of `state` (`pending` = `queued`, `done` = `succeeded`), kept for older "
+        "clients.", json_schema_extra={"deprecated": True})
     params: dict[str, Any]
     error: str | None
     created_at: datetime
@@ -40,6 +50,10 @@ class SnapshotSummary(BaseModel):
     statement: str | None = Field(
         None, description="E.g. 'MPL snapshot: ε is at least 2.1 at 95% confidence (ε̂ = 2.3). A lower bound says "
         "nothing about how large ε may be.' A bound below a claim never reads as clearing the mechanism.")
+    verdict: Verdict | None = Field(
+        None, description="The snapshot's one conclusion once it has succeeded (app/alarms/verdict.py): `refutes` is "
+        "true when its MPL lower bound exceeds a pure-ε claim or its claim terms refute the claim, then one "
+        "`sentence` and every estimator with its own figure, `refutes` and label. Null until it succeeds.")
 
 
 class SnapshotRead(SnapshotSummary):

@@ -406,8 +406,7 @@ def build_router() -> APIRouter:
             "monitor": monitor, "checks": checks, "status": status, "mechanism": mechanism,
             "claim": monitor_claim(monitor), "horizons": horizons, "shown_horizon": shown,
             "alarms": alarms, "chart_range": range if range in RANGES else "", "config_labels": CONFIG_LABELS,
-            "open_alarms": [(a, alarm_verdict(a, format_claim(a.claim or monitor_claim(monitor)), 1 - monitor.alpha))
-                            for a in alarms if a.resolved_at is None],
+            "open_alarms": [(a, alarm_verdict(a)) for a in alarms if a.resolved_at is None],
             "periods": data.recent_periods(session, monitor), "snapshots": data.monitor_snapshots(session, monitor),
             "config": config, "check_positions": {c.id: c.position for c in checks},
         }, session=session)
@@ -484,12 +483,7 @@ def build_router() -> APIRouter:
         for pair in result.get("pairs", []):
             pairs.append({k: v for k, v in pair.items() if k not in ("loss_curve", "privacy_profile")})
         claim = monitor_claim(monitor)
-        alarm = None
-        if snap.alarm_id is not None:
-            from app.alarms.models import Alarm
-
-            alarm = session.scalar(select(Alarm).where(Alarm.id == snap.alarm_id, Alarm.tenant_id == principal.tenant_id))
-        verdict = snapshot_verdict(result, claim, format_claim(claim), alarm) if snap.status == "done" and result else None
+        verdict = snapshot_verdict(result, snap.status) if result else None
         return render(request, "snapshot.html", {
             "snap": snap, "monitor": monitor, "claim": claim, "previous": previous,
             "result": result, "pairs": pairs, "verdict": verdict,
@@ -555,7 +549,7 @@ def build_router() -> APIRouter:
         claim_text = format_claim(alarm.claim or monitor_claim(monitor))
         return render(request, "alarm.html", {
             "alarm": alarm, "monitor": monitor, "check": check, "claim_text": claim_text,
-            "verdict": alarm_verdict(alarm, claim_text, 1 - monitor.alpha),
+            "verdict": alarm_verdict(alarm),
             "silence": alarm_silence(session, alarm, monitor.mechanism_id),
             "silence_values": silence_defaults(request, monitor_id=str(monitor.id), kind=alarm.kind,
                                                next=f"/ui/alarms/{alarm.id}",

@@ -26,7 +26,8 @@ T = typing.TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 JOB_DONE = ("succeeded", "failed", "cancelled")
-SNAPSHOT_DONE = ("done", "failed")
+#: Final snapshot states: `state` (jobs' vocabulary) or, from older servers, `status`.
+SNAPSHOT_DONE = ("succeeded", "done", "failed")
 
 
 def _id(value: Id) -> str:
@@ -194,6 +195,11 @@ class AsyncMonitors(_Resource):
     async def get(self, monitor: Id) -> m.MonitorRead:
         return await self._c.request("GET", f"/v1/monitors/{_id(monitor)}")
 
+    async def update(self, monitor: Id, body: m.MonitorUpdate | Body) -> m.MonitorRead:
+        """Change it in place (a JSON merge patch): name, n, schedule, snapshot and discovery sizes keep
+        its id, periods and running test; a field that defines the test raises a 409 ``ApiError``."""
+        return await self._c.request("PATCH", f"/v1/monitors/{_id(monitor)}", json=body)
+
     async def delete(self, monitor: Id) -> None:
         """Delete it with its periods; its alarms are archived."""
         await self._c.request("DELETE", f"/v1/monitors/{_id(monitor)}")
@@ -285,14 +291,14 @@ class AsyncSnapshots(_Resource):
         return await self._c.request("GET", f"/v1/snapshots/{_id(snapshot)}")
 
     async def wait(self, snapshot: Id, *, timeout: float | None = None, poll_interval: float = 1.0) -> m.SnapshotRead:
-        """Poll until the snapshot is ``done`` (or ``failed``: its ``error`` says why)."""
+        """Poll until the snapshot's ``state`` is ``succeeded`` (or ``failed``: its ``error`` says why)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = await self.get(snapshot)
-            if found["status"] in SNAPSHOT_DONE:
+            if found.get("state", found.get("status")) in SNAPSHOT_DONE:
                 return found
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found['status']} after {timeout:g} s")
+                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found.get('state', found.get('status'))} after {timeout:g} s")
             await asyncio.sleep(poll_interval)
 
 

@@ -24,7 +24,8 @@ T = typing.TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 JOB_DONE = ("succeeded", "failed", "cancelled")
-SNAPSHOT_DONE = ("done", "failed")
+#: Final snapshot states: `state` (jobs' vocabulary) or, from older servers, `status`.
+SNAPSHOT_DONE = ("succeeded", "done", "failed")
 
 
 def _id(value: Id) -> str:
@@ -192,6 +193,11 @@ class Monitors(_Resource):
     def get(self, monitor: Id) -> m.MonitorRead:
         return self._c.request("GET", f"/v1/monitors/{_id(monitor)}")
 
+    def update(self, monitor: Id, body: m.MonitorUpdate | Body) -> m.MonitorRead:
+        """Change it in place (a JSON merge patch): name, n, schedule, snapshot and discovery sizes keep
+        its id, periods and running test; a field that defines the test raises a 409 ``ApiError``."""
+        return self._c.request("PATCH", f"/v1/monitors/{_id(monitor)}", json=body)
+
     def delete(self, monitor: Id) -> None:
         """Delete it with its periods; its alarms are archived."""
         self._c.request("DELETE", f"/v1/monitors/{_id(monitor)}")
@@ -283,14 +289,14 @@ class Snapshots(_Resource):
         return self._c.request("GET", f"/v1/snapshots/{_id(snapshot)}")
 
     def wait(self, snapshot: Id, *, timeout: float | None = None, poll_interval: float = 1.0) -> m.SnapshotRead:
-        """Poll until the snapshot is ``done`` (or ``failed``: its ``error`` says why)."""
+        """Poll until the snapshot's ``state`` is ``succeeded`` (or ``failed``: its ``error`` says why)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self.get(snapshot)
-            if found["status"] in SNAPSHOT_DONE:
+            if found.get("state", found.get("status")) in SNAPSHOT_DONE:
                 return found
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found['status']} after {timeout:g} s")
+                raise TimeoutError(f"snapshot {_id(snapshot)} is still {found.get('state', found.get('status'))} after {timeout:g} s")
             time.sleep(poll_interval)
 
 

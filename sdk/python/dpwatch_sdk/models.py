@@ -227,6 +227,20 @@ class DiscreteSet(TypedDict):
     values: list[int | float | str | list[int | float]]
 
 
+class EstimatorReading(TypedDict):
+    """
+    One estimator's reading of the claim, labelled with what it can and cannot show.
+    """
+
+    name: Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract']
+    label: str
+    figure: str
+    value: NotRequired[float | None]
+    refutes: bool
+    valid: bool
+    confidence: NotRequired[float | None]
+
+
 class EventPower(TypedDict):
     """
     Whether a check's event is frequent enough for its test to have power (method.md §13.7,
@@ -657,50 +671,9 @@ class SnapshotEvidence(TypedDict):
     statement: str
 
 
-class SnapshotRead(TypedDict):
-    """
-    A snapshot with, for each pair: ε̂, t̂, LB, the loss curve ℓ̂ over C and the profile δ̂(ε).
-    """
-
-    id: str
-    monitor_id: str
-    alarm_id: str | None
-    trigger: Literal['schedule', 'on_demand', 'alarm']
-    status: Literal['pending', 'running', 'done', 'failed']
-    params: dict[str, Any]
-    error: str | None
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    lower_bound: NotRequired[float | None]
-    epsilon_hat: NotRequired[float | None]
-    statement: NotRequired[str | None]
-    result: dict[str, Any] | None
-
-
 class SnapshotRequest(TypedDict):
     extra_samples: NotRequired[int]
     alpha: NotRequired[float]
-
-
-class SnapshotSummary(TypedDict):
-    """
-    A snapshot without its curves.
-    """
-
-    id: str
-    monitor_id: str
-    alarm_id: str | None
-    trigger: Literal['schedule', 'on_demand', 'alarm']
-    status: Literal['pending', 'running', 'done', 'failed']
-    params: dict[str, Any]
-    error: str | None
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    lower_bound: NotRequired[float | None]
-    epsilon_hat: NotRequired[float | None]
-    statement: NotRequired[str | None]
 
 
 class VectorRecords(TypedDict):
@@ -712,6 +685,19 @@ class VectorRecords(TypedDict):
     dim: int
     low: NotRequired[float | list[float] | None]
     high: NotRequired[float | list[float] | None]
+
+
+class Verdict(TypedDict):
+    """
+    dpwatch's one conclusion: `refutes` and one `sentence` (read first), then every estimator.
+    """
+
+    refutes: bool
+    subject: NotRequired[Literal['claim', 'contract']]
+    claim: NotRequired[str | None]
+    sentence: str
+    strongest: NotRequired[Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract'] | None]
+    estimators: list[EstimatorReading]
 
 
 class WebhookCreate(TypedDict):
@@ -1022,11 +1008,6 @@ class PageSilenceRead(TypedDict):
     next_cursor: str | None
 
 
-class PageSnapshotSummary(TypedDict):
-    items: list[SnapshotSummary]
-    next_cursor: str | None
-
-
 class PageWebhookRead(TypedDict):
     items: list[WebhookRead]
     next_cursor: str | None
@@ -1058,6 +1039,51 @@ class SearchRequest(TypedDict):
     time_limit_seconds: NotRequired[float | None]
     candidates: NotRequired[int]
     seed: NotRequired[int]
+
+
+class SnapshotRead(TypedDict):
+    """
+    A snapshot with, for each pair: ε̂, t̂, LB, the loss curve ℓ̂ over C and the profile δ̂(ε).
+    """
+
+    id: str
+    monitor_id: str
+    alarm_id: str | None
+    trigger: Literal['schedule', 'on_demand', 'alarm']
+    state: Literal['queued', 'running', 'succeeded', 'failed']
+    status: Literal['pending', 'running', 'done', 'failed']
+    params: dict[str, Any]
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    lower_bound: NotRequired[float | None]
+    epsilon_hat: NotRequired[float | None]
+    statement: NotRequired[str | None]
+    verdict: NotRequired[Verdict | None]
+    result: dict[str, Any] | None
+
+
+class SnapshotSummary(TypedDict):
+    """
+    A snapshot without its curves.
+    """
+
+    id: str
+    monitor_id: str
+    alarm_id: str | None
+    trigger: Literal['schedule', 'on_demand', 'alarm']
+    state: Literal['queued', 'running', 'succeeded', 'failed']
+    status: Literal['pending', 'running', 'done', 'failed']
+    params: dict[str, Any]
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    lower_bound: NotRequired[float | None]
+    epsilon_hat: NotRequired[float | None]
+    statement: NotRequired[str | None]
+    verdict: NotRequired[Verdict | None]
 
 
 class AlarmEvidence(TypedDict):
@@ -1103,6 +1129,7 @@ class AlarmRead(TypedDict):
     fingerprint: str
     claim: NotRequired[dict[str, float] | None]
     evidence: NotRequired[AlarmEvidence | None]
+    verdict: NotRequired[Verdict | None]
 
 
 class CheckCreate(TypedDict):
@@ -1140,6 +1167,53 @@ class MonitorCreate(TypedDict):
     search_budget: NotRequired[int | None]
 
 
+class MonitorUpdate(TypedDict):
+    """
+    A JSON merge patch (RFC 7396) of a monitor: the fields given change, the others keep their value.
+
+    Changed in place, keeping the monitor's id, periods, alarms and running detectors, because none of
+    them enters the threshold q(T, γ, α_j/m), a check's level or a detector's state: ``name``;
+    ``samples_per_period`` (n: each period's z_t is standardised with that period's own n, and the
+    lines and bets chosen from past periods use each period's own counts); the schedule
+    (``period_seconds`` or ``cron``: the test counts periods, not time); the snapshot and discovery
+    sizes; and ``rediscover_every``/``search_every`` between positive values (the share of α they
+    reserve does not depend on K). They take effect from the next period: a period already sampling
+    finishes with the values it started with. The fields that define the test (`mechanism_id`,
+    `checks`, `epsilon`, `claim`, `alpha`, `gamma`, `detector`, `horizon`, `variance`, `kappa`,
+    `symmetric`, `renew`) answer 409 when their value would change.
+    """
+
+    name: NotRequired[str]
+    samples_per_period: NotRequired[int]
+    period_seconds: NotRequired[int | None]
+    cron: NotRequired[str | None]
+    outputs_window: NotRequired[int]
+    snapshot_every: NotRequired[int | None]
+    alarm_snapshot_samples: NotRequired[int]
+    discovery_samples: NotRequired[int | None]
+    discovery_fresh_samples: NotRequired[int | None]
+    rediscover_every: NotRequired[int]
+    search_every: NotRequired[int]
+    search_budget: NotRequired[int | None]
+    mechanism_id: NotRequired[str]
+    checks: NotRequired[list[CheckCreate]]
+    epsilon: NotRequired[float | None]
+    claim: NotRequired[ClaimSpec | None]
+    alpha: NotRequired[float]
+    gamma: NotRequired[float]
+    detector: NotRequired[Literal['aggregator', 'e-process', 'e-detector']]
+    horizon: NotRequired[int]
+    variance: NotRequired[Literal['score', 'wald']]
+    kappa: NotRequired[float]
+    symmetric: NotRequired[bool]
+    renew: NotRequired[bool]
+
+
 class PageAlarmRead(TypedDict):
     items: list[AlarmRead]
+    next_cursor: str | None
+
+
+class PageSnapshotSummary(TypedDict):
+    items: list[SnapshotSummary]
     next_cursor: str | None

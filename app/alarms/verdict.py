@@ -1,0 +1,402 @@
+"""One verdict per alarm, snapshot or audit: does dpwatch's evidence refute the claim?
+
+Issue 18 item 3: an alarm used to carry three readings that seemed to disagree (the window bound
+"does not reach the claimed 1", the snapshot card "LB does not exceed the claim", the snapshot's
+claim terms "contradict 1-DP at 95%"). :func:`alarm_verdict`, :func:`snapshot_verdict` and
+:func:`audit_verdict` read the stored evidence and say one thing first.
+
+The rule: **the verdict refutes when any valid test at its stated level refutes.**
+
+- a privacy alarm is the detector's refutation (M_t crossed its level-α threshold over the
+  horizon, seed 002): it refutes by itself;
+- the alarm's window bound (app.stats.evidence) refutes when it exceeds the claim;
+- the MPL snapshot (seed 003 eq. 26, t̂ chosen and LB computed on different outputs) refutes a
+  pure-ε claim when its lower bound exceeds it;
+- the snapshot's claim terms (method.md §10.4, ``refutes``) refute when the Clopper–Pearson box of
+  their event lies outside the claim's region;
+- MPL's ε̂ is a point estimate without a confidence level: it is shown, never counted as a test.
+
+An estimator that does not refute is *labelled as the weaker estimator* (when another refutes) or
+as "no refutation" (when none does), and its label always says that it does not clear the
+mechanism: a lower bound below a claim says nothing about how large the loss may be.
+
+The functions are pure: they read dicts (the alarm's ``evidence``, a snapshot's ``result``, an
+audit's ``to_dict()``) generically, so keys added later are ignored, not fatal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+EstimatorName = Literal["detector", "window_bound", "exact_bound", "mpl_lower_bound", "claim_terms",
+                        "mpl_point_estimate", "held_out_test", "contract"]
+
+#: Order in which refuting estimators are considered for the verdict's sentence: a bound on the
+#: claim's own parameter first, the detector (no number on the parameter) last.
+_STRENGTH: dict[str, int] = {"window_bound": 0, "held_out_test": 0, "mpl_lower_bound": 1, "claim_terms": 2,
+                             "exact_bound": 3, "detector": 4, "contract": 0, "mpl_point_estimate": 9}
+
+#: Words that open every label, so that a label never reads otherwise than its ``refutes``.
+REFUTES_PREFIX = "refutes the claim"
+WEAKER_PREFIX = "weaker estimator"
+NOT_REFUTED_PREFIX = "does not refute"
+NOT_A_TEST_PREFIX = "not a test"
+
+
+class EstimatorReading(BaseModel):
+    """One estimator's reading of the claim, labelled with what it can and cannot show."""
+
+    name: EstimatorName = Field(description="`detector` (the sequential test that raised the alarm), `window_bound` "
+                                "(the alarm's bound over the detector's window), `exact_bound` (its Clopper–Pearson "
+                                "version), `mpl_lower_bound` (the MPL snapshot's LB), `claim_terms` (the snapshot in "
+                                "the claim's own terms), `held_out_test` (an audit's test), `mpl_point_estimate` "
+                                "(ε̂, not a test), `contract` (the output contract).")
+    label: str = Field(description="What this estimator can and cannot show. Opens with `refutes the claim` when it "
+                       "refutes, with `weaker estimator` or `does not refute` when it does not (then it also says "
+                       "that it does not clear the mechanism), with `not a test` for a point estimate.")
+    figure: str = Field(description="Its own number, e.g. `ε ≥ 0.602 (claimed 1)` or `M_t = 3.91 > 3.42`.")
+    value: float | None = Field(None, description="The number in `figure` (a bound, a statistic), when finite.")
+    refutes: bool = Field(description="This estimator, on its own, refutes the claim at its stated level.")
+    valid: bool = Field(description="It is a test at a stated level (false for a point estimate).")
+    confidence: float | None = Field(None, description="Its level 1 − α, when it has one.")
+
+
+class Verdict(BaseModel):
+    """dpwatch's one conclusion: `refutes` and one `sentence` (read first), then every estimator."""
+
+    refutes: bool = Field(description="True when any valid test at its stated level refutes the claim (for a "
+                          "contract alarm: the output contract).")
+    subject: Literal["claim", "contract"] = Field("claim", description="What is refuted or not.")
+    claim: str | None = Field(None, description="The claim in words, e.g. `ε = 1`.")
+    sentence: str = Field(description="The verdict in one sentence, with its strongest evidence and its number.")
+    strongest: EstimatorName | None = Field(None, description="The estimator the sentence quotes.")
+    estimators: list[EstimatorReading] = Field(
+        description="Every estimator, the refuting ones first, each with its own figure and `refutes`.")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _g(x: float | None) -> str:
+    return "−∞" if x is None else f"{x:.3g}"
+
+
+def _pct(confidence: float | None) -> str:
+    return f"{100 * confidence:g}%" if confidence is not None else "its stated level"
+
+
+def _claim_words(claim: Any) -> str | None:
+    """The claim in words from its API form ({"epsilon": 1}, {"gdp_mu": 1}, …) or a description."""
+    if claim is None:
+        return None
+    if isinstance(claim, str):
+        return claim
+    if isinstance(claim, Mapping):
+        if claim.get("describe"):
+            return str(claim["describe"])
+        if claim.get("gdp_mu") is not None:
+            return f"{float(claim['gdp_mu']):g}-GDP"
+        if claim.get("zcdp_rho") is not None:
+            return f"{float(claim['zcdp_rho']):g}-zCDP"
+        if claim.get("epsilon") is not None:
+            eps = float(claim["epsilon"])
+            return f"({eps:g}, {float(claim['delta']):g})-DP" if claim.get("delta") else f"ε = {eps:g}"
+    return str(claim)
+
+
+def _claim_epsilon(claim: Any) -> float | None:
+    if isinstance(claim, Mapping) and claim.get("epsilon") is not None and not claim.get("delta"):
+        return _num(claim["epsilon"])
+    return None
+
+
+def _label(refutes: bool, any_refutes: bool, can: str, cannot: str) -> str:
+    if refutes:
+        return f"{REFUTES_PREFIX}: {can}"
+    if any_refutes:
+        return f"{WEAKER_PREFIX}: {cannot}; it does not clear the mechanism, and the refuting evidence stands"
+    return f"{NOT_REFUTED_PREFIX} at its level: {cannot}; this does not show that the claim holds"
+
+
+class _Draft:
+    """An estimator before its label is written (the label depends on whether any other refutes)."""
+
+    def __init__(self, name: str, figure: str, refutes: bool, *, valid: bool = True, value: float | None = None,
+                 confidence: float | None = None, can: str = "", cannot: str = "", where: str = "") -> None:
+        self.name, self.figure, self.refutes, self.valid = name, figure, bool(refutes and valid), valid
+        self.value, self.confidence, self.can, self.cannot, self.where = value, confidence, can, cannot, where
+
+    def reading(self, any_refutes: bool) -> EstimatorReading:
+        if not self.valid:
+            label = f"{NOT_A_TEST_PREFIX}: {self.cannot}; it neither refutes the claim nor clears the mechanism"
+        else:
+            label = _label(self.refutes, any_refutes, self.can, self.cannot)
+        return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,  # type: ignore[arg-type]
+                                refutes=self.refutes, valid=self.valid, confidence=self.confidence)
+
+
+def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim", fallback: str = "") -> Verdict:
+    refuting = sorted((d for d in drafts if d.refutes), key=lambda d: _STRENGTH.get(d.name, 5))
+    any_refutes = bool(refuting)
+    what = claim or "the claim"
+    if subject == "contract":
+        top = refuting[0] if refuting else None
+        sentence = (f"The outputs broke the mechanism's output contract: {top.figure}." if top else
+                    "No breach of the output contract is recorded.")
+    elif refuting:
+        top = refuting[0]
+        level = f" at {_pct(top.confidence)} confidence" if top.confidence is not None else ""
+        others = refuting[1:]
+        also = ""
+        if len(others) == 1:
+            also = f"; {_SHORT[others[0].name]} refutes it too ({others[0].figure})"
+        elif others:
+            also = f"; {len(others)} other estimators refute it too"
+        sentence = f"Refuted: {top.figure}{level} ({_SHORT[top.name]}{top.where}), which contradicts {what}{also}."
+    else:
+        top = None
+        shown = [d for d in drafts if d.valid]
+        best = f" ({'; '.join(f'{_SHORT[d.name]}: {d.figure}' for d in shown)})" if shown else ""
+        sentence = (f"Not refuted: no test refutes {what} at its level{best}. " + (fallback or
+                    "A bound below a claim does not show that the claim holds."))
+    ordered = refuting + [d for d in drafts if not d.refutes]
+    return Verdict(refutes=any_refutes, subject=subject, claim=claim, sentence=sentence,  # type: ignore[arg-type]
+                   strongest=top.name if top else None,  # type: ignore[arg-type]
+                   estimators=[d.reading(any_refutes) for d in ordered])
+
+
+_SHORT = {
+    "detector": "the detector's sequential test",
+    "window_bound": "the alarm's bound over the detector's window",
+    "exact_bound": "the exact Clopper–Pearson bound over that window",
+    "mpl_lower_bound": "the MPL snapshot's lower bound on fresh outputs",
+    "claim_terms": "the MPL snapshot in the claim's own terms",
+    "held_out_test": "the held-out Clopper–Pearson test",
+    "mpl_point_estimate": "MPL's point estimate",
+    "contract": "the output contract",
+}
+
+
+# --------------------------------------------------------------------------- the readings
+
+
+def _param_bound(param: str, lb: float | None, claim: Any, refutes: bool) -> str:
+    claimed = None
+    if isinstance(claim, Mapping):
+        key = {"ε": "epsilon", "μ": "gdp_mu", "ρ": "zcdp_rho"}.get(param, "epsilon")
+        claimed = _num(claim.get(key))
+    tail = "" if claimed is None else (f" > claimed {claimed:g}" if refutes else f", not above the claimed {claimed:g}")
+    if lb is None:
+        return f"no lower bound on {param}{'' if claimed is None else f' (claimed {claimed:g})'}"
+    return f"{param} ≥ {_g(lb)}{tail}"
+
+
+def _check_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
+    param = str(check.get("parameter") or "ε")
+    lb = _num(check.get("lower_bound", check.get("epsilon_lower_bound")))
+    refutes = bool(check.get("exceeds_claim", check.get("refutes", False)))
+    confidence = _num(check.get("confidence"))
+    window = check.get("window") or {}
+    where = (f", periods {window.get('from_t')}–{window.get('to_t')}" if window.get("from_t") is not None else "")
+    method = check.get("method")
+    drafts = [_Draft(
+        "window_bound", _param_bound(param, lb, check.get("claim") or claim, refutes), refutes,
+        value=lb, confidence=confidence, where=where,
+        can=f"a {_pct(confidence)} lower bound on {param} over the detector's window exceeds the claim",
+        cannot=(f"a single-window bound on {param} that stays below the claim; the detector aggregates more "
+                "evidence than one window"))]
+    exact = check.get("exact")
+    if method == "score" and isinstance(exact, Mapping):
+        elb = _num(exact.get("lower_bound", exact.get("epsilon_lower_bound")))
+        e_ref = bool(exact.get("exceeds_claim", False))
+        drafts.append(_Draft(
+            "exact_bound", _param_bound(param, elb, check.get("claim") or claim, e_ref), e_ref, value=elb,
+            confidence=confidence, where=where,
+            can="the exact Clopper–Pearson box (each side at α/2) lies outside the claim's region",
+            cannot="the exact bound is the more conservative one (Bonferroni split), so it can stay below the claim "
+            "when the score bound does not"))
+    return drafts
+
+
+def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
+    drafts: list[_Draft] = []
+    lb = _num(snap.get("lower_bound"))
+    eps_hat = _num(snap.get("epsilon_hat"))
+    confidence = _num(snap.get("confidence"))
+    if confidence is None and _num(snap.get("alpha")) is not None:
+        confidence = 1 - float(snap["alpha"])
+    claimed_eps = _claim_epsilon(claim)
+    if claimed_eps is None and claim is None:
+        claimed_eps = _num(snap.get("claimed_epsilon"))
+    reading = snap.get("verdict")
+    if lb is not None or eps_hat is not None:
+        # MPL bounds the pure loss: compared with a pure-ε claim only ((ε, δ), GDP and zCDP are not)
+        if reading == "not_comparable" or (claimed_eps is None and claim is not None):
+            drafts.append(_Draft(
+                "mpl_lower_bound", f"pure loss ε ≥ {_g(lb)}, ε̂ = {_g(eps_hat)}", False, value=lb,
+                confidence=confidence,
+                cannot="MPL bounds the pure privacy loss and this claim bounds no pure ε, so its bound is not "
+                "compared with the claim (the claim terms are)"))
+        else:
+            refutes = (reading == "exceeds_claim") if reading else (
+                lb is not None and claimed_eps is not None and lb > claimed_eps)
+            tail = "" if claimed_eps is None else (f" > claimed {claimed_eps:g}" if refutes
+                                                    else f", not above the claimed {claimed_eps:g}")
+            drafts.append(_Draft(
+                "mpl_lower_bound", f"ε ≥ {_g(lb)}{tail}, ε̂ = {_g(eps_hat)}", refutes, value=lb,
+                confidence=confidence,
+                can=f"MPL's {_pct(confidence)} lower bound at its t̂, on outputs that did not choose t̂, exceeds the "
+                "claim",
+                cannot="MPL's lower bound covers the loss at one point t̂ of one pair; it may miss where the loss is"))
+    terms = snap.get("claim_terms")
+    if isinstance(terms, Mapping) and "refutes" in terms:
+        drafts.append(_terms_draft(terms, confidence))
+    return drafts
+
+
+def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
+    refutes = bool(terms.get("refutes"))
+    tclaim = terms.get("claim") if isinstance(terms.get("claim"), Mapping) else {}
+    if confidence is None and _num(terms.get("alpha")) is not None:
+        confidence = 1 - float(terms["alpha"])
+    figure, value = None, None
+    eps = _num(tclaim.get("epsilon"))
+    dlb = _num(terms.get("delta_lower_bound"))
+    claimed_delta = _num(tclaim.get("delta")) or 0.0
+    if dlb is not None and eps is not None and (dlb > claimed_delta or not refutes):
+        figure, value = f"δ({eps:g}) ≥ {_g(dlb)}" + (f" > claimed δ = {claimed_delta:g}" if dlb > claimed_delta
+                                                      else f", not above the claimed δ = {claimed_delta:g}"), dlb
+    mlb = _num(terms.get("mu_lower_bound"))
+    claimed_mu = _num(tclaim.get("gdp_mu"))
+    if figure is None and mlb is not None and claimed_mu is not None:
+        figure, value = f"μ ≥ {_g(mlb)}" + (f" > claimed {claimed_mu:g}" if mlb > claimed_mu
+                                            else f", not above the claimed {claimed_mu:g}"), mlb
+    if figure is None:
+        event = terms.get("refuting_event") or {}
+        p, q = _num(event.get("p_hat")), _num(event.get("q_hat"))
+        figure = (f"the event with p̂ = {_g(p)}, q̂ = {_g(q)} lies "
+                  + ("outside" if refutes else "inside") + f" the region of {terms.get('description') or 'the claim'}"
+                  if p is not None and q is not None else str(terms.get("statement") or "no figure"))
+    return _Draft(
+        "claim_terms", figure, refutes, value=value, confidence=confidence,
+        can="the Clopper–Pearson box of the snapshot's event, on outputs that did not choose it, lies outside the "
+        "claim's region",
+        cannot="the snapshot tests one chosen event of one pair; a miss there says nothing about other events")
+
+
+def _detector_draft(alarm: Mapping[str, Any]) -> _Draft | None:
+    stat, thr = _num(alarm.get("statistic")), _num(alarm.get("threshold"))
+    if stat is None or thr is None:
+        return None
+    where = ""
+    if alarm.get("t") is not None:
+        where = f", period {alarm.get('t')}" + (f" of horizon {alarm.get('horizon_index')}"
+                                               if alarm.get("horizon_index") is not None else "")
+    return _Draft("detector", f"M_t = {stat:.3g} > threshold {thr:.3g}", stat > thr, value=stat, where=where,
+                  can="the detector's statistic crossed its threshold, which keeps the false-alarm rate over the "
+                  "horizon at α (seed 002)",
+                  cannot="the detector's statistic stayed below its threshold")
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
+def alarm_verdict(alarm: Any) -> Verdict:
+    """The verdict of an alarm (an ORM ``Alarm``, an ``AlarmRead`` or a dict with ``kind``,
+    ``statistic``, ``threshold``, ``t``, ``horizon_index``, ``claim`` and ``evidence``)."""
+    evidence = _get(alarm, "evidence")
+    if hasattr(evidence, "model_dump"):
+        evidence = evidence.model_dump(mode="json")
+    evidence = evidence if isinstance(evidence, Mapping) else {}
+    if _get(alarm, "kind") == "contract":
+        contract = evidence.get("contract") if isinstance(evidence.get("contract"), Mapping) else {}
+        breach = contract.get("breach") or "breach"
+        detail = contract.get("detail") or evidence.get("statement") or ""
+        figure = f"{breach}" + (f" ({detail.rstrip('.')})" if detail else "")
+        draft = _Draft("contract", figure, True, can="an output broke the mechanism's declared output shape",
+                       cannot="")
+        return _verdict([draft], "the output contract", subject="contract")
+    claim = _get(alarm, "claim")
+    check = evidence.get("check") if isinstance(evidence.get("check"), Mapping) else None
+    if claim is None and check is not None:
+        claim = check.get("claim")
+    words = (check or {}).get("claim_description") or _claim_words(claim)
+    drafts: list[_Draft] = []
+    detector = _detector_draft({k: _get(alarm, k) for k in ("statistic", "threshold", "t", "horizon_index")})
+    if check is not None:
+        drafts += _check_drafts(check, claim)
+    snap = evidence.get("snapshot")
+    if snap is None and "kind" not in evidence and "snapshot_id" in evidence:
+        # alarms stored before the evidence had a `check` part held the snapshot's summary only
+        snap = {**evidence, "verdict": "exceeds_claim" if evidence.get("exceeds_claim") else "weaker_estimator"}
+    if isinstance(snap, Mapping):
+        drafts += _snapshot_drafts(snap, claim)
+    if detector is not None:
+        drafts.append(detector)
+    return _verdict(drafts, words)
+
+
+def snapshot_verdict(result: Mapping[str, Any] | None, *, status: str | None = None) -> Verdict | None:
+    """The verdict of a done snapshot (its ``result``); None while it is pending or when it failed."""
+    if not isinstance(result, Mapping) or (status is not None and status not in ("done", "succeeded")):
+        return None
+    claim = result.get("claim")
+    if claim is None and _num(result.get("claimed_epsilon")) is not None:
+        claim = {"epsilon": float(result["claimed_epsilon"])}
+    terms = result.get("claim_terms")
+    words = (terms.get("description") if isinstance(terms, Mapping) else None) or _claim_words(claim)
+    drafts = _snapshot_drafts({**result, "confidence": 1 - float(result.get("alpha", 0.05))}, claim)
+    if claim is None and not (isinstance(terms, Mapping)):
+        lb = _num(result.get("lower_bound"))
+        return Verdict(refutes=False, claim=None, sentence=(
+            f"No claim to test: ε ≥ {_g(lb)} at {_pct(1 - float(result.get('alpha', 0.05)))} confidence "
+            "(MPL snapshot). A lower bound says nothing about how large ε may be."),
+            strongest=None, estimators=[d.reading(False) for d in drafts])
+    return _verdict(drafts, words, fallback="This snapshot does not show that the claim holds.")
+
+
+def audit_verdict(result: Mapping[str, Any]) -> Verdict:
+    """The verdict of an audit (``AuditResult.to_dict()``): the held-out test is the valid one;
+    MPL's ε̂ is a point estimate shown beside it, never counted as a test."""
+    alpha = float(result.get("alpha", 0.05))
+    confidence = 1 - alpha
+    claim = result.get("claim")
+    words = None if not claim or str(claim).startswith("none") else str(claim)
+    lb = _num(result.get("lower_bound"))
+    param = "μ" if str(claim).endswith("-GDP") else "ρ" if str(claim).endswith("-zCDP") else "ε"
+    claimed = _num(result.get("claimed_epsilon"))
+    refuted = bool(result.get("refuted")) and words is not None
+    tail = "" if claimed is None else (f" > claimed {claimed:g}" if refuted else f", not above the claimed {claimed:g}")
+    drafts = [_Draft(
+        "held_out_test", f"{param} ≥ {_g(lb)}{tail}" if lb is not None else f"no lower bound on {param}", refuted,
+        value=lb, confidence=confidence,
+        can=f"held-out Clopper–Pearson counts lie outside the claim's region at level α = {alpha:g}, over all "
+        "rounds and events",
+        cannot="it tests the events chosen from these pairs within this budget; other pairs or events may show more")]
+    eps_hat = _num(result.get("epsilon_hat"))
+    if eps_hat is not None:
+        drafts.append(_Draft(
+            "mpl_point_estimate", f"ε̂ = {_g(eps_hat)}" + ("" if claimed is None else
+                                                           (" (above the claim)" if eps_hat > claimed
+                                                            else " (below the claim)")), False, valid=False,
+            value=eps_hat, cannot="ε̂ is MPL's point estimate without a confidence level"))
+    if words is None:
+        return Verdict(refutes=False, claim=None, sentence=(
+            f"No claim to test: {param} ≥ {_g(lb)} at {_pct(confidence)} confidence (held-out test). A lower bound "
+            f"says nothing about how large {param} may be."), strongest=None,
+            estimators=[d.reading(False) for d in drafts])
+    return _verdict(drafts, words, fallback="This audit tried these pairs within this budget; it does not "
+                    "show that the mechanism satisfies the claim.")
