@@ -452,3 +452,17 @@ def test_no_inline_style_or_script_in_templates() -> None:
         text = template.read_text()
         assert 'style="' not in text and "<style" not in text, template.name
         assert not re.search(r"<script(?![^>]*\bsrc=)", text), template.name
+
+
+def test_a_pause_is_drawn_between_the_periods_it_fell_between() -> None:
+    """A stretch without periods maps to the periods around it, whichever way the chart data's
+    millisecond rounding goes (it once ran to the end of the chart)."""
+    import numpy as np
+
+    from app.web.data import _t_at
+
+    stamps = np.array([100.0, 101.0, 102.0, 109.0004, 110.0])
+    ts = np.array([1, 2, 3, 4, 5])
+    for end in (109.0, 109.001):  # the rounded time of period 4, below and above the stored one
+        assert _t_at(stamps, ts, 103.0) == 3.5 and _t_at(stamps, ts, end) == 4.0
+    assert _t_at(stamps, ts, 99.0) == 0.5 and _t_at(stamps, ts, 120.0) == 5.5

@@ -137,10 +137,11 @@ def _t_at(stamps: np.ndarray, ts: np.ndarray, when: float) -> float | None:
     so that an event or a failed slot is drawn between the periods it fell between."""
     if not len(stamps):
         return None
-    i = int(np.searchsorted(stamps, when, side="right"))
+    # Times in the chart data are rounded to the millisecond: within 10 ms is the period itself.
+    i = int(np.searchsorted(stamps, when + 0.01, side="right"))
     if i == 0:
         return float(ts[0]) - 0.5
-    return float(ts[i - 1]) + (0.0 if stamps[i - 1] == when else 0.5)
+    return float(ts[i - 1]) + (0.0 if abs(stamps[i - 1] - when) <= 0.01 else 0.5)
 
 
 def chart_events(session: Session, monitor: Monitor, check: Check, horizon_index: int, stamps: np.ndarray,
@@ -223,7 +224,7 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
         start = _t_at(x, t, gap[0])
         end = _t_at(x, t, gap[1])
         start = last_t + 0.5 if start is None else start
-        end = last_t + 1.0 if end is None or end <= start else end
+        end = start + 0.5 if end is None or end <= start else end
         return [start, end]
 
     return {
