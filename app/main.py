@@ -39,6 +39,7 @@ from app.auth.router import router as keys_router
 from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
+from app.silences.router import router as silences_router
 from app.snapshots.router import router as snapshots_router
 from app.observability import (
     RequestContextMiddleware,
@@ -79,6 +80,8 @@ TAGS = [
      "progress, cancellation, and the result kept."},
     {"name": "keys", "description": "API keys of the calling tenant: create (shown once), list, revoke. "
      "Scopes: `read` (GET only) and `admin` (everything)."},
+    {"name": "silences", "description": "On-call silences (Alertmanager's model): matchers, a start, an end and a "
+     "comment. Matching alarms are recorded; their webhooks are not sent."},
     {"name": "operations", "description": "Health, readiness and metrics (no authentication)."},
 ]
 
@@ -198,6 +201,7 @@ def create_app(
     v1.include_router(snapshots_router)
     v1.include_router(jobs_router)
     v1.include_router(keys_router)
+    v1.include_router(silences_router)
     app.include_router(v1)
     install_offline_docs(app)
     install_dashboard(app, settings)

@@ -259,8 +259,13 @@ def main() -> None:
             ("snapshot chart data", f"/ui/data/snapshots/{info['snapshot']}"),
             ("alarms", "/ui/alarms"),
             ("one alarm", f"/ui/alarms/{info['alarm']}"),
+            ("alarms, filtered and grouped (kind, unacknowledged, 7 d)", "/ui/alarms?kind=privacy&acknowledged=no&since=7d"),
             ("webhooks", "/ui/webhooks"),
             ("deliveries (2000 messages)", f"/ui/webhooks/{info['webhook']}"),
+            ("keys", "/ui/keys"),
+            ("silences", "/ui/silences"),
+            ("mechanisms", "/ui/mechanisms"),
+            ("new monitor form", "/ui/monitors/new"),
             (f"/metrics ({args.monitors + args.metrics_monitors} monitors, no cache)", "/metrics"),
             ("/docs", "/docs"),
             ("/redoc", "/redoc"),
@@ -287,13 +292,12 @@ def main() -> None:
                 context.add_cookies([{"name": k, "value": v, "url": base + "/ui"} for k, v in http.cookies.items()])
                 page = context.new_page()
 
-                for label, path, selector in (
-                        ("Chromium, for comparison: the webhooks page (one row)", "/ui/webhooks", "table"),
-                        ("Chromium: monitor page, 10k periods, until its 3 charts are drawn",
-                         f"/ui/monitors/{info['big']}", ".chart-p canvas"),
-                        ("Chromium: monitor list (200 monitors), loaded", "/ui/monitors", "table.monitors"),
-                        ("Chromium: snapshot page, until its charts are drawn",
-                         f"/ui/snapshots/{info['snapshot']}", "#snapshot-charts canvas")):
+                drawn = {f"/ui/monitors/{info['big']}": ".chart-p canvas", f"/ui/monitors/{info['small']}": ".chart-p canvas",
+                         f"/ui/snapshots/{info['snapshot']}": "#snapshot-charts canvas"}
+                browser_pages = [(f"Chromium: {label}" + (", until its charts are drawn" if path in drawn else ", loaded"),
+                                  path, drawn.get(path, "footer.foot"))
+                                 for label, path in pages if path.startswith("/ui/") and "/data/" not in path]
+                for label, path, selector in browser_pages:
                     times, cpu = [], []
                     for _ in range(args.repeat):
                         c0, t0 = children_cpu_seconds() + time.process_time(), time.perf_counter()
@@ -305,17 +309,36 @@ def main() -> None:
                                     "median_ms": round(1000 * statistics.median(times), 1),
                                     "max_ms": round(1000 * max(times), 1),
                                     "cpu_ms": round(1000 * statistics.median(cpu), 1), "bytes": None})
+                # The same on a phone (390 px): the monitor list folds into cards.
+                phone = chrome.new_context(viewport={"width": 390, "height": 844})
+                phone.add_cookies([{"name": k, "value": v, "url": base + "/ui"} for k, v in http.cookies.items()])
+                page = phone.new_page()
+                for label, path, selector in (("Chromium 390 px: monitor list (200 monitors), loaded", "/ui/monitors",
+                                               "footer.foot"),
+                                              ("Chromium 390 px: monitor page, 10k periods, charts drawn",
+                                               f"/ui/monitors/{info['big']}", ".chart-p canvas")):
+                    times = []
+                    for _ in range(args.repeat):
+                        t0 = time.perf_counter()
+                        page.goto(f"{base}{path}")
+                        page.wait_for_selector(selector)
+                        times.append(time.perf_counter() - t0)
+                    width = page.evaluate("() => document.documentElement.scrollWidth")
+                    results.append({"page": f"{label} (scrollWidth {width})", "path": path,
+                                    "min_ms": round(1000 * min(times), 1),
+                                    "median_ms": round(1000 * statistics.median(times), 1),
+                                    "max_ms": round(1000 * max(times), 1), "cpu_ms": None, "bytes": None})
     print(f"\nload average: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; {args.repeat} requests each")
     print(f"chart data of the 10k-period monitor: {series['periods']} periods drawn as {series['points']} points, "
           f"alarm at t = {series['alarm']['t']} kept: {series['alarm']['x'] in series['x']}\n")
     print("CPU ms: CPU time used during the request by this process (the server and the client), and for the")
     print("Chromium rows also by Chromium's processes (from /proc). It depends much less on the load of a shared")
     print("machine than the wall-clock times.\n")
-    print(f"| {'page':<66} | min ms | median ms | max ms | CPU ms | bytes |")
-    print(f"|{'-' * 68}|-------:|----------:|-------:|-------:|------:|")
+    print(f"| {'page':<90} | min ms | median ms | max ms | CPU ms | bytes |")
+    print(f"|{'-' * 92}|-------:|----------:|-------:|-------:|------:|")
     for r in results:
         cpu_text = r["cpu_ms"] if r["cpu_ms"] is not None else ""
-        print(f"| {r['page']:<66} | {r['min_ms']:>6} | {r['median_ms']:>9} | {r['max_ms']:>6} | {cpu_text:>6} | "
+        print(f"| {r['page']:<90} | {r['min_ms']:>6} | {r['median_ms']:>9} | {r['max_ms']:>6} | {cpu_text:>6} | "
               f"{r['bytes'] if r['bytes'] else '':>5} |")
     pages_only = [r for r in results if not r["path"].startswith("/metrics")]
     worst = max(r["max_ms"] for r in pages_only)

@@ -1,9 +1,12 @@
-"""Screenshots of the dashboard's main pages, taken in headless Chromium against the demo.
+"""Screenshots of the dashboard's pages, desktop (1400 px) and phone (390 px), taken in headless
+Chromium against the demo.
 
-Runs ``dpwatch demo``'s app (all eight scenarios, the mechanisms changing at period 10, one period
+Runs ``dpwatch demo``'s app (scenarios (a)–(h), the mechanisms changing at period 10, one period
 a second) on a free loopback port, pauses one monitor for a few seconds so that a stretch without
 periods shows, waits until the harmful changes have raised alarms and their snapshots are done,
-acknowledges one alarm, and saves PNGs of the main pages into ``docs/screenshots/``.
+acknowledges one alarm, silences another monitor through the alarm page's form, submits the new
+monitor form once with mistakes (to show the API's errors beside the fields), and saves PNGs into
+``docs/screenshots/`` (``*-phone.png`` at 390 px).
 
     .venv/bin/python bench/screenshots.py            # about 1-2 minutes
 """
@@ -44,7 +47,7 @@ def main() -> None:
 
         def alarms_with_evidence() -> bool:
             items = api.get("/v1/alarms", params={"limit": 50}).json()["items"]
-            done = {a["monitor_id"] for a in items if a.get("evidence")}
+            done = {a["monitor_id"] for a in items if (a.get("evidence") or {}).get("snapshot")}
             return rnm in done and len(done) >= 3 and time.monotonic() - started > args.periods
 
         if not wait_until(alarms_with_evidence, timeout=240, interval=2):
@@ -66,7 +69,8 @@ def main() -> None:
         shot("monitor", f"/ui/monitors/{rnm}", wait_for=".chart-p canvas")
         shot("monitor-paused-benign", f"/ui/monitors/{benign}", wait_for=".chart-p canvas")
         alarm = next(a for a in api.get("/v1/alarms", params={"monitor_id": rnm}).json()["items"])
-        shot("snapshot", f"/ui/snapshots/{alarm['evidence']['snapshot_id']}", wait_for="#snapshot-charts canvas")
+        snapshot_id = (alarm["evidence"].get("snapshot") or {}).get("snapshot_id") or alarm["evidence"].get("snapshot_id")
+        shot("snapshot", f"/ui/snapshots/{snapshot_id}", wait_for="#snapshot-charts canvas")
         shot("alarm", f"/ui/alarms/{alarm['id']}")
         page.fill("form.ack input[name=note]", "Known: release 4.2 reports the noisy maximum; rolled back.")
         page.click("form.ack button[type=submit]")
@@ -75,6 +79,41 @@ def main() -> None:
         hook = api.get("/v1/webhooks").json()["items"][0]
         shot("webhook-deliveries", f"/ui/webhooks/{hook['id']}", full=False)
         shot("api-docs", "/docs", full=False, wait_for=".swagger-ui .info .title")
+        # A silence through an alarm's form, a key through /ui/keys, the monitor form with mistakes.
+        other = next(a for a in api.get("/v1/alarms", params={"limit": 50}).json()["items"]
+                     if a["monitor_id"] != rnm)
+        page.goto(f"{svc.base}/ui/alarms/{other['id']}")
+        page.fill("#f-comment", "Rolling out release 4.3 of this mechanism; expected to alarm until the rollback.")
+        page.click("form.silence-form button[type=submit]")
+        page.wait_for_selector(".flash-ok")
+        shot("silences", "/ui/silences")
+        page.goto(f"{svc.base}/ui/keys")
+        page.fill("#f-name", "ci-pipeline")
+        page.click("#new-key-form button[type=submit]")
+        page.wait_for_selector("#new-key")
+        page.screenshot(path=str(args.out / "keys.png"), full_page=True)
+        print(args.out / "keys.png")
+        shot("mechanisms", "/ui/mechanisms")
+        page.goto(f"{svc.base}/ui/monitors/new")
+        page.fill("#f-name", "count, release 4.3")
+        page.select_option("#f-mechanism_id", index=1)
+        page.fill("#f-x", "[1, 1, 0")
+        page.fill("#f-alpha", "1.5")
+        page.click("form button[type=submit].primary")
+        page.wait_for_selector(".field.has-error")
+        page.screenshot(path=str(args.out / "monitor-form-errors.png"), full_page=True)
+        print(args.out / "monitor-form-errors.png")
+
+        phone = chrome.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+        page = phone.new_page()
+        sign_in(page, svc.base, svc.key)
+        for name, url, wait in (("monitors-phone", "/ui/monitors", None),
+                                ("monitor-phone", f"/ui/monitors/{rnm}", ".chart-p canvas"),
+                                ("alarm-phone", f"/ui/alarms/{alarm['id']}", None),
+                                ("snapshot-phone", f"/ui/snapshots/{snapshot_id}",
+                                 "#snapshot-charts canvas"),
+                                ("alarms-phone", "/ui/alarms", None)):
+            shot(name, url, wait_for=wait)
     print(f"done in {time.monotonic() - started:.0f} s")
 
 

@@ -49,6 +49,8 @@ CROSS_FIELD_RULES = {
     "size.min <= size.max, sensitivity with linf/l1 only, ...); a domain in the request or on the mechanism",
     "POST /v1/monitors/{monitor_id}/checks/from-search": "job_id names a succeeded search of the monitor's mechanism "
     "with that finding",
+    "POST /v1/silences": "at least one matcher; ends_at after starts_at, in the future, at most 90 days later; the "
+    "monitor and mechanism are this tenant's",
     "PATCH /v1/monitors/{monitor_id}": "a 5-field cron that fires; not both period_seconds and cron, nor a null one "
     "alone",
     # Not a rule between fields but one on the stored state, stated in the route's description: an

@@ -165,12 +165,19 @@ def test_every_form_needs_a_valid_csrf_token(app, web, tenants, monitor_with_ala
     monitor_id = monitor_with_alarm["id"]
     forms = [f"/ui/monitors/{monitor_id}/{a}" for a in ("pause", "resume", "reset", "snapshot")]
     forms += [f"/ui/alarms/{alarm_id}/acknowledge", "/ui/logout"]
+    # The create/change forms of issue 18 (each with a body that would succeed with a valid token).
+    forms += ["/ui/mechanisms", "/ui/monitors/new", "/ui/webhooks", "/ui/keys", "/ui/silences",
+              f"/ui/keys/{uuid.uuid4()}/revoke", f"/ui/silences/{uuid.uuid4()}/expire",
+              f"/ui/webhooks/{uuid.uuid4()}/deliveries/msg_x/redeliver"]
     # A token of another session (another browser signed in with another key).
     with web_client(app) as other:
         sign_in(other, tenants[1].key)
         foreign = csrf(other.get("/ui/monitors").text)
     for url in forms:
         for data in ({}, {"csrf_token": "forged"}, {"csrf_token": foreign}):
+            data = {**data, "name": "csrf-made", "scope": "read", "url": "https://hooks.example.org/x",
+                    "sampling_url": "https://dp.example.org/x", "kind": "privacy", "comment": "x",
+                    "ends_at": "2099-01-01T00:00"}
             response = web.post(url, data=data)
             assert response.status_code == 403, (url, data, response.status_code)
     # The right token but posted from another origin.
@@ -178,6 +185,7 @@ def test_every_form_needs_a_valid_csrf_token(app, web, tenants, monitor_with_ala
     response = web.post(forms[0], data={"csrf_token": token}, headers={"Origin": "https://evil.example"})
     assert response.status_code == 403
     # Nothing changed, and the session still works.
+    assert "csrf-made" not in web.get("/ui/keys").text and "csrf-made" not in web.get("/ui/mechanisms").text
     status = web.get(f"/ui/monitors/{monitor_id}")
     assert status.status_code == 200 and "▲ Alarm at period 25" in status.text
     # The sign-in form is protected too (login CSRF).
@@ -279,8 +287,34 @@ def test_another_tenants_resources_are_not_found(app, tenants, monitor_with_alar
         assert "count neighbours" not in other.get("/ui/alarms").text
         for url in (f"/ui/monitors/{monitor_id}/pause", f"/ui/alarms/{alarm_id}/acknowledge"):
             assert other.post(url, data={"csrf_token": token}).status_code == 404
+        # Issue 18's forms: another tenant's monitor, mechanism, key, silence or webhook is not found.
+        mechanism_id = client.get(f"/v1/monitors/{monitor_id}").json()["mechanism_id"]
+        key_id = client.get("/v1/keys").json()["items"][0]["id"]
+        from datetime import UTC, datetime, timedelta
+
+        tomorrow = datetime.now(UTC) + timedelta(days=1)
+        silence = client.post("/v1/silences", json={"monitor_id": monitor_id, "comment": "mine",
+                                                    "ends_at": tomorrow.isoformat()}).json()
+        message = client.post(f"/v1/webhooks/{hook['id']}/test").json()["id"]
+        for url in (f"/ui/keys/{key_id}/revoke", f"/ui/silences/{silence['id']}/expire",
+                    f"/ui/webhooks/{hook['id']}/deliveries/{message}/redeliver"):
+            assert other.post(url, data={"csrf_token": token}).status_code == 404, url
+        silenced = other.post("/ui/silences", data={"csrf_token": token, "monitor_id": monitor_id, "comment": "x",
+                                                    "ends_at": tomorrow.strftime("%Y-%m-%dT%H:%M")})
+        assert silenced.status_code == 422 and "not found" in silenced.text
+        made = other.post("/ui/monitors/new", data={"csrf_token": token, "name": "stolen", "mechanism_id": mechanism_id,
+                                                    "epsilon": "1", "x": "[1]", "x_prime": "[0]",
+                                                    "event": '{"kind": "auto"}', "horizon": "100",
+                                                    "samples_per_period": "100", "period_seconds": "60"})
+        assert made.status_code == 422 and "not found" in made.text
+        for url in ("/ui/keys", "/ui/silences", "/ui/mechanisms", "/ui/webhooks", "/ui/monitors/new"):
+            page = other.get(url).text
+            assert "acme-key" not in page and "mine" not in page and "laplace-count" not in page, url
+            assert "<code>https://hooks.example.org" not in page, url
     with db() as session:
         assert session.get(Alarm, alarm_id).acknowledged_at is None
+    assert client.get(f"/v1/silences/{silence['id']}").json()["state"] == "active"
+    assert all(k["revoked_at"] is None for k in client.get("/v1/keys").json()["items"])
 
 
 class _Refs(HTMLParser):
@@ -310,7 +344,8 @@ def test_no_page_references_an_external_host(app, web, client, monitor_with_alar
         session.flush()
         alarm_id, snap_id = alarm.id, snap.id
     pages = ["/ui/monitors", f"/ui/monitors/{monitor_with_alarm['id']}", f"/ui/snapshots/{snap_id}",
-             "/ui/alarms", f"/ui/alarms/{alarm_id}", "/ui/webhooks", f"/ui/webhooks/{hook['id']}", "/docs", "/redoc"]
+             "/ui/alarms", f"/ui/alarms/{alarm_id}", "/ui/webhooks", f"/ui/webhooks/{hook['id']}", "/docs", "/redoc",
+             "/ui/keys", "/ui/silences", "/ui/mechanisms", "/ui/monitors/new"]
     assets: set[str] = set()
     with web_client(app) as anonymous:
         responses = {"/ui/login": anonymous.get("/ui/login")}

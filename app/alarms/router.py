@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from app.alarms import service
 from app.alarms.schemas import (
@@ -205,6 +205,22 @@ def list_deliveries(
     webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
     rows, next_cursor = service.list_deliveries(session, webhook, limit=limit, cursor=cursor)
     return Page[DeliveryRead](items=[_delivery(m, a) for m, a in rows], next_cursor=next_cursor)
+
+
+@webhooks_router.post(
+    "/{webhook_id}/deliveries/{message_id}/redeliver",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeliveryRead,
+    summary="Re-deliver a message",
+    description="Queue a delivered, failed or pending message of this webhook again, with the same body, as a new "
+    "message (a new `webhook-id`); it appears under `/deliveries`. 404 if the message is not this webhook's, 409 if "
+    "the webhook is disabled.",
+    responses=problem_responses(401, 403, 404, 409, 422),
+)
+def redeliver(webhook_id: uuid.UUID, message_id: Annotated[str, Path(max_length=64)], principal: CurrentPrincipal,
+              session: SessionDep) -> DeliveryRead:
+    webhook = service.get_webhook(session, principal.tenant_id, webhook_id)
+    return _delivery(service.redeliver_message(session, webhook, message_id), [])
 
 
 @webhooks_router.post(

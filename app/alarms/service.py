@@ -16,6 +16,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
@@ -38,6 +39,7 @@ from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.settings import Settings
 
 ALERT_NAME = "DifferentialPrivacyViolation"
+log = structlog.get_logger("dpwatch.alarms")
 
 
 # ---------------------------------------------------------------------------------------- outbox
@@ -278,9 +280,23 @@ def fire_contract_alarm(session: Session, monitor: Monitor, period_run: PeriodRu
     return alarm
 
 
+def silenced(session: Session, alarm: Alarm, monitor: Monitor) -> bool:
+    """Whether a silence (app/silences) matched ``alarm`` when it fired: its webhooks are not sent."""
+    from app.silences.service import matching_silence
+
+    found = matching_silence(session, alarm.tenant_id, monitor_id=monitor.id, mechanism_id=monitor.mechanism_id,
+                             kind=alarm.kind, at=alarm.created_at)
+    if found is not None:
+        log.info("alarm.silenced", alarm_id=str(alarm.id), silence_id=str(found.id), monitor_id=str(monitor.id))
+    return found is not None
+
+
 def notify_alarm(session: Session, alarm: Alarm, monitor: Monitor, check: Check | None, settings: Settings, *,
                  now: datetime | None = None) -> list[WebhookMessage]:
-    """Enqueue the ``alarm.firing`` messages of ``alarm`` (with its evidence, when it has some)."""
+    """Enqueue the ``alarm.firing`` messages of ``alarm`` (with its evidence, when it has some),
+    unless a silence matched it when it fired: then none (the alarm itself stays recorded)."""
+    if silenced(session, alarm, monitor):
+        return []
     return enqueue_event(session, monitor.tenant_id, "alarm.firing", alarm_event_data(alarm, monitor, check, settings),
                          now=now)
 
@@ -300,6 +316,8 @@ def resolve_open_alarms(
         alarm.resolved_at = now
     session.flush()
     for alarm in alarms:
+        if silenced(session, alarm, monitor):  # its firing was not sent: nor is its resolution
+            continue
         enqueue_event(
             session,
             monitor.tenant_id,
@@ -345,8 +363,11 @@ def list_alarms(
     archived: bool = False,
     limit: int,
     cursor: str | None,
+    created_after: datetime | None = None,
 ) -> tuple[list[Alarm], str | None]:
     stmt = select(Alarm).where(Alarm.tenant_id == tenant_id)
+    if created_after is not None:
+        stmt = stmt.where(Alarm.created_at >= created_after)
     stmt = stmt.where(Alarm.archived_at.is_not(None) if archived else Alarm.archived_at.is_(None))
     if kind is not None:
         stmt = stmt.where(Alarm.kind == kind)
@@ -452,6 +473,28 @@ def enqueue_test_message(session: Session, webhook: Webhook, *, now: datetime | 
         attempts=0,
         next_attempt_at=now,
     )
+    session.add(message)
+    session.flush()
+    return message
+
+
+def redeliver_message(session: Session, webhook: Webhook, message_id: str, *,
+                      now: datetime | None = None) -> WebhookMessage:
+    """Queue a message of ``webhook`` again: a new message (its own ``webhook-id``, so receivers that
+    deduplicate see a new delivery) with the same body, sent by the deliverer like any other.
+    409 if the webhook is disabled."""
+    original = session.scalar(select(WebhookMessage).where(WebhookMessage.id == message_id,
+                                                           WebhookMessage.webhook_id == webhook.id))
+    if original is None:
+        raise NotFoundError(f"Delivery {message_id} of webhook {webhook.id} not found.")
+    if not webhook.enabled:
+        raise ConflictError(
+            f"Webhook {webhook.id} is disabled ({webhook.disabled_reason or 'by request'}); enable it first."
+        )
+    now = now or utcnow()
+    message = WebhookMessage(tenant_id=webhook.tenant_id, webhook_id=webhook.id, event_type=original.event_type,
+                             payload=original.payload, created_at=now, status="pending", attempts=0,
+                             next_attempt_at=now)
     session.add(message)
     session.flush()
     return message

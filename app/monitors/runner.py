@@ -435,6 +435,9 @@ class PeriodRunner:
                 shape, evidence = contract.detected
                 mechanism.output_shape = shape.model_dump(mode="json", exclude_defaults=True)
                 mechanism.output_shape_source = "detected"
+                # dpwatch's own record, not a change of the registration: updated_at stays (the
+                # dashboard marks a change of the mechanism at its updated_at).
+                mechanism.updated_at = Mechanism.updated_at  # type: ignore[assignment]
                 log.info("contract_detected", mechanism_id=str(mechanism.id), shape=shape.describe(),
                          evidence=evidence)
             return

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.errors import ProblemError, problem_response
 from app.settings import Settings
+from app.web.manage import build_manage_router
 from app.web.pages import Forbidden, SignInRequired, build_router, error_page, make_templates
 from app.web.session import SessionSigner
 
@@ -34,6 +35,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     app.state.web_signer = SessionSigner(settings)
     app.state.web_templates = make_templates()
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="ui-static")
+    app.include_router(build_manage_router())  # first: /ui/monitors/new before /ui/monitors/{id}
     app.include_router(build_router())
 
     async def sign_in_required(request: Request, exc: Exception) -> Response:

@@ -132,17 +132,61 @@ def _gaps(monitor: Monitor, slots: list[datetime], until: datetime | None) -> li
     return out
 
 
+def _t_at(stamps: np.ndarray, ts: np.ndarray, when: float) -> float | None:
+    """The period position of a time: between the last period at or before it and the next (t + 0.5),
+    so that an event or a failed slot is drawn between the periods it fell between."""
+    if not len(stamps):
+        return None
+    # Times in the chart data are rounded to the millisecond: within 10 ms is the period itself.
+    i = int(np.searchsorted(stamps, when + 0.01, side="right"))
+    if i == 0:
+        return float(ts[0]) - 0.5
+    return float(ts[i - 1]) + (0.0 if abs(stamps[i - 1] - when) <= 0.01 else 0.5)
+
+
+def chart_events(session: Session, monitor: Monitor, check: Check, horizon_index: int, stamps: np.ndarray,
+                 ts: np.ndarray) -> list[dict[str, Any]]:
+    """What the charts mark, by period t: the start of a horizon after a reset (or a renewal), the
+    check's joining after a re-discovery or a search, contract breaches, and the mechanism's last
+    update through the API (its ``updated_at``: a new URL, output shape or setting; the output shape
+    dpwatch detects itself leaves it unchanged). A change of the code behind an endpoint that no one
+    registers is not known to dpwatch and is not marked."""
+    events: list[dict[str, Any]] = []
+    if horizon_index > 1 and len(ts):
+        events.append({"t": float(ts[0]) - 0.5, "kind": "reset", "label": f"horizon {horizon_index} starts"})
+    if check.origin != "given" and check.joined_t and horizon_index == monitor.horizon_index:
+        events.append({"t": float(check.joined_t) + 0.5, "kind": "rediscovery",
+                       "label": f"check joined ({check.origin})"})
+    for alarm_t, alarm_at in session.execute(select(Alarm.t, Alarm.created_at).where(
+            Alarm.monitor_id == monitor.id, Alarm.horizon_index == horizon_index, Alarm.kind == "contract")):
+        events.append({"t": float(alarm_t), "kind": "contract", "label": "contract breach",
+                       "time": _ts(alarm_at)})
+    mechanism_changed = session.scalar(select(Mechanism.updated_at).where(Mechanism.id == monitor.mechanism_id))
+    created = session.scalar(select(Mechanism.created_at).where(Mechanism.id == monitor.mechanism_id))
+    if mechanism_changed is not None and created is not None and mechanism_changed > created and len(stamps):
+        when = mechanism_changed.timestamp()
+        if stamps[0] < when <= stamps[-1]:
+            events.append({"t": _t_at(stamps, ts, when), "kind": "change", "label": "mechanism updated",
+                           "time": _ts(mechanism_changed)})
+    return events
+
+
 def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_index: int,
-                 buckets: int = DEFAULT_BUCKETS, now: datetime | None = None) -> dict[str, Any]:
-    """The chart data of one check over one horizon: M_t and the threshold, z_t, p̂ and q̂ with
-    the claim's boundary, the alarm's period, the failed periods and the stretches with none."""
-    rows = session.execute(
+                 buckets: int = DEFAULT_BUCKETS, now: datetime | None = None,
+                 since: datetime | None = None) -> dict[str, Any]:
+    """The chart data of one check over one horizon (from ``since`` when given), indexed by period t
+    with each period's time: M_t and the threshold, z_t, p̂ and q̂ with the claim's boundary, the
+    alarm's period, the failed periods, the stretches with none, and the events to mark."""
+    stmt = (
         select(PeriodRun.scheduled_for, PeriodRun.t.label("period_t"), PeriodRun.status, PeriodRun.failure_reason,
                PeriodCheck.statistic, PeriodCheck.threshold, PeriodCheck.z, PeriodCheck.p_hat, PeriodCheck.q_hat)
         .outerjoin(PeriodCheck, and_(PeriodCheck.period_run_id == PeriodRun.id, PeriodCheck.check_id == check.id))
         .where(PeriodRun.monitor_id == monitor.id, PeriodRun.horizon_index == horizon_index)
         .order_by(PeriodRun.seq)
-    ).all()
+    )
+    if since is not None:
+        stmt = stmt.where(PeriodRun.scheduled_for >= since)
+    rows = session.execute(stmt).all()
     ok = [r for r in rows if r.status == "ok" and r.statistic is not None]
     failed = [r for r in rows if r.status == "failed"]
     alarm = session.scalar(select(Alarm).where(Alarm.check_id == check.id, Alarm.horizon_index == horizon_index)
@@ -172,6 +216,17 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
     paused_since = None
     if monitor.state == "paused" and horizon_index == monitor.horizon_index and rows:
         paused_since = now or utcnow()
+    gaps = _gaps(monitor, [r.scheduled_for for r in rows], paused_since)
+    failed_marks = [[_ts(r.scheduled_for), r.failure_reason] for r in failed[-MAX_FAILED_MARKS:]]
+    last_t = float(t[-1]) if len(t) else 0.0
+
+    def gap_t(gap: list[float]) -> list[float]:
+        start = _t_at(x, t, gap[0])
+        end = _t_at(x, t, gap[1])
+        start = last_t + 0.5 if start is None else start
+        end = start + 0.5 if end is None or end <= start else end
+        return [start, end]
+
     return {
         "monitor_id": str(monitor.id),
         "check_id": str(check.id),
@@ -193,9 +248,12 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
         },
         "failed": {
             "count": len(failed),
-            "marks": [[_ts(r.scheduled_for), r.failure_reason] for r in failed[-MAX_FAILED_MARKS:]],
+            "marks": failed_marks,
+            "marks_t": [_t_at(x, t, m[0]) for m in failed_marks],
         },
-        "gaps": _gaps(monitor, [r.scheduled_for for r in rows], paused_since),
+        "gaps": gaps,
+        "gaps_t": [gap_t(g) for g in gaps],
+        "events": chart_events(session, monitor, check, horizon_index, x, t),
         "state": monitor.state,
     }
 
@@ -315,6 +373,9 @@ def snapshot_charts(snap: Snapshot, previous: Snapshot | None, claim: dict[str, 
             "t_hat": pair.get("t_hat"),
             "curves": _align(curves, old_curves),
             "profile": pair.get("privacy_profile"),
+            "tradeoff": (pair.get("claim_terms") or {}).get("tradeoff"),
+            "claim_description": (pair.get("claim_terms") or {}).get("description"),
+            "refutes": (pair.get("claim_terms") or {}).get("refutes"),
             "previous": None if old is None else {
                 "snapshot_id": str(previous.id) if previous is not None else None,
                 "epsilon_hat": old.get("epsilon_hat"),

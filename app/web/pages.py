@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -38,6 +38,7 @@ from app.web.claims import format_claim, monitor_claim
 from app.web.permissions import may_change_monitor
 from app.web.session import CSRF_FIELD, CsrfError, SessionSigner, principal_of, safe_next
 from app.web.svg import sparkline
+from app.web.verdict import alarm_verdict, snapshot_verdict
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MAX_FORM_BYTES = 16 * 1024
@@ -132,6 +133,43 @@ def _compact(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "…"
 
 
+def _since(value: datetime | None, reference: datetime | None) -> str:
+    """How long before ``reference`` (not before now): "12 min before"."""
+    if value is None or reference is None:
+        return "—"
+    seconds = abs((reference - value).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _shape_text(shape: Any) -> str:
+    """An output shape (app/stats/shapes.py) in words: "scalar of real", "vector of integer, length 3"."""
+    if not isinstance(shape, dict):
+        return "—" if shape is None else str(shape)
+    parts = [f"{shape.get('container', 'scalar')} of {shape.get('values', 'real')}"]
+    if shape.get("length") is not None:
+        parts.append(f"length {shape['length']}")
+    if shape.get("max_length") is not None:
+        parts.append(f"at most {shape['max_length']} long")
+    if shape.get("labels"):
+        labels = [str(v) for v in shape["labels"]]
+        parts.append("labels {" + ", ".join(labels[:8]) + (", …" if len(labels) > 8 else "") + "}")
+    if shape.get("bounds"):
+        low, high = shape["bounds"]
+        parts.append(f"values in [{_num(low)}, {_num(high)}]")
+    if shape.get("lattice"):
+        parts.append(f"on the lattice {_compact(shape['lattice'])}")
+    if shape.get("nullable"):
+        parts.append("may be null")
+    known = {"container", "values", "length", "max_length", "labels", "bounds", "lattice", "nullable"}
+    rest = {k: v for k, v in shape.items() if k not in known}
+    if rest:
+        parts.append(_compact(rest))
+    return ", ".join(parts)
+
+
 def _state_badge(state: str) -> Markup:
     icon = STATE_ICONS.get(state, "?")
     return Markup(f'<span class="badge state-{state}"><span aria-hidden="true">{icon}</span> {state}</span>')
@@ -151,6 +189,8 @@ def make_templates() -> Jinja2Templates:
     env.globals["monitor_claim"] = monitor_claim
     env.globals["sparkline"] = sparkline
     env.globals["states"] = MONITOR_STATES
+    env.globals["shape_text"] = _shape_text
+    env.filters["since"] = _since
     return templates
 
 
@@ -171,9 +211,10 @@ async def form_fields(request: Request) -> dict[str, str]:
     if len(body) > MAX_FORM_BYTES:
         raise Forbidden("The form is too large.")
     try:
-        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=20)
+        parsed = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=30)
     except ValueError as exc:  # more fields than any of the dashboard's forms has
         raise Forbidden("The form has too many fields.") from exc
+    request.state.form_lists = parsed  # fields given several times (checkboxes: a webhook's events)
     return {k: v[0] for k, v in parsed.items()}
 
 
@@ -345,7 +386,8 @@ def build_router() -> APIRouter:
 
     @router.get("/ui/monitors/{monitor_id}")
     def monitor_page(request: Request, monitor_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
-                     horizon: Annotated[int | None, Query(ge=1)] = None) -> HTMLResponse:
+                     horizon: Annotated[int | None, Query(ge=1)] = None,
+                     range: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:  # noqa: A002
         from app.monitors.service import get_checks, monitor_status
 
         monitor = _monitor(session, principal, monitor_id)
@@ -363,7 +405,8 @@ def build_router() -> APIRouter:
         return render(request, "monitor.html", {
             "monitor": monitor, "checks": checks, "status": status, "mechanism": mechanism,
             "claim": monitor_claim(monitor), "horizons": horizons, "shown_horizon": shown,
-            "alarms": alarms, "open_alarms": [a for a in alarms if a.resolved_at is None],
+            "alarms": alarms, "chart_range": range if range in RANGES else "", "config_labels": CONFIG_LABELS,
+            "open_alarms": [(a, alarm_verdict(a)) for a in alarms if a.resolved_at is None],
             "periods": data.recent_periods(session, monitor), "snapshots": data.monitor_snapshots(session, monitor),
             "config": config, "check_positions": {c.id: c.position for c in checks},
         }, session=session)
@@ -371,11 +414,13 @@ def build_router() -> APIRouter:
     @router.get("/ui/data/monitors/{monitor_id}/checks/{check_id}/series")
     def check_series(monitor_id: uuid.UUID, check_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
                      horizon: Annotated[int | None, Query(ge=1)] = None,
-                     buckets: Annotated[int, Query(ge=10, le=data.MAX_BUCKETS)] = data.DEFAULT_BUCKETS) -> JSONResponse:
+                     buckets: Annotated[int, Query(ge=10, le=data.MAX_BUCKETS)] = data.DEFAULT_BUCKETS,
+                     range: Annotated[str | None, Query(max_length=8)] = None) -> JSONResponse:  # noqa: A002
         monitor = _monitor(session, principal, monitor_id)
         check = data.get_check(session, monitor, check_id)
+        since = utcnow() - RANGES[range] if range in RANGES else None
         body = data.check_series(session, monitor, check, horizon_index=horizon or monitor.horizon_index,
-                                 buckets=buckets)
+                                 buckets=buckets, since=since)
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     def _monitor_action(request: Request, monitor_id: uuid.UUID, principal: Principal, session: Any,
@@ -437,9 +482,11 @@ def build_router() -> APIRouter:
         pairs = []
         for pair in result.get("pairs", []):
             pairs.append({k: v for k, v in pair.items() if k not in ("loss_curve", "privacy_profile")})
+        claim = monitor_claim(monitor)
+        verdict = snapshot_verdict(result, snap.status) if result else None
         return render(request, "snapshot.html", {
-            "snap": snap, "monitor": monitor, "claim": monitor_claim(monitor), "previous": previous,
-            "result": result, "pairs": pairs,
+            "snap": snap, "monitor": monitor, "claim": claim, "previous": previous,
+            "result": result, "pairs": pairs, "verdict": verdict,
         }, session=session)
 
     @router.get("/ui/data/snapshots/{snapshot_id}")
@@ -456,32 +503,59 @@ def build_router() -> APIRouter:
     @router.get("/ui/alarms")
     def alarms_page(request: Request, principal: WebPrincipal, session: SessionDep,
                     status: Annotated[str, Query(pattern="^(firing|resolved|all)$")] = "all",
+                    monitor: Annotated[str | None, Query(max_length=64)] = None,
+                    kind: Annotated[str | None, Query(max_length=16)] = None,
+                    acknowledged: Annotated[str | None, Query(max_length=8)] = None,
+                    since: Annotated[str | None, Query(max_length=8)] = None,
                     cursor: Annotated[str | None, Query(max_length=512)] = None) -> HTMLResponse:
         from app.alarms.service import list_alarms
 
         resolved = {"firing": False, "resolved": True}.get(status)
-        alarms, next_cursor = list_alarms(session, principal.tenant_id, resolved=resolved, limit=50, cursor=cursor)
-        names = _monitor_names(session, {a.monitor_id for a in alarms})
-        positions = _check_positions(session, {a.check_id for a in alarms})
-        next_url = f"/ui/alarms?status={status}&cursor={quote(next_cursor)}" if next_cursor else None
-        return render(request, "alarms.html", {"alarms": alarms, "names": names, "positions": positions,
-                                               "status": status, "next_url": next_url}, session=session)
+        monitor_id = _uuid_or_none(monitor)
+        kind = kind if kind in ("privacy", "contract") else None
+        acked = {"yes": True, "no": False}.get(acknowledged or "")
+        since = since if since in RANGES else None
+        alarms, next_cursor = list_alarms(session, principal.tenant_id, resolved=resolved, monitor_id=monitor_id,
+                                          kind=kind, acknowledged=acked, limit=100, cursor=cursor,
+                                          created_after=(utcnow() - RANGES[since]) if since else None)
+        names = _monitor_names(session, {a.monitor_id for a in alarms if a.monitor_id})
+        positions = _check_positions(session, {a.check_id for a in alarms if a.check_id})
+        mechanisms = _monitor_mechanisms(session, {a.monitor_id for a in alarms if a.monitor_id})
+        silenced = _silenced_alarms(session, principal.tenant_id, alarms)
+        groups: dict[str, list[Any]] = {}
+        for a in alarms:
+            groups.setdefault(mechanisms.get(a.monitor_id, "(deleted monitor)"), []).append(a)
+        filters = {"status": status, "monitor": str(monitor_id) if monitor_id else "", "kind": kind or "",
+                   "acknowledged": acknowledged if acked is not None else "", "since": since or ""}
+        next_url = ("/ui/alarms?" + urlencode({**{k: v for k, v in filters.items() if v}, "cursor": next_cursor})
+                    if next_cursor else None)
+        monitors = session.execute(select(Monitor.id, Monitor.name).where(Monitor.tenant_id == principal.tenant_id)
+                                   .order_by(Monitor.name).limit(500)).all()
+        return render(request, "alarms.html", {"alarms": alarms, "groups": sorted(groups.items()), "names": names,
+                                               "silenced": silenced,
+                                               "positions": positions, "status": status, "filters": filters,
+                                               "monitors": monitors, "ranges": list(RANGES), "next_url": next_url},
+                      session=session)
 
     @router.get("/ui/alarms/{alarm_id}")
     def alarm_page(request: Request, alarm_id: uuid.UUID, principal: WebPrincipal, session: SessionDep) -> HTMLResponse:
         from app.alarms.service import get_alarm
+        from app.silences.service import alarm_silence
+        from app.web.manage import silence_defaults
 
         alarm = get_alarm(session, principal.tenant_id, alarm_id)
         monitor = _monitor(session, principal, alarm.monitor_id)
-        check = session.get(Check, alarm.check_id) if alarm.check_id is not None else None  # contract: no check
-        fields = {k: getattr(alarm, k) for k in ("horizon_index", "t", "statistic", "threshold", "a", "b", "n", "z",
-                                                  "created_at", "acknowledged_at", "acknowledged_note", "resolved_at",
-                                                  "fingerprint")}
-        for extra in ("kind",):  # new columns (e.g. the alarm's kind) show up when they exist
-            if hasattr(alarm, extra):
-                fields[extra] = getattr(alarm, extra)
-        return render(request, "alarm.html", {"alarm": alarm, "monitor": monitor, "check": check,
-                                              "fields": fields, "claim": monitor_claim(monitor)}, session=session)
+        check = session.get(Check, alarm.check_id) if alarm.check_id else None
+        claim_text = format_claim(alarm.claim or monitor_claim(monitor))
+        return render(request, "alarm.html", {
+            "alarm": alarm, "monitor": monitor, "check": check, "claim_text": claim_text,
+            "verdict": alarm_verdict(alarm),
+            "silence": alarm_silence(session, alarm, monitor.mechanism_id),
+            "silence_values": silence_defaults(request, monitor_id=str(monitor.id), kind=alarm.kind,
+                                               next=f"/ui/alarms/{alarm.id}",
+                                               comment=""),
+            "silence_errors": {},
+        }, session=session)
 
     @router.post("/ui/alarms/{alarm_id}/acknowledge")
     def acknowledge(request: Request, alarm_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
@@ -501,19 +575,6 @@ def build_router() -> APIRouter:
 
     # ---------------------------------------------------------------- webhooks
 
-    @router.get("/ui/webhooks")
-    def webhooks_page(request: Request, principal: WebPrincipal, session: SessionDep) -> HTMLResponse:
-        hooks = list(session.scalars(select(Webhook).where(Webhook.tenant_id == principal.tenant_id)
-                                     .order_by(Webhook.created_at.desc()).limit(200)))
-        stats: dict[Any, dict[str, int]] = {h.id: {} for h in hooks}
-        if hooks:
-            for webhook_id, status, count in session.execute(
-                    select(WebhookMessage.webhook_id, WebhookMessage.status, func.count())
-                    .where(WebhookMessage.webhook_id.in_(list(stats)))
-                    .group_by(WebhookMessage.webhook_id, WebhookMessage.status)):
-                stats[webhook_id][status] = count
-        return render(request, "webhooks.html", {"hooks": hooks, "stats": stats}, session=session)
-
     @router.get("/ui/webhooks/{webhook_id}")
     def webhook_page(request: Request, webhook_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
                      cursor: Annotated[str | None, Query(max_length=512)] = None) -> HTMLResponse:
@@ -526,6 +587,72 @@ def build_router() -> APIRouter:
                       session=session)
 
     return router
+
+
+def webhook_rows(session: Any, tenant_id: uuid.UUID) -> tuple[list[Webhook], dict[Any, dict[str, int]]]:
+    """The tenant's webhooks, newest first, with their messages counted by status."""
+    hooks = list(session.scalars(select(Webhook).where(Webhook.tenant_id == tenant_id)
+                                 .order_by(Webhook.created_at.desc()).limit(200)))
+    stats: dict[Any, dict[str, int]] = {h.id: {} for h in hooks}
+    if hooks:
+        for webhook_id, status, count in session.execute(
+                select(WebhookMessage.webhook_id, WebhookMessage.status, func.count())
+                .where(WebhookMessage.webhook_id.in_(list(stats)))
+                .group_by(WebhookMessage.webhook_id, WebhookMessage.status)):
+            stats[webhook_id][status] = count
+    return hooks, stats
+
+
+#: The configuration's names as the monitor page shows them (no underscores, the mathematics as symbols).
+CONFIG_LABELS = {
+    "epsilon": "ε (claimed)", "alpha": "α", "gamma": "γ", "horizon": "horizon T", "samples_per_period": "n per side",
+    "period_seconds": "period (s)", "kappa": "κ (variance floor)", "renew": "renew horizons",
+    "outputs_window": "outputs kept per period", "snapshot_every": "snapshot every (periods)",
+    "alarm_snapshot_samples": "samples of an alarm's snapshot", "horizon_index": "horizon j",
+    "horizon_alpha": "αⱼ", "threshold": "threshold q(T, γ, αⱼ/m)", "threshold_std_error": "threshold std. error",
+    "threshold_source": "threshold source", "created_at": "created", "updated_at": "updated",
+}
+
+#: The time ranges of the alarm list and of the charts (the picker's choices).
+RANGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+
+
+def _uuid_or_none(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        return None
+
+
+def _silenced_alarms(session: Any, tenant_id: uuid.UUID, alarms: list[Any]) -> set[uuid.UUID]:
+    """The alarms of a page that a silence matched when they fired (the same rule as
+    :func:`app.silences.service.matching_silence`, over the tenant's last 500 silences)."""
+    from app.silences.models import Silence
+
+    if not alarms:
+        return set()
+    silences = list(session.scalars(select(Silence).where(Silence.tenant_id == tenant_id)
+                                    .order_by(Silence.created_at.desc()).limit(500)))
+    if not silences:
+        return set()
+    mechanism_of = dict(session.execute(select(Monitor.id, Monitor.mechanism_id).where(
+        Monitor.id.in_({a.monitor_id for a in alarms if a.monitor_id}))).all())
+    out = set()
+    for a in alarms:
+        for s in silences:
+            if (s.starts_at <= a.created_at < s.ends_at and s.monitor_id in (None, a.monitor_id)
+                    and s.mechanism_id in (None, mechanism_of.get(a.monitor_id)) and s.kind in (None, a.kind)):
+                out.add(a.id)
+                break
+    return out
+
+
+def _monitor_mechanisms(session: Any, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """Each monitor's mechanism name (alarms are grouped by mechanism)."""
+    if not ids:
+        return {}
+    return dict(session.execute(select(Monitor.id, Mechanism.name).join(Mechanism, Mechanism.id == Monitor.mechanism_id)
+                                .where(Monitor.id.in_(list(ids)))).all())
 
 
 def _monitor_names(session: Any, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:

@@ -4,6 +4,9 @@
 (function () {
   "use strict";
 
+  var EVENT_COLORS = { reset: "#1e7a46", rediscovery: "#6b4fa0", contract: "#a15c00", change: "#1d4f91" };
+  var charts = [];
+
   var C = {
     stat: "#1d4f91", threshold: "#c0392b", alarm: "#c0392b", z: "#5b4b8a", p: "#1d4f91",
     boundary: "#c0392b", q: "#8a8f98", prev: "#8a8f98", lb: "#b9770e", eps: "#1d4f91",
@@ -20,9 +23,12 @@
 
   function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
 
-  function axes(yLabel, time) {
+  function axes(yLabel, xLabel, integerX) {
+    var x = { stroke: "#555", grid: { stroke: C.grid }, ticks: { stroke: C.grid }, space: 48 };
+    if (xLabel) { x.label = xLabel; x.labelSize = 22; }
+    if (integerX) x.values = function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); };
     return [
-      { stroke: "#555", grid: { stroke: C.grid }, ticks: { stroke: C.grid } },
+      x,
       { stroke: "#555", grid: { stroke: C.grid }, ticks: { stroke: C.grid }, label: yLabel, size: 56,
         values: function (u, vals) { return vals.map(function (v) { return fmt(v, 3); }); } }
     ];
@@ -38,19 +44,34 @@
     return ctx.createPattern(c, "repeat");
   }
 
-  /* Stretches without periods (hatched), failed periods (✕ at the top) and the alarm's period
-   * (a dashed vertical line and a diamond with its label), so that they read without colour. */
-  function marks(d, withAlarmPoint) {
+  /* By period t: stretches without periods (hatched, between the periods they fell between),
+   * failed periods (✕ at the top), events (a dotted line with its label: reset, re-discovery,
+   * contract breach, mechanism updated) and the alarm's period (a dashed line and a diamond with
+   * its label), so that they read without colour. */
+  function vmark(u, X, color, dash, label, row) {
+    var ctx = u.ctx, b = u.bbox, px = window.devicePixelRatio || 1;
+    if (X < b.left || X > b.left + b.width) return;
+    ctx.strokeStyle = color; ctx.setLineDash(dash.map(function (v) { return v * px; })); ctx.lineWidth = 1.2 * px;
+    ctx.beginPath(); ctx.moveTo(X, b.top); ctx.lineTo(X, b.top + b.height); ctx.stroke(); ctx.setLineDash([]);
+    if (!label) return;
+    ctx.font = (11 * px) + "px sans-serif";
+    var tw = ctx.measureText(label).width, left = X > b.left + b.width * 0.7;
+    var lx = left ? X - tw - 4 * px : X + 4 * px, ly = b.top + (24 + 13 * (row || 0)) * px;
+    ctx.fillStyle = "rgba(255,255,255,0.85)"; ctx.fillRect(lx - 2 * px, ly - 10 * px, tw + 4 * px, 13 * px);
+    ctx.fillStyle = color; ctx.textAlign = "left"; ctx.fillText(label, lx, ly);
+  }
+
+  function marks(d, withAlarmPoint, withLabels) {
     return {
       hooks: {
         drawClear: [function (u) {
           var ctx = u.ctx, b = u.bbox;
           ctx.save();
           ctx.fillStyle = hatch(ctx);
-          (d.gaps || []).forEach(function (g) {
+          (d.gaps_t || []).forEach(function (g) {
             var x0 = Math.max(b.left, u.valToPos(g[0], "x", true));
             var x1 = Math.min(b.left + b.width, u.valToPos(g[1], "x", true));
-            if (x1 > x0) ctx.fillRect(x0, b.top, x1 - x0, b.height);
+            if (x1 > x0) ctx.fillRect(x0, b.top, Math.max(x1 - x0, 2), b.height);
           });
           ctx.restore();
         }],
@@ -60,18 +81,19 @@
           ctx.fillStyle = C.failed;
           ctx.font = (11 * px) + "px sans-serif";
           ctx.textAlign = "center";
-          (d.failed.marks || []).forEach(function (m) {
-            var x = u.valToPos(m[0], "x", true);
+          (d.failed.marks_t || []).forEach(function (t) {
+            if (t === null) return;
+            var x = u.valToPos(t, "x", true);
             if (x >= b.left && x <= b.left + b.width) ctx.fillText("✕", x, b.top + 11 * px);
           });
-          if (d.alarm && d.alarm.x !== null) {
-            var ax = u.valToPos(d.alarm.x, "x", true);
+          (d.events || []).forEach(function (e, i) {
+            if (e.t === null) return;
+            vmark(u, u.valToPos(e.t, "x", true), EVENT_COLORS[e.kind] || "#555", [2, 3], withLabels ? e.label : null, i % 3);
+          });
+          if (d.alarm && d.alarm.t !== null && d.alarm.t !== undefined) {
+            var ax = u.valToPos(d.alarm.t, "x", true);
             if (ax >= b.left && ax <= b.left + b.width) {
-              ctx.strokeStyle = C.alarm;
-              ctx.setLineDash([4 * px, 3 * px]);
-              ctx.lineWidth = px;
-              ctx.beginPath(); ctx.moveTo(ax, b.top); ctx.lineTo(ax, b.top + b.height); ctx.stroke();
-              ctx.setLineDash([]);
+              vmark(u, ax, C.alarm, [4, 3], null);
               if (withAlarmPoint) {
                 var ay = u.valToPos(d.alarm.statistic, "y", true), s = 6 * px;
                 ctx.fillStyle = C.alarm;
@@ -80,7 +102,7 @@
                 ctx.font = "bold " + (12 * px) + "px sans-serif";
                 ctx.textAlign = "left";
                 var label = "alarm at t = " + d.alarm.t, tw = ctx.measureText(label).width;
-                var left = ax > b.left + b.width * 0.75, lx = left ? ax - s - 4 * px - tw : ax + s + 4 * px;
+                var left = ax > b.left + b.width * 0.6, lx = left ? ax - s - 4 * px - tw : ax + s + 4 * px;
                 var ly = Math.min(b.top + b.height - 4 * px, Math.max(b.top + 16 * px, ay + 4 * px));
                 ctx.fillStyle = "rgba(255,255,255,0.85)";
                 ctx.fillRect(lx - 3 * px, ly - 13 * px, tw + 6 * px, 17 * px);
@@ -95,16 +117,29 @@
     };
   }
 
-  function width(el) { return Math.max(320, el.clientWidth || el.parentNode.clientWidth || 800); }
+  function width(el) { return Math.max(200, el.clientWidth || el.parentNode.clientWidth || 800); }
 
-  function timeOpts(el, height, yLabel, series, d, withAlarmPoint, syncKey) {
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function stamp(ts) {
+    if (ts === null || ts === undefined) return "";
+    var d = new Date(ts * 1e3);
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
+  }
+
+  function keep(u, el) { charts.push([u, el]); return u; }
+
+  /* A check's chart: x is the period t (titled), the period's time shows in the legend on hover. */
+  function periodOpts(el, height, yLabel, series, d, withAlarmPoint, syncKey, withLabels) {
+    var when = {};
+    d.t.forEach(function (t, i) { when[t] = d.x[i]; });
     return {
-      width: width(el), height: height, tzDate: utc,
+      width: width(el), height: height,
       cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
-      scales: { x: { time: true } },
-      axes: axes(yLabel, true),
-      series: [{ label: "slot (UTC)" }].concat(series),
-      plugins: [marks(d, withAlarmPoint)],
+      scales: { x: { time: false } },
+      axes: axes(yLabel, "period t", true),
+      series: [{ label: "period t", value: function (u, v) { return v === null || v === undefined ? "—" : "t = " + v + (when[v] ? " · " + stamp(when[v]) : ""); } }].concat(series),
+      plugins: [marks(d, withAlarmPoint, withLabels)],
       legend: { live: true }
     };
   }
@@ -123,25 +158,26 @@
         if (d.points < d.periods) text += ", drawn as " + d.points + " points (smallest and largest per bucket; the alarm's period is kept)";
         if (d.failed.count) text += "; " + d.failed.count + " failed";
         if (d.gaps.length) text += "; " + d.gaps.length + " stretch" + (d.gaps.length > 1 ? "es" : "") + " without periods";
+        if (d.events && d.events.length) text += "; marked: " + d.events.map(function (e) { return e.label + " (t ≈ " + Math.round(e.t) + ")"; }).join(", ");
         note.textContent = text + ".";
         var key = "check-" + d.check_id;
         var el = group.querySelector(".chart-stat");
-        new uPlot(timeOpts(el, 220, "M_t", [
-          { label: "M_t", stroke: C.stat, width: 2, value: function (u, v) { return fmt(v, 4); } },
+        keep(new uPlot(periodOpts(el, 220, "Mₜ", [
+          { label: "Mₜ", stroke: C.stat, width: 2, value: function (u, v) { return fmt(v, 4); } },
           { label: "threshold", stroke: C.threshold, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } }
-        ], d, true, key), [d.x, d.statistic, d.threshold], el);
+        ], d, true, key, true), [d.t, d.statistic, d.threshold], el), el);
         el = group.querySelector(".chart-z");
-        new uPlot(timeOpts(el, 150, "z_t", [
-          { label: "z_t", stroke: C.z, width: 1.5, value: function (u, v) { return fmt(v, 3); } },
+        keep(new uPlot(periodOpts(el, 150, "zₜ", [
+          { label: "zₜ", stroke: C.z, width: 1.5, value: function (u, v) { return fmt(v, 3); } },
           { label: "0", stroke: "#999", width: 1, dash: [2, 3], value: function () { return ""; } }
-        ], d, false, key), [d.x, d.z, d.x.map(function () { return 0; })], el);
+        ], d, false, key, false), [d.t, d.z, d.t.map(function () { return 0; })], el), el);
         el = group.querySelector(".chart-p");
-        var boundary = d.boundary || d.x.map(function () { return null; });
-        new uPlot(timeOpts(el, 170, "probability", [
+        var boundary = d.boundary || d.t.map(function () { return null; });
+        keep(new uPlot(periodOpts(el, 170, "probability", [
           { label: "p̂ (x in E)", stroke: C.p, width: 2, value: function (u, v) { return fmt(v, 4); } },
           { label: "boundary " + d.claim, stroke: C.boundary, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } },
           { label: "q̂ (x′ in E)", stroke: C.q, width: 1, value: function (u, v) { return fmt(v, 4); } }
-        ], d, false, key), [d.x, d.p_hat, boundary, d.q_hat], el);
+        ], d, false, key, false), [d.t, d.p_hat, boundary, d.q_hat], el), el);
         if (!d.boundary) {
           var warn = document.createElement("p");
           warn.className = "muted small";
@@ -178,13 +214,13 @@
     var opts = {
       width: width(el), height: height,
       scales: { x: { time: false } },
-      axes: axes(yLabel, false),
+      axes: axes(yLabel, xLabel, false),
       series: [{ label: xLabel, value: extra && extra.xValue }].concat(series),
       legend: { live: true },
       plugins: extra && extra.plugins ? extra.plugins : []
     };
     if (extra && extra.xValues) opts.axes[0].values = extra.xValues;
-    return new uPlot(opts, data, el);
+    return keep(new uPlot(opts, data, el), el);
   }
 
   function vline(x, label, color) {
@@ -215,7 +251,7 @@
             (p.previous ? " · previous snapshot: ε̂ = " + fmt(p.previous.epsilon_hat, 4) + ", LB = " + fmt(p.previous.lower_bound, 4) : "");
           s.appendChild(summary);
           p.curves.forEach(function (c) {
-            var el = figure(s, "Privacy loss |ln f_x − ln f_x′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
+            var el = figure(s, "Privacy loss |ln fₓ − ln fₓ′| over the " + c.axis + (p.previous ? " (dashed: previous snapshot)" : ""));
             var series = [
               { label: "loss now", stroke: C.stat, width: 2, spanGaps: true, value: function (u, v) { return fmt(v, 4); },
                 points: { show: !!c.labels, size: 9, fill: C.stat }, paths: c.labels ? function () { return null; } : undefined },
@@ -255,6 +291,17 @@
             plain(el, 200, "ε", "δ", series, data, { plugins: [vline(d.claim_epsilon, "claim ε = " + fmt(d.claim_epsilon, 3), C.threshold)] });
           }
         });
+        d.pairs.forEach(function (p, i) {
+          if (!p.tradeoff || !p.tradeoff.alpha || !p.tradeoff.alpha.length) return;
+          var s = root.querySelectorAll("section.card")[i];
+          var el = figure(s, "Trade-off curve: type II error β against type I error α on the pair's events; the claim "
+            + (p.claim_description || d.claim) + " allows only points on or above its curve f(α)" + (p.refutes ? " (points below it refute the claim)" : ""));
+          plain(el, 240, "α (type I error)", "β", [
+            { label: "empirical β", stroke: C.stat, width: 0, points: { show: true, size: 6, fill: C.stat }, paths: function () { return null; },
+              value: function (u, v) { return fmt(v, 4); } },
+            { label: "claim f(α)", stroke: C.threshold, width: 2, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } }
+          ], [p.tradeoff.alpha, p.tradeoff.beta, p.tradeoff.f], { xValue: function (u, v) { return v === null || v === undefined ? "—" : "α = " + fmt(v, 4); } });
+        });
         if (d.history && d.history.length > 1) {
           var s = section(root, "How the estimates changed over this monitor's snapshots");
           var el = figure(s, "ε̂ and LB per snapshot");
@@ -268,14 +315,40 @@
             series.push({ label: "claim ε", stroke: C.threshold, width: 1.5, dash: [6, 4], value: function (u, v) { return fmt(v, 4); } });
             data.push(constant(xs, d.claim_epsilon));
           }
-          new uPlot({ width: width(el), height: 200, tzDate: utc, scales: { x: { time: true } }, axes: axes("ε", true),
+          new uPlot({ width: width(el), height: 200, tzDate: utc, scales: { x: { time: true } }, axes: axes("ε", "taken (UTC)", false),
             series: [{ label: "taken (UTC)" }].concat(series) }, data, el);
         }
       })
       .catch(function (e) { note.textContent = "Could not load the curves (" + e.message + ")."; });
   }
 
+  /* Auto-refresh (list and monitor pages): a toggle, remembered per page in this browser. */
+  function autoRefresh() {
+    document.querySelectorAll("input.auto-refresh").forEach(function (box) {
+      var key = "dpwatch-refresh:" + location.pathname, timer = null;
+      function arm() {
+        if (timer) { clearTimeout(timer); timer = null; }
+        if (box.checked) timer = setTimeout(function () { location.reload(); }, 1000 * Number(box.dataset.seconds || 15));
+      }
+      try { box.checked = localStorage.getItem(key) === "on"; } catch (e) { /* storage off */ }
+      box.addEventListener("change", function () {
+        try { localStorage.setItem(key, box.checked ? "on" : "off"); } catch (e) { /* storage off */ }
+        arm();
+      });
+      arm();
+    });
+  }
+
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    if (resizing) clearTimeout(resizing);
+    resizing = setTimeout(function () {
+      charts.forEach(function (c) { c[0].setSize({ width: width(c[1]), height: c[0].height }); });
+    }, 150);
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
+    autoRefresh();
     if (typeof uPlot === "undefined") return;
     document.querySelectorAll(".charts[data-series-url]").forEach(drawChecks);
     var snap = document.getElementById("snapshot-charts");

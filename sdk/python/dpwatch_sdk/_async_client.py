@@ -79,6 +79,7 @@ class AsyncClient:
         self.snapshots = AsyncSnapshots(self)
         self.jobs = AsyncJobs(self)
         self.keys = AsyncKeys(self)
+        self.silences = AsyncSilences(self)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -277,6 +278,10 @@ class AsyncWebhooks(_Resource):
         async for item in self._c._pages(f"/v1/webhooks/{_id(webhook)}/deliveries", _query(limit=limit)):
             yield item
 
+    async def redeliver(self, webhook: Id, message: Id) -> m.DeliveryRead:
+        """Queue one of the webhook's messages again (same body, a new ``webhook-id``)."""
+        return await self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/deliveries/{_id(message)}/redeliver")
+
     async def rotate_secret(self, webhook: Id, body: m.RotateSecret | Body | None = None) -> m.SecretRotated:
         return await self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/rotate-secret", json=body)
 
@@ -348,3 +353,20 @@ class AsyncKeys(_Resource):
 
     async def revoke(self, key: Id) -> None:
         await self._c.request("DELETE", f"/v1/keys/{_id(key)}")
+
+
+class AsyncSilences(_Resource):
+    async def create(self, body: m.SilenceCreate | Body) -> m.SilenceRead:
+        """Mute the webhooks of matching alarms from ``starts_at`` to ``ends_at`` (alarms stay recorded)."""
+        return await self._c.request("POST", "/v1/silences", json=body)
+
+    async def list(self, *, state: str | None = None, limit: int = 100) -> AsyncIterator[m.SilenceRead]:
+        async for item in self._c._pages("/v1/silences", _query(state=state, limit=limit)):
+            yield item
+
+    async def get(self, silence: Id) -> m.SilenceRead:
+        return await self._c.request("GET", f"/v1/silences/{_id(silence)}")
+
+    async def expire(self, silence: Id) -> m.SilenceRead:
+        """End the silence now."""
+        return await self._c.request("DELETE", f"/v1/silences/{_id(silence)}")

@@ -77,6 +77,7 @@ class Client:
         self.snapshots = Snapshots(self)
         self.jobs = Jobs(self)
         self.keys = Keys(self)
+        self.silences = Silences(self)
 
     def __enter__(self) -> "Client":
         return self
@@ -275,6 +276,10 @@ class Webhooks(_Resource):
         for item in self._c._pages(f"/v1/webhooks/{_id(webhook)}/deliveries", _query(limit=limit)):
             yield item
 
+    def redeliver(self, webhook: Id, message: Id) -> m.DeliveryRead:
+        """Queue one of the webhook's messages again (same body, a new ``webhook-id``)."""
+        return self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/deliveries/{_id(message)}/redeliver")
+
     def rotate_secret(self, webhook: Id, body: m.RotateSecret | Body | None = None) -> m.SecretRotated:
         return self._c.request("POST", f"/v1/webhooks/{_id(webhook)}/rotate-secret", json=body)
 
@@ -346,3 +351,20 @@ class Keys(_Resource):
 
     def revoke(self, key: Id) -> None:
         self._c.request("DELETE", f"/v1/keys/{_id(key)}")
+
+
+class Silences(_Resource):
+    def create(self, body: m.SilenceCreate | Body) -> m.SilenceRead:
+        """Mute the webhooks of matching alarms from ``starts_at`` to ``ends_at`` (alarms stay recorded)."""
+        return self._c.request("POST", "/v1/silences", json=body)
+
+    def list(self, *, state: str | None = None, limit: int = 100) -> Iterator[m.SilenceRead]:
+        for item in self._c._pages("/v1/silences", _query(state=state, limit=limit)):
+            yield item
+
+    def get(self, silence: Id) -> m.SilenceRead:
+        return self._c.request("GET", f"/v1/silences/{_id(silence)}")
+
+    def expire(self, silence: Id) -> m.SilenceRead:
+        """End the silence now."""
+        return self._c.request("DELETE", f"/v1/silences/{_id(silence)}")

@@ -665,6 +665,32 @@ class SecretRotated(TypedDict):
     previous_secret_expires_at: str | None
 
 
+class SilenceCreate(TypedDict):
+    """
+    Matchers, a time window and a comment. At least one matcher; every matcher set must match.
+    """
+
+    monitor_id: NotRequired[str | None]
+    mechanism_id: NotRequired[str | None]
+    kind: NotRequired[Literal['privacy', 'contract'] | None]
+    starts_at: NotRequired[str | None]
+    ends_at: str
+    comment: str
+
+
+class SilenceRead(TypedDict):
+    id: str
+    monitor_id: str | None
+    mechanism_id: str | None
+    kind: Literal['privacy', 'contract'] | None
+    starts_at: str
+    ends_at: str
+    comment: str
+    created_by: str
+    created_at: str
+    state: Literal['pending', 'active', 'expired']
+
+
 class SizeRange(TypedDict):
     """
     How many records a database holds: ``min`` to ``max`` (both included).
@@ -1049,6 +1075,11 @@ class PageJobRead(TypedDict):
 
 class PagePeriodRead(TypedDict):
     items: list[PeriodRead]
+    next_cursor: str | None
+
+
+class PageSilenceRead(TypedDict):
+    items: list[SilenceRead]
     next_cursor: str | None
 
 

@@ -1,0 +1,1 @@
+"""Silences: on-call maintenance windows (Alertmanager's model; docs/dashboard.md)."""

@@ -1,0 +1,74 @@
+"""The one verdict of an alarm or a snapshot, as the dashboard shows it (issue 18 item 3).
+
+The verdict itself is :mod:`app.alarms.verdict` (the same object the API returns as ``verdict``
+on an alarm or a snapshot, and the CLI prints): one sentence, ``refutes``, and every estimator
+with its label. This module only dresses it for the pages: a title per estimator, the label's
+opening words as its short reading, and the mathematics written as a person reads it (Mₜ, not
+``M_t``). Every template reads it through the ``verdict_block`` macro of ``_macros.html``, fed
+by :func:`alarm_verdict` or :func:`snapshot_verdict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.alarms import verdict as core
+
+TITLES = {
+    "detector": "Sequential detector (the alarm's own test)",
+    "window_bound": "Window bound (the alarm's last periods, pooled)",
+    "exact_bound": "Exact Clopper–Pearson bound over that window",
+    "mpl_lower_bound": "MPL snapshot's lower bound (where the loss is)",
+    "claim_terms": "Claim terms and trade-off curve",
+    "held_out_test": "Held-out test",
+    "mpl_point_estimate": "MPL's point estimate ε̂",
+    "contract": "Output contract",
+}
+#: The label's opening words (app.alarms.verdict), shown as the estimator's short reading.
+PREFIXES = (core.REFUTES_PREFIX, core.WEAKER_PREFIX, core.NOT_REFUTED_PREFIX, core.NOT_A_TEST_PREFIX)
+
+
+def _math(text: str) -> str:
+    return text.replace("M_t", "Mₜ").replace("z_t", "zₜ")
+
+
+@dataclass
+class Estimator:
+    name: str
+    title: str
+    refutes: bool
+    reading: str  # the label's opening words: "refutes the claim", "weaker estimator", …
+    finding: str  # its own number
+    label: str  # the rest of the label: what it can and cannot show
+
+
+@dataclass
+class Verdict:
+    sentence: str
+    refutes: bool
+    kind: str = "claim"  # "claim" or "contract" (app.alarms.verdict's subject)
+    estimators: list[Estimator] = field(default_factory=list)
+
+
+def _dress(v: core.Verdict | None) -> Verdict | None:
+    if v is None:
+        return None
+    out = []
+    for e in v.estimators:
+        reading = next((p for p in PREFIXES if e.label.startswith(p)), "")
+        rest = e.label[len(reading):].lstrip(": ").strip()
+        out.append(Estimator(name=e.name, title=TITLES.get(e.name, e.name), refutes=e.refutes,
+                             reading=reading or ("refutes" if e.refutes else "does not refute"),
+                             finding=_math(e.figure), label=_math(rest)))
+    return Verdict(sentence=_math(v.sentence), refutes=v.refutes, kind=v.subject, estimators=out)
+
+
+def alarm_verdict(alarm: Any) -> Verdict:
+    dressed = _dress(core.alarm_verdict(alarm))
+    assert dressed is not None
+    return dressed
+
+
+def snapshot_verdict(result: dict[str, Any] | None, status: str | None) -> Verdict | None:
+    return _dress(core.snapshot_verdict(result, status=status))
