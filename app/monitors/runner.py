@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 import structlog
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker, undefer
@@ -57,7 +57,10 @@ log = structlog.get_logger("dpwatch.runner")
 #: States in which periods run. ``degraded`` keeps running: the next good period restores it.
 RUNNABLE_STATES = ("active", "degraded")
 
-Outcome = Literal["ok", "alarm", "failed", "lost_lease", "not_runnable", "duplicate"]
+#: ``dropped``: the plan went stale while sampling (paused, resumed, reset or edited): nothing of
+#: the period is written, and the lease is given back at once so that the monitor's next slot is
+#: not held up until the lease expires (issue 17 item 8).
+Outcome = Literal["ok", "alarm", "failed", "lost_lease", "not_runnable", "duplicate", "dropped"]
 
 
 @dataclass(frozen=True)
@@ -177,12 +180,15 @@ class PeriodRunner:
                 .options(undefer(Check.detector_state))
             ).all()
             if not rows:
-                return PeriodOutcome(monitor_id, "lost_lease" if session.get(Monitor, monitor_id) is None
-                                     else "not_runnable")
+                if session.get(Monitor, monitor_id) is None:
+                    return PeriodOutcome(monitor_id, "lost_lease")
+                self._release_if_ours(session, monitor_id)
+                return PeriodOutcome(monitor_id, "not_runnable")
             monitor, mechanism = rows[0][0], rows[0][1]
             if monitor.lease_owner != self.worker_id:
                 return PeriodOutcome(monitor_id, "lost_lease")
             if monitor.state not in RUNNABLE_STATES or monitor.threshold is None:
+                self._release_if_ours(session, monitor_id)  # paused (or else) after the claim
                 return PeriodOutcome(monitor_id, "not_runnable")
             schedule = Schedule.of(monitor)
             slot, skipped = schedule.due_slot(monitor.next_run_at, now)
@@ -231,14 +237,29 @@ class PeriodRunner:
 
     # -- step 3 ---------------------------------------------------------------------------
 
-    def _guarded_monitor(self, session: Session, plan: PeriodPlan) -> Monitor | None:
+    def _guarded_monitor(self, session: Session, plan: PeriodPlan) -> Monitor | PeriodOutcome:
+        """The monitor, row-locked, if the plan still holds; else the outcome: ``lost_lease``, or
+        ``dropped`` (the lease released in this transaction, which the caller commits)."""
         monitor = lock_leased_monitor(session, plan.monitor_id, self.worker_id)
         if monitor is None:
-            return None
+            return PeriodOutcome(plan.monitor_id, "lost_lease")
         if (monitor.next_run_at != plan.scheduled or monitor.horizon_index != plan.horizon_index
                 or monitor.t != plan.t or monitor.state not in RUNNABLE_STATES):
-            return None  # reset, paused or edited while we sampled: drop this period
+            # Reset, paused or edited while we sampled: drop this period, and give the lease back
+            # (we hold it, so nobody else runs this monitor) so that its next slot is claimed on time.
+            release_lease(monitor)
+            log.info("period_dropped", monitor_id=str(plan.monitor_id), t=plan.t + 1)
+            return PeriodOutcome(plan.monitor_id, "dropped")
         return monitor
+
+    def _release_if_ours(self, session: Session, monitor_id: uuid.UUID) -> bool:
+        """Give back a lease this worker holds on a monitor whose period it will not write (commits)."""
+        released = session.execute(
+            update(Monitor).where(Monitor.id == monitor_id, Monitor.lease_owner == self.worker_id)
+            .values(lease_owner=None, lease_expires_at=None).returning(Monitor.id)
+            .execution_options(synchronize_session=False)).first() is not None
+        session.commit()
+        return released
 
     def compute(self, plan: PeriodPlan, counts: dict[uuid.UUID, tuple[int, int]]) -> list[CheckResult]:
         """Every planned check's statistic and detector step for this period's counts (pure)."""
@@ -303,8 +324,9 @@ class PeriodRunner:
         t = plan.t + 1
         seq = write_routine_period(session, plan, results, outputs, started=started, finished=self.clock(),
                                    sampling_seconds=sampling_seconds, worker_id=self.worker_id)
-        if seq is None:
-            return PeriodOutcome(plan.monitor_id, "lost_lease")
+        if seq is None:  # the guard failed: the lease is lost, or ours on a stale plan (dropped)
+            guarded = self._guarded_monitor(session, plan)  # one more statement, on this rare path only
+            return guarded if isinstance(guarded, PeriodOutcome) else PeriodOutcome(plan.monitor_id, "lost_lease")
         log.info("period_done", monitor_id=str(plan.monitor_id), t=t, horizon_index=plan.horizon_index,
                  skipped_slots=plan.skipped, alarms=0, sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, "ok", t=t)
@@ -313,8 +335,8 @@ class PeriodRunner:
                        outputs: dict[str, np.ndarray], started: datetime, sampling_seconds: float,
                        contract: ContractCheck | None = None) -> PeriodOutcome:
         monitor = self._guarded_monitor(session, plan)
-        if monitor is None:
-            return PeriodOutcome(plan.monitor_id, "lost_lease")
+        if isinstance(monitor, PeriodOutcome):
+            return monitor
         t = plan.t + 1
         monitor.last_seq = (monitor.last_seq or 0) + 1
         run = PeriodRun(
@@ -395,9 +417,12 @@ class PeriodRunner:
         with self.session_factory() as session:
             try:
                 monitor = self._guarded_monitor(session, plan)
-                if monitor is None:
-                    session.rollback()
-                    return PeriodOutcome(plan.monitor_id, "lost_lease")
+                if isinstance(monitor, PeriodOutcome):
+                    if monitor.outcome == "dropped":
+                        session.commit()  # the lease given back
+                    else:
+                        session.rollback()
+                    return monitor
                 monitor.last_seq = (monitor.last_seq or 0) + 1
                 run = PeriodRun(
                     monitor_id=monitor.id, seq=monitor.last_seq, scheduled_for=plan.slot,
