@@ -26,7 +26,7 @@ from app.alarms.delivery import WebhookDeliverer
 from app.db import utcnow
 from app.jobs.runner import JobRunner
 from app.monitors.calibration import Calibrator
-from app.monitors.runner import RUNNABLE_STATES, PeriodRunner
+from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeAsyncClient
 from app.scheduler.leases import claim_monitors
@@ -168,22 +168,36 @@ class Worker:
             session.commit()
             return ids
 
+    def _claim_and_plan(self, limit: int) -> list[tuple[uuid.UUID, PeriodPlan | PeriodOutcome | Exception]]:
+        """Claim up to ``limit`` due monitors and read their plans in the same transaction: one
+        session, one connection checkout and one thread hop for the k monitors of a claim."""
+        s = self.settings
+        with self.session_factory() as session:
+            now = self.clock()
+            ids = claim_monitors(session, worker_id=s.worker_id, states=RUNNABLE_STATES, now=now,
+                                 lease_seconds=s.lease_seconds, limit=limit, due_only=True,
+                                 max_per_tenant=s.max_inflight_per_tenant,
+                                 max_per_mechanism=s.max_inflight_per_mechanism)
+            plans = self.runner.plan_many(session, ids, now)
+            session.commit()
+            return [(monitor_id, plans[monitor_id]) for monitor_id in ids]
+
     async def tick_periods(self) -> int:
         """Claim due monitors up to the free capacity and start their periods."""
         async with self._claiming:  # the ticker and finished periods may both ask for work
             free = self.max_in_flight - len(self._in_flight)
             if free <= 0 or self._stopping:
                 return 0
-            ids = await asyncio.to_thread(self._claim, RUNNABLE_STATES, free, True, None, True)
-            for monitor_id in ids:
-                task = asyncio.create_task(self._run_period(monitor_id))
+            claimed = await asyncio.to_thread(self._claim_and_plan, free)
+            for monitor_id, planned in claimed:
+                task = asyncio.create_task(self._run_period(monitor_id, planned))
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
-            return len(ids)
+            return len(claimed)
 
-    async def _run_period(self, monitor_id: uuid.UUID) -> None:
+    async def _run_period(self, monitor_id: uuid.UUID, planned: PeriodPlan | PeriodOutcome | Exception | None = None) -> None:
         try:
-            await self.runner.run(monitor_id)
+            await self.runner.run(monitor_id, planned)
         except Exception:  # a bug must not kill the ticker; the lease expires and the period is retried
             log.exception("period_crashed", monitor_id=str(monitor_id))
         finally:
