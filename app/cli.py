@@ -294,7 +294,7 @@ def worker_command() -> None:
     configure_logging(settings.log_level, settings.log_format, settings.scheduler_log_level)
     if settings.migrate_on_start:
         run_migrations(settings.database_url)
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, ping_after_idle=1.0)  # busy connections are not pinged
 
     async def run() -> None:
         worker = Worker(settings, make_session_factory(engine))

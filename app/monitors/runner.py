@@ -359,8 +359,8 @@ class PeriodRunner:
                 log.info("period_dropped", monitor_id=str(plan.monitor_id), t=t)
                 return PeriodOutcome(plan.monitor_id, "dropped")
             return PeriodOutcome(plan.monitor_id, "lost_lease")
-        log.info("period_done", monitor_id=str(plan.monitor_id), t=t, horizon_index=plan.horizon_index,
-                 skipped_slots=plan.skipped, alarms=0, sampling_seconds=round(sampling_seconds, 4))
+        log.debug("period_done", monitor_id=str(plan.monitor_id), t=t, horizon_index=plan.horizon_index,
+                  skipped_slots=plan.skipped, alarms=0, sampling_seconds=round(sampling_seconds, 4))
         return PeriodOutcome(plan.monitor_id, "ok", t=t)
 
     def _write_success(self, session: Session, plan: PeriodPlan, results: list[CheckResult],
@@ -515,6 +515,19 @@ class PeriodRunner:
                                 detail={"breach": contract.breach["breach"], "observed_shape":
                                         contract.breach.get("observed_shape")})
 
+    @staticmethod
+    def _retrying(write: Callable[..., PeriodOutcome], *args: Any) -> PeriodOutcome:
+        """``write(*args)``, once more on a fresh connection if the first one was found dead
+        (SQLAlchemy invalidated it). The write is guarded: if the first attempt committed before
+        its connection died, the second finds the lease released and reports ``lost_lease``."""
+        try:
+            return write(*args)
+        except DBAPIError as error:
+            if not error.connection_invalidated:
+                raise
+            log.warning("period_write_retried", reason="connection_invalidated")
+            return write(*args)
+
     # -- all three ------------------------------------------------------------------------
 
     async def run(self, monitor_id: uuid.UUID,
@@ -532,9 +545,11 @@ class PeriodRunner:
         try:
             outputs = await self.sample(planned)
         except SamplingError as exc:
-            outcome = await asyncio.to_thread(self.write_failure, planned, exc, started, time.perf_counter() - t0)
+            outcome = await asyncio.to_thread(self._retrying, self.write_failure, planned, exc, started,
+                                              time.perf_counter() - t0)
         else:
-            outcome = await asyncio.to_thread(self.write_success, planned, outputs, started, time.perf_counter() - t0)
+            outcome = await asyncio.to_thread(self._retrying, self.write_success, planned, outputs, started,
+                                              time.perf_counter() - t0)
         if self._on_period is not None and outcome.outcome in ("ok", "alarm", "failed"):
             self._on_period("failed" if outcome.outcome == "failed" else "ok", time.perf_counter() - t0)
         if self._on_alarm is not None and outcome.outcome == "alarm":
