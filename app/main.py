@@ -142,7 +142,11 @@ def create_app(
         if app.state.session_factory is None:
             if settings.migrate_on_start:
                 await anyio.to_thread.run_sync(run_migrations, settings.database_url)
-            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
+            # Connections that were in use within the last second are not pinged at checkout (a
+            # round trip per request under load); one killed meanwhile fails its request once (503)
+            # and SQLAlchemy replaces the pool's connections (app/db.py).
+            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds,
+                                 ping_after_idle=1.0)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
         log.info(

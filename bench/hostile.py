@@ -413,6 +413,7 @@ def main() -> None:
     parser.add_argument("--debug-slow", action="store_true", help="log every loop callback longer than 50 ms")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     parser.add_argument("--db", default="dpwatch_bench_hostile")
+    parser.add_argument("--port-base", type=int, default=None, help="sampling server on this port, hooks on the next")
     parser.add_argument("--serve-sampling", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-hooks", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--arrivals", help=argparse.SUPPRESS)
@@ -440,7 +441,8 @@ def main() -> None:
     log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-hostile-"))
     arrivals = log_dir / "arrivals.jsonl"
     procs: list[subprocess.Popen[bytes]] = []
-    sampling_port, hooks_port = free_port(), free_port()
+    sampling_port, hooks_port = ((args.port_base, args.port_base + 1) if args.port_base
+                                 else (free_port(), free_port()))
     try:
         run_migrations(db_url)
         for flag, port, extra in (("--serve-sampling", sampling_port, []),
