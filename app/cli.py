@@ -287,7 +287,7 @@ def worker_command() -> None:
     import asyncio
 
     from app.db import make_engine, make_session_factory, run_migrations
-    from app.observability import configure_logging, freeze_startup_objects
+    from app.observability import configure_logging, freeze_startup_objects, freeze_warm_objects_later
     from app.scheduler.worker import Worker
 
     settings = _settings()
@@ -300,6 +300,7 @@ def worker_command() -> None:
         worker = Worker(settings, make_session_factory(engine))
         await worker.start()
         freeze_startup_objects()  # full collections no longer scan start-up's objects
+        freeze_warm_objects_later()  # ... nor, after a minute, what the first periods built
         try:
             await asyncio.Event().wait()
         finally:

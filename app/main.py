@@ -44,6 +44,7 @@ from app.observability import (
     RequestContextMiddleware,
     configure_logging,
     freeze_startup_objects,
+    freeze_warm_objects_later,
     refresh_monitor_gauge,
 )
 from app.settings import Settings, get_settings
@@ -158,6 +159,7 @@ def create_app(
         try:
             await _run_hooks(app, app.state.on_startup_hooks)
             freeze_startup_objects()  # full collections no longer scan start-up's objects
+            freeze_warm_objects_later()  # ... nor, after a minute, what the first requests built
             yield
         finally:
             await _run_hooks(app, list(reversed(app.state.on_shutdown_hooks)))

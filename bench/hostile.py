@@ -313,9 +313,10 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
     await asyncio.sleep(0.1)  # the probe's first turn holds the start-up work
     probe.started_at = len(probe.cpu)  # start-up (imports, TLS context) is reported apart
     if not args.no_gc_freeze:  # as `dpwatch worker` and `dpwatch serve` do once started
-        from app.observability import freeze_startup_objects
+        from app.observability import freeze_startup_objects, freeze_warm_objects_later
 
         freeze_startup_objects()
+        freeze_warm_objects_later(args.warm_freeze)
     started = time.monotonic()
 
     def queue_fast(i: int) -> str:
@@ -409,6 +410,8 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=16, help="the worker's DPWATCH_MAX_IN_FLIGHT")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="do not freeze start-up's objects (app.observability.freeze_startup_objects)")
+    parser.add_argument("--warm-freeze", type=float, default=60.0,
+                        help="seconds after start of the second freeze (app.observability.freeze_warm_objects_later)")
     parser.add_argument("--watchdog", action="store_true", help="name what runs when the loop is 100 ms late")
     parser.add_argument("--debug-slow", action="store_true", help="log every loop callback longer than 50 ms")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
