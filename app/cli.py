@@ -332,19 +332,20 @@ def worker_command() -> None:
     import asyncio
 
     from app.db import make_engine, make_session_factory, run_migrations
-    from app.observability import configure_logging, freeze_startup_objects
+    from app.observability import configure_logging, freeze_startup_objects, freeze_warm_objects_later
     from app.scheduler.worker import Worker
 
     settings = _settings()
     configure_logging(settings.log_level, settings.log_format, settings.scheduler_log_level)
     if settings.migrate_on_start:
         run_migrations(settings.database_url)
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, ping_after_idle=1.0)  # busy connections are not pinged
 
     async def run() -> None:
         worker = Worker(settings, make_session_factory(engine))
         await worker.start()
         freeze_startup_objects()  # full collections no longer scan start-up's objects
+        freeze_warm_objects_later()  # ... nor, after a minute, what the first periods built
         try:
             await asyncio.Event().wait()
         finally:

@@ -109,8 +109,16 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0) -> Engine:
-    """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3."""
+def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
+                ping_after_idle: float | None = None) -> Engine:
+    """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3.
+
+    Postgres connections are tested before use (``pool_pre_ping``), or, with ``ping_after_idle``
+    (the worker), only when they have been idle in the pool that many seconds: a worker checks a
+    connection out several times per period, and each ping is a round trip (14% of a worker's
+    CPU under bench/scale.py). A connection killed while in use then fails its statement once:
+    SQLAlchemy invalidates the pool, and the period runner retries a write once on a fresh
+    connection (``PeriodRunner.run``)."""
     url = normalise_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         ensure_sqlite_folder(url)
@@ -124,10 +132,36 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0) -> 
     # a 503 in the API). connect_timeout: a database that does not accept connections fails fast.
     # hide_parameters: a database error's message never holds the statement's values (secrets, API
     # key hashes, outputs), so neither does any log line that shows the error.
-    return create_engine(
-        url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=pool_timeout,
-        connect_args={"connect_timeout": max(1, int(pool_timeout))},
+    engine = create_engine(
+        url, echo=echo, hide_parameters=True, pool_pre_ping=ping_after_idle is None, pool_size=10, max_overflow=10,
+        pool_timeout=pool_timeout, connect_args={"connect_timeout": max(1, int(pool_timeout))},
     )
+    if ping_after_idle is not None:
+        _ping_when_idle(engine, ping_after_idle)
+    return engine
+
+
+def _ping_when_idle(engine: Engine, seconds: float) -> None:
+    """SQLAlchemy's pessimistic disconnect handling through pool events ("Disconnect Handling -
+    Pessimistic", custom form): a connection back from more than ``seconds`` in the pool is pinged
+    at checkout; a dead one raises ``DisconnectionError``, which makes the pool discard it and
+    check out (or open) another."""
+    import time
+
+    from sqlalchemy import exc
+
+    @event.listens_for(engine, "checkin")
+    def checkin(dbapi_connection: Any, record: Any) -> None:  # noqa: ANN401
+        record.info["checked_in"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:  # noqa: ANN401
+        if time.monotonic() - record.info.get("checked_in", 0.0) <= seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise exc.DisconnectionError("connection failed its ping after idling") from error
 
 
 def make_session_factory(bind: Engine | Connection, **kwargs: Any) -> sessionmaker[Session]:

@@ -45,6 +45,7 @@ from app.observability import (
     RequestContextMiddleware,
     configure_logging,
     freeze_startup_objects,
+    freeze_warm_objects_later,
     refresh_monitor_gauge,
 )
 from app.settings import Settings, get_settings
@@ -145,7 +146,11 @@ def create_app(
         if app.state.session_factory is None:
             if settings.migrate_on_start:
                 await anyio.to_thread.run_sync(run_migrations, settings.database_url)
-            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
+            # Connections that were in use within the last second are not pinged at checkout (a
+            # round trip per request under load); one killed meanwhile fails its request once (503)
+            # and SQLAlchemy replaces the pool's connections (app/db.py).
+            engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds,
+                                 ping_after_idle=1.0)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
         log.info(
@@ -157,6 +162,7 @@ def create_app(
         try:
             await _run_hooks(app, app.state.on_startup_hooks)
             freeze_startup_objects()  # full collections no longer scan start-up's objects
+            freeze_warm_objects_later()  # ... nor, after a minute, what the first requests built
             yield
         finally:
             await _run_hooks(app, list(reversed(app.state.on_shutdown_hooks)))

@@ -120,6 +120,27 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
+#: When the second freeze runs (``freeze_warm_objects_later``): after the first periods or requests
+#: have made what start-up leaves for later (lazy imports, compiled statements, mapper caches).
+WARM_FREEZE_SECONDS = 60.0
+
+
+def freeze_warm_objects_later(delay: float = WARM_FREEZE_SECONDS) -> None:
+    """Once ``delay`` seconds from now, freeze again (``gc.freeze()``, without a collection).
+
+    What a process builds on its first periods or requests and keeps (lazy imports such as
+    scipy's, SQLAlchemy's compiled statements and mapper caches, connection pools) lands in the
+    old generation after the start-up freeze, and every full collection scanned it again: in
+    bench/hostile.py those were the event loop's longest stalls (107-149 ms). Freezing again once
+    warm moves it out of the collector's reach. No collection is run first, so the freeze itself
+    does not stall the loop; the price is that cyclic garbage alive at that instant is never
+    collected (a one-time, bounded amount: what is unreachable at that moment)."""
+    import asyncio
+    import gc
+
+    asyncio.get_running_loop().call_later(delay, gc.freeze)
+
+
 # ------------------------------------------------------------------------------------- logging
 
 _SENSITIVE_KEY = re.compile(r"(authorization|secret|password|passwd|api[_-]?key|token|cookie)", re.IGNORECASE)

@@ -220,6 +220,15 @@ class GcPauses:
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
+            if info["generation"] == 2 and os.environ.get("HOSTILE_GC_CENSUS"):  # what a full collection scans
+                from collections import Counter as _Counter
+
+                objs = gc.get_objects(generation=2)
+                self.census = getattr(self, "census", [])
+                top = _Counter(type(o).__name__ for o in objs).most_common(8)
+                self.census.append((len(objs), top))
+                print(f"[gc2] {len(objs)} objects in gen 2: {top}", file=sys.stderr, flush=True)
+                del objs
             self._t0 = time.perf_counter()
         else:
             g = info["generation"]
@@ -310,12 +319,15 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
 
     watchdog = Watchdog(probe, threading.get_ident()) if args.watchdog else None
     await worker.start()
-    await asyncio.sleep(0.1)  # the probe's first turn holds the start-up work
-    probe.started_at = len(probe.cpu)  # start-up (imports, TLS context) is reported apart
     if not args.no_gc_freeze:  # as `dpwatch worker` and `dpwatch serve` do once started
-        from app.observability import freeze_startup_objects
+        from app.observability import freeze_startup_objects, freeze_warm_objects_later
 
-        freeze_startup_objects()
+        freeze_startup_objects()  # its gc.collect() is start-up work: one full collection of everything
+        freeze_warm_objects_later(args.warm_freeze)
+    await asyncio.sleep(0.1)  # the probe's first turns hold the start-up work
+    # Start-up (imports, TLS context, the start-up freeze's full collection) is reported apart.
+    probe.started_at = len(probe.cpu)
+    probe.gc.longest, probe.gc.count = [0.0, 0.0, 0.0], [0, 0, 0]
     started = time.monotonic()
 
     def queue_fast(i: int) -> str:
@@ -409,10 +421,13 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=16, help="the worker's DPWATCH_MAX_IN_FLIGHT")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="do not freeze start-up's objects (app.observability.freeze_startup_objects)")
+    parser.add_argument("--warm-freeze", type=float, default=60.0,
+                        help="seconds after start of the second freeze (app.observability.freeze_warm_objects_later)")
     parser.add_argument("--watchdog", action="store_true", help="name what runs when the loop is 100 ms late")
     parser.add_argument("--debug-slow", action="store_true", help="log every loop callback longer than 50 ms")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     parser.add_argument("--db", default="dpwatch_bench_hostile")
+    parser.add_argument("--port-base", type=int, default=None, help="sampling server on this port, hooks on the next")
     parser.add_argument("--serve-sampling", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-hooks", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--arrivals", help=argparse.SUPPRESS)
@@ -440,7 +455,8 @@ def main() -> None:
     log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-hostile-"))
     arrivals = log_dir / "arrivals.jsonl"
     procs: list[subprocess.Popen[bytes]] = []
-    sampling_port, hooks_port = free_port(), free_port()
+    sampling_port, hooks_port = ((args.port_base, args.port_base + 1) if args.port_base
+                                 else (free_port(), free_port()))
     try:
         run_migrations(db_url)
         for flag, port, extra in (("--serve-sampling", sampling_port, []),
@@ -494,7 +510,7 @@ def print_table(args: argparse.Namespace, r: dict, probe: LoopProbe, rss: float,
     cpu, wall = probe.cpu[probe.started_at:], probe.wall[probe.started_at:]
     print(f"| event loop: longest CPU stretch between two 10 ms sleeps, running | {max(cpu) * 1000:.0f} ms "
           f"(p99 {quantile(cpu, 0.99) * 1000:.1f} ms, {len(cpu)} turns) | < 100 ms |")
-    print(f"| the same during the worker's start-up (imports, TLS context) | "
+    print(f"| the same during the worker's start-up (imports, TLS context, the start-up freeze's collection) | "
           f"{max(probe.cpu[:probe.started_at], default=0) * 1000:.0f} ms | |")
     gcp = probe.gc
     print(f"| garbage collector: longest pause of generation 0 / 1 / 2 (count) | "

@@ -19,6 +19,7 @@ the workers' peak RSS (VmHWM in /proc, over the whole run); the hostile monitors
 status and failure reason (whole run). Progress goes to stderr, the table to stdout.
 
     .venv/bin/python bench/isolation.py [--healthy 8] [--warmup 10] [--duration 40] [--sleep 20] [--no-caps]
+        [--workers 2] [--dbname NAME] [--port P]
 """
 
 from __future__ import annotations
@@ -227,6 +228,9 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=20.0, help="seconds the sleeping endpoint takes")
     parser.add_argument("--no-caps", action="store_true", help="workers without fair claims (caps 0)")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (1 or 2: issue 17 item 4)")
+    parser.add_argument("--dbname", default=None, help="database to create and drop (default: a random name)")
+    parser.add_argument("--port", type=int, default=None, help="port of the sampling server (default: a free one)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -242,12 +246,12 @@ def main() -> None:
     from app.sampling.protocol import generate_secret
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = f"dpwatch_iso_{secrets.token_hex(4)}"
+    dbname = args.dbname or f"dpwatch_iso_{secrets.token_hex(4)}"
     db_url = f"{args.pg}/{dbname}"
     admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
     log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-isolation-"))
     procs = Procs(log_dir)
-    port = free_port()
+    port = args.port or free_port()
     secret = generate_secret()
 
     def on_term(*_: object) -> None:
@@ -270,8 +274,8 @@ def main() -> None:
         if args.no_caps:
             env |= {"DPWATCH_MAX_INFLIGHT_PER_TENANT": "0", "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": "0"}
         workers = [procs.start(f"worker-{i}", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": f"iso-{i}"})
-                   for i in (1, 2)]
-        say(f"2 workers started ({'no caps' if args.no_caps else 'default caps'}); warm-up {args.warmup:g} s")
+                   for i in range(1, args.workers + 1)]
+        say(f"{args.workers} worker(s) started ({'no caps' if args.no_caps else 'default caps'}); warm-up {args.warmup:g} s")
         peak = {w.pid: 0.0 for w in workers}
 
         def watch(seconds: float) -> None:
@@ -300,7 +304,7 @@ def main() -> None:
 def print_table(args: argparse.Namespace, r: dict, peak: dict[int, float]) -> None:
     kept, expected = r["kept"], r["expected"]
     print(f"\nIsolation, {'no caps' if args.no_caps else 'default caps (6 per tenant, 4 per mechanism)'}: "
-          f"2 workers, {args.healthy} healthy monitors, 16 sleeping ({args.sleep:g} s), 8 gzip bombs, "
+          f"{args.workers} worker(s), {args.healthy} healthy monitors, 16 sleeping ({args.sleep:g} s), 8 gzip bombs, "
           f"window {args.duration:g} s after {args.warmup:g} s\n")
     print("| measure | value | goal |")
     print("|---|---:|---|")

@@ -19,13 +19,21 @@ rotating GET /v1/monitors/{id}, GET /v1/monitors/{id}/status and GET /v1/monitor
 Keeping up means: periods/s ≈ M/60 and the start lag stays flat.
 
     .venv/bin/python bench/scale.py [--monitors 10000] [--workers 2] [--warmup 20] [--duration 60]
-        [--detector e-process] [--api-rate 20] [--max-in-flight 8]
+        [--detector e-process] [--api-rate 20] [--max-in-flight 8] [--dbname NAME] [--port-base P]
+        [--py-spy DIR]
+
+`--py-spy DIR` records the first worker with py-spy during the window (flame graph SVG and
+speedscope JSON in DIR). The table gives CPU per committed period by component (from
+/proc/<pid>/stat utime+stime, which the other processes on a shared machine disturb less than
+wall time) and the load average at the start and the end of the window.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
 import random
 import secrets
 import signal
@@ -125,6 +133,11 @@ def main() -> None:
                     help="in-flight caps per tenant and per mechanism (issue 11's fair claims); the bench has one "
                          "tenant on one mechanism, so the default 0 0 switches them off")
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    ap.add_argument("--dbname", default=None, help="database to create and drop (default: a random name)")
+    ap.add_argument("--port-base", type=int, default=None,
+                    help="reference endpoint on this port, API on the next (default: free ports)")
+    ap.add_argument("--py-spy", metavar="DIR", default=None, help="record worker1 with py-spy during the window")
+    ap.add_argument("--py-spy-rate", type=int, default=100)
     args = ap.parse_args()
 
     import logging
@@ -132,9 +145,11 @@ def main() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = f"dpwatch_scale_{secrets.token_hex(4)}"
+    dbname = args.dbname or f"dpwatch_scale_{secrets.token_hex(4)}"
+    ref_port, api_port = ((args.port_base, args.port_base + 1) if args.port_base
+                          else (st.free_port(), st.free_port()))
     env = st.Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
-                 secret=generate_secret(), ref_port=st.free_port(), api_port=st.free_port())
+                 secret=generate_secret(), ref_port=ref_port, api_port=api_port)
     log_dir = Path(tempfile.mkdtemp(prefix="dpwatch-scale-"))
     procs = st.Procs(log_dir)
     engine = None
@@ -184,6 +199,16 @@ def main() -> None:
             procs.check_alive()
             pids = {"reference": [procs.procs["reference"].pid], "api": [procs.procs["api"].pid],
                     "workers": [procs.procs[n].pid for n in names], "postgres": st.pg_backends(engine, dbname)}
+            spy = None
+            if args.py_spy:
+                Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+                out = Path(args.py_spy) / f"scale-{len(ids)}-worker1"
+                spy = [subprocess.Popen(
+                    [st.PY_SPY, "record", "--pid", str(pids["workers"][0]), "--duration", str(int(args.duration)),
+                     "--rate", str(args.py_spy_rate), "--format", fmt, "--output", f"{out}.{ext}", "--nonblocking"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                    for fmt, ext in (("flamegraph", "svg"), ("speedscope", "speedscope.json"))]
+            load0 = os.getloadavg()
             before = st.cpu_snapshot([p for g in pids.values() for p in g])
             t0 = datetime.now(UTC)
             polled: list[list[tuple[str, float, int]]] = []
@@ -192,10 +217,13 @@ def main() -> None:
             poller.start()
             time.sleep(args.duration)
             t1 = datetime.now(UTC)
+            load1 = os.getloadavg()
             pids["postgres"] = sorted(set(pids["postgres"]) | set(st.pg_backends(engine, dbname)))
             after = st.cpu_snapshot([p for g in pids.values() for p in g])
             poller.join(st.API_GRACE_SECONDS + 30)
             procs.check_alive()
+            for p in spy or ():
+                p.wait(60)
         finally:
             for name in names:
                 procs.stop(name)
@@ -229,6 +257,10 @@ def main() -> None:
         print(f"| API errors | {sum(1 for s in samples if s[2] != 200)} | 0 |")
         print(f"| idle API p50 / p99 (before the workers) | {st.pct(idle, 0.5) * 1e3:.0f} ms / "
               f"{st.pct(idle, 0.99) * 1e3:.0f} ms | |")
+        per = max(len(ok), 1)
+        print("| CPU per committed period | " + ", ".join(
+            f"{k} {v / per * 1e3:.2f} ms" for k, v in cpu.items() if k != "api") + " | worker ≤ 5 ms, all ≤ 12 ms |")
+        print(f"| load average (1 min) at start / end of the window | {load0[0]:.1f} / {load1[0]:.1f} | |")
         print("| CPU seconds in the window | " + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())
               + f", whole machine {machine:.0f} (of {2 * window:.0f} on 2 cores) | |")
     finally:

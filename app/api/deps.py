@@ -49,7 +49,12 @@ def apply_timeouts(session: Session, statement_timeout_ms: int, lock_timeout_ms:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def get_app_settings(request: Request) -> Settings:
+# The dependencies that do no I/O are ``async def``: FastAPI runs a plain ``def`` dependency in
+# the thread pool, one thread hop each per request (issue 17 item 10: the hops and the GIL
+# hand-offs were a large part of a read's cost under 50 concurrent clients).
+
+
+async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -83,7 +88,7 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def authorize(request: Request, principal: CurrentPrincipal) -> Principal:
+async def authorize(request: Request, principal: CurrentPrincipal) -> Principal:
     """The one place key scopes are enforced, for every ``/v1`` route (the router's dependency):
     a ``read`` key may only read; any other method answers 403 problem+json. The dashboard asks
     the same question through app.web.permissions.may_change_monitor."""
@@ -120,7 +125,7 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
-def reject_unknown_query(request: Request) -> None:
+async def reject_unknown_query(request: Request) -> None:
     """422 for a query parameter the operation does not declare (``?status=bogus`` on a route
     whose filter is ``state``): a typo must not silently widen a filter. The OpenAPI description
     lists every parameter an operation takes."""

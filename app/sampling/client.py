@@ -315,7 +315,7 @@ class SamplingClient:
             raise error from None
 
         samples = self._concatenate(mechanism, [r for r in results if r is not None])
-        bound.info(
+        bound.debug(
             "sampling.done", n=n, batches=len(sizes), seconds=round(time.monotonic() - started, 4)
         )
         return samples

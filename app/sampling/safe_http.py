@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import select
 import socket
 import ssl
 import time
@@ -381,6 +382,17 @@ async def _async_resolve(host: str, port: int) -> list[tuple]:
     return literal if literal is not None else await _async_getaddrinfo(host, port)
 
 
+def _socket_readable(sock: socket.socket) -> bool:
+    """httpcore's ``is_socket_readable``: readable while idle means closed by the server (or data
+    nobody asked for); a closed socket counts as readable."""
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class _TrackedStream(httpcore.AsyncNetworkStream):
     """A connection's network stream that can be marked *tainted*: the connection pool then
     sees it as readable while idle (httpcore's test for a server-side close), so the connection
@@ -389,6 +401,7 @@ class _TrackedStream(httpcore.AsyncNetworkStream):
     def __init__(self, inner: httpcore.AsyncNetworkStream, tainted: list[bool] | None = None) -> None:
         self._inner = inner
         self._tainted = tainted if tainted is not None else [False]
+        self._socket: typing.Any = None  # the raw socket, looked up once (False: the stream has none)
 
     def taint(self) -> None:
         self._tainted[0] = True
@@ -412,8 +425,17 @@ class _TrackedStream(httpcore.AsyncNetworkStream):
         return _TrackedStream(inner, self._tainted)
 
     def get_extra_info(self, info: str) -> typing.Any:
-        if info == "is_readable" and self._tainted[0]:
-            return True
+        if info == "is_readable":
+            if self._tainted[0]:
+                return True
+            # httpcore asks this of every pooled connection on every request (``has_expired``); its
+            # anyio backend looks the socket up through anyio's typed attributes, which call
+            # getpeername() each time (10% of a worker's event loop under bench/scale.py). The
+            # socket of a stream does not change: look it up once, then poll it as httpcore does.
+            if self._socket is None:
+                self._socket = self._inner.get_extra_info("socket") or False
+            if self._socket is not False:
+                return _socket_readable(self._socket)
         return self._inner.get_extra_info(info)
 
 

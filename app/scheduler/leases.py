@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.alarms.models import WebhookMessage
 from app.monitors.models import Monitor
 
 
@@ -140,30 +139,3 @@ def lock_leased_monitor(session: Session, monitor_id: uuid.UUID, worker_id: str)
 def release_lease(monitor: Monitor) -> None:
     monitor.lease_owner = None
     monitor.lease_expires_at = None
-
-
-def claim_messages(session: Session, *, now: datetime, lease_seconds: float, limit: int) -> list[str]:
-    """Lease up to ``limit`` pending outbox messages that are due. Caller commits.
-
-    The lease is ``next_attempt_at`` pushed into the future: a deliverer that dies mid-attempt
-    leaves the message pending, and it is tried again when that time comes.
-    """
-    query = (
-        select(WebhookMessage.id)
-        .where(WebhookMessage.status == "pending", WebhookMessage.next_attempt_at <= now)
-        .order_by(WebhookMessage.next_attempt_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    candidates = list(session.scalars(query))
-    if not candidates:
-        return []
-    claimed = session.scalars(
-        update(WebhookMessage)
-        .where(WebhookMessage.id.in_(candidates), WebhookMessage.status == "pending",
-               WebhookMessage.next_attempt_at <= now)
-        .values(next_attempt_at=now + timedelta(seconds=lease_seconds))
-        .returning(WebhookMessage.id)
-        .execution_options(synchronize_session=False)
-    )
-    return list(claimed)

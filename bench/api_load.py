@@ -1,0 +1,219 @@
+"""API under load beside a worker (issue 17 item 10): 50 concurrent API clients for a minute, beside
+one worker running 200 monitors, all on this machine.
+
+What runs (127.0.0.1, each a separate process group; the machinery is bench/service_throughput.py's):
+the reference endpoint (Laplace, binary answers), the API (`dpwatch serve --no-worker`), one
+`dpwatch worker`, and this script, which creates a database, a tenant, one mechanism and
+`--monitors` monitors (n = 1000, one check, a period of `--period` seconds, anchors spread evenly).
+
+Phases, each `--duration` seconds after a `--warmup`:
+
+1. **worker alone**: periods committed per second;
+2. **worker + API clients**: `--clients` closed-loop clients, each sending its next request when the
+   last one answered, rotating GET /v1/monitors/{id}, GET /v1/monitors/{id}/status,
+   GET /v1/monitors?limit=50 and GET /v1/monitors/{id}/periods?limit=50; the periods committed per
+   second, and each kind's latency p50/p99 and count.
+
+The worker's loss is 1 − (periods/s with clients) / (periods/s alone). CPU seconds of each process
+(utime + stime from /proc) and the load average are given per phase. `--py-spy DIR` records the
+API process during phase 2 (flame graph SVG and speedscope JSON).
+
+    .venv/bin/python bench/api_load.py [--monitors 200] [--period 5] [--clients 50] [--warmup 15]
+        [--duration 60] [--dbname NAME] [--port-base P] [--py-spy DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+import service_throughput as st  # noqa: E402
+from app.db import make_engine, make_session_factory  # noqa: E402
+from app.monitors.schemas import MonitorCreate  # noqa: E402
+from app.monitors.service import create_monitor  # noqa: E402
+from app.sampling.protocol import generate_secret  # noqa: E402
+
+
+def create_monitors(env: st.Env, engine, count: int, period: int) -> list[uuid.UUID]:  # noqa: ANN001
+    factory = make_session_factory(engine)
+    start = datetime.now(UTC) + timedelta(days=1)
+    ids = []
+    with factory() as session:
+        for i in range(count):
+            data = MonitorCreate(
+                name=f"load-{i}", mechanism_id=env.mechanisms["binary"], epsilon=1.0, alpha=0.05, horizon=10_000,
+                detector="e-process", samples_per_period=1000, period_seconds=period, start_at=start,
+                checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}])
+            ids.append(create_monitor(session, env.tenant_id, data).id)
+        session.commit()
+    first = datetime.now(UTC) + timedelta(seconds=1)
+    with engine.begin() as c:
+        c.execute(text(
+            "WITH o AS (SELECT id, row_number() OVER (ORDER BY created_at, id) - 1 AS k FROM monitors) "
+            "UPDATE monitors m SET schedule_anchor = :first + (o.k * :period / :count) * interval '1 second', "
+            "next_run_at = :first + (o.k * :period / :count) * interval '1 second' FROM o WHERE o.id = m.id"),
+            {"first": first, "count": count, "period": float(period)})
+        c.execute(text("ANALYZE"))
+    return ids
+
+
+async def clients(env: st.Env, ids: list[uuid.UUID], n: int, seconds: float) -> list[tuple[str, float, int]]:
+    out: list[tuple[str, float, int]] = []
+    headers = {"Authorization": f"Bearer {env.api_key}"}
+    end = time.perf_counter() + seconds
+    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=60,
+                                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n)) as client:
+
+        async def loop(j: int) -> None:
+            rng = random.Random(j)
+            i = j
+            while time.perf_counter() < end:
+                mid = rng.choice(ids)
+                kind, path = (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
+                              ("list", "/v1/monitors?limit=50"),
+                              ("periods", f"/v1/monitors/{mid}/periods?limit=50"))[i % 4]
+                i += 1
+                t0 = time.perf_counter()
+                code = 0
+                try:
+                    code = (await client.get(path)).status_code
+                except httpx.HTTPError:
+                    pass
+                out.append((kind, time.perf_counter() - t0, code))
+
+        await asyncio.gather(*(loop(j) for j in range(n)))
+    return out
+
+
+def committed(engine, t0: datetime, t1: datetime) -> int:  # noqa: ANN001
+    with engine.connect() as c:
+        return c.execute(text("SELECT count(*) FROM period_runs WHERE status = 'ok' AND finished_at >= :a "
+                              "AND finished_at < :b"), {"a": t0, "b": t1}).scalar_one()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--monitors", type=int, default=200)
+    ap.add_argument("--period", type=int, default=5)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--warmup", type=float, default=15.0)
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    ap.add_argument("--dbname", default=None)
+    ap.add_argument("--port-base", type=int, default=None)
+    ap.add_argument("--py-spy", metavar="DIR", default=None)
+    ap.add_argument("--api-env", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args()
+
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    dbname = args.dbname or f"dpwatch_apiload_{secrets.token_hex(4)}"
+    ref_port, api_port = (args.port_base, args.port_base + 1) if args.port_base else (st.free_port(), st.free_port())
+    env = st.Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
+                 secret=generate_secret(), ref_port=ref_port, api_port=api_port)
+    log_dir = Path(tempfile.mkdtemp(prefix="dpwatch-apiload-"))
+    procs = st.Procs(log_dir)
+    engine = None
+    created = False
+
+    def on_term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        st.create_database(env)
+        created = True
+        engine = make_engine(env.db_url)
+        procs.start("reference", [*st.DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
+                                  str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
+        api_env = dict(kv.split("=", 1) for kv in args.api_env)
+        procs.start("api", [*st.DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
+                            str(env.api_port)], st.common_env(env) | api_env)
+        st.wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
+        st.wait_http(f"{env.api}/healthz", 60, procs)
+        st.setup_tenant_and_mechanisms(env, engine)
+        ids = create_monitors(env, engine, args.monitors, args.period)
+        procs.start("worker", [*st.DPWATCH, "worker"], {**st.common_env(env), "DPWATCH_WORKER_ID": "load-worker",
+                                                        "DPWATCH_TICK_SECONDS": "0.2"})
+        st.say(f"{len(ids)} monitors, worker started; warm-up {args.warmup:g} s")
+        time.sleep(args.warmup)
+        pids = {"worker": [procs.procs["worker"].pid], "api": [procs.procs["api"].pid],
+                "reference": [procs.procs["reference"].pid]}
+        rows = []
+        for phase in ("worker alone", "worker + API clients"):
+            procs.check_alive()
+            pids["postgres"] = st.pg_backends(engine, dbname)
+            spy = []
+            if phase != "worker alone" and args.py_spy:
+                Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+                out = Path(args.py_spy) / "api-load-api"
+                spy = [subprocess.Popen(
+                    [st.PY_SPY, "record", "--pid", str(pids["api"][0]), "--duration", str(int(args.duration)),
+                     "--rate", "100", "--format", fmt, "--output", f"{out}.{ext}", "--nonblocking"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                    for fmt, ext in (("flamegraph", "svg"), ("speedscope", "speedscope.json"))]
+            load0 = os.getloadavg()[0]
+            before = st.cpu_snapshot([p for g in pids.values() for p in g])
+            t0 = datetime.now(UTC)
+            samples = (asyncio.run(clients(env, ids, args.clients, args.duration)) if phase != "worker alone"
+                       else time.sleep(args.duration) or [])
+            t1 = datetime.now(UTC)
+            pids["postgres"] = sorted(set(pids["postgres"]) | set(st.pg_backends(engine, dbname)))
+            after = st.cpu_snapshot([p for g in pids.values() for p in g])
+            for p in spy:
+                p.wait(60)
+            window = (t1 - t0).total_seconds()
+            cpu = {k: sum(after.by_pid.get(p, 0.0) - before.by_pid.get(p, 0.0) for p in g) for k, g in pids.items()}
+            rows.append((phase, committed(engine, t0, t1) / window, samples, cpu, load0, os.getloadavg()[0],
+                         after.system - before.system, window))
+        alone = rows[0][1]
+        print(f"\nAPI load: {args.clients} closed-loop clients beside one worker with {len(ids)} monitors "
+              f"(period {args.period} s, demand {len(ids) / args.period:.0f} periods/s); phases of "
+              f"{args.duration:g} s\n")
+        print("| phase | periods/s | API requests/s | get p50/p99 | status p50/p99 | list p50/p99 | periods p50/p99 "
+              "| errors | CPU s (worker, api, postgres, reference; machine) | load avg start/end |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for phase, rate, samples, cpu, l0, l1, machine, window in rows:
+            cells = []
+            for kind in ("get", "status", "list", "periods"):
+                lat = [s[1] for s in samples if s[0] == kind]
+                cells.append(f"{st.pct(lat, 0.5) * 1e3:.0f} / {st.pct(lat, 0.99) * 1e3:.0f} ms" if lat else "–")
+            errors = sum(1 for s in samples if s[2] != 200)
+            print(f"| {phase} | {rate:.1f} | {len(samples) / window:.0f} | " + " | ".join(cells)
+                  + f" | {errors} | {cpu['worker']:.0f}, {cpu['api']:.0f}, {cpu['postgres']:.0f}, "
+                  f"{cpu['reference']:.0f}; {machine:.0f} of {2 * window:.0f} | {l0:.1f} / {l1:.1f} |")
+        every = [s[1] for s in rows[1][2]]
+        print(f"\nAll requests with clients: p50 {st.pct(every, 0.5) * 1e3:.0f} ms, p99 {st.pct(every, 0.99) * 1e3:.0f} ms"
+              f" (goal < 300 ms); worker lost {1 - rows[1][1] / alone:.1%} of its periods/s (goal < 15%)")
+    finally:
+        procs.close()
+        if engine is not None:
+            engine.dispose()
+        if created:
+            st.drop_database(env)
+        for p in log_dir.iterdir():
+            p.unlink()
+        log_dir.rmdir()
+
+
+if __name__ == "__main__":
+    main()
