@@ -162,9 +162,9 @@ def test_e_detector_with_a_window_bound_above_the_claim_is_a_detection_not_a_ref
     v = alarm_verdict(alarm)
     assert_consistent(v)
     assert v.refutes is False and v.strongest is None
-    assert v.sentence.startswith("Detected, not refuted: M_t = 6.1 > threshold 5.99 (the e-detector's alarm, period 32 "
-                                 "of horizon 1) is an ARL-controlled detection (ARL ≥ 400), not a test of ε = 1 at "
-                                 "level α; it awaits the confirmation on fresh outputs drawn after the alarm.")
+    assert v.sentence.startswith("Detected, not refuted: log M_t = 6.1 > log threshold 5.99 (the e-detector's alarm, "
+                                 "period 32 of horizon 1) is an ARL-controlled detection (ARL ≥ 400), not a test of "
+                                 "ε = 1 at level α; it awaits the confirmation on fresh outputs drawn after the alarm.")
     assert "95% confidence" not in v.sentence and "1.33" not in v.sentence and "Refuted" not in v.sentence
     names = {e.name: e for e in v.estimators}
     assert set(names) == {"anytime_bound", "detector", "window_bound", "exact_bound"}

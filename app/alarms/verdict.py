@@ -424,17 +424,20 @@ def _detector_draft(alarm: Mapping[str, Any], detection: Mapping[str, Any] | Non
     detection = detection if isinstance(detection, Mapping) else {}
     alpha = _num(detection.get("alpha"))
     name = detection.get("detector")
+    # the e-values' statistic and threshold are stored as natural logarithms (app.stats.sequential)
+    figure = (f"log M_t = {stat:.3g} > log threshold {thr:.3g}" if name in ("e-process", "e-detector")
+              else f"M_t = {stat:.3g} > threshold {thr:.3g}")
     if detection.get("kind") == "arl":
         arl = _num(detection.get("arl"))
         arl_text = f"ARL ≥ {arl:g}" if arl is not None else "an average run length"
         return _Draft(
-            "detector", f"M_t = {stat:.3g} > threshold {thr:.3g}", stat > thr, kind="detection", note=arl_text,
+            "detector", figure, stat > thr, kind="detection", note=arl_text,
             value=stat, where=where, short="the e-detector's alarm",
             cannot=f"the e-detector controls the average run length under the claim ({arl_text} periods between false "
             "alarms), not the probability of a false alarm over the horizon")
     level = f"a level-{alpha:g} " if alpha is not None else "a level-α "
     short = f"the {name} detector's sequential test" if name else "the detector's sequential test"
-    return _Draft("detector", f"M_t = {stat:.3g} > threshold {thr:.3g}", stat > thr, value=stat,
+    return _Draft("detector", figure, stat > thr, value=stat,
                   where=f", {level}test{where}", short=short,
                   can=str(detection.get("statement") or "the detector's statistic crossed its threshold, which keeps "
                           "the false-alarm rate over the horizon at α (seed 002)"),
