@@ -394,3 +394,31 @@ def test_metrics_text_parses_and_escapes_names(client, db) -> None:  # noqa: ANN
     assert info["name"] == 'say "hi"\nthere' and info["mechanism"] == 'quote " and \\ back'
     assert families["dpwatch_monitor_alarm"].samples[0].value == 0.0
     assert "dpwatch_monitor_statistic" in families and not families["dpwatch_monitor_statistic"].samples
+
+
+# ------------------------------------------------------------------------------------ the verdict (issue 20)
+
+
+def test_alarm_page_reads_the_window_bound_as_descriptive(web, monitor_with_alarm, db):  # noqa: ANN001
+    """An e-detector's alarm whose window bound (1.33) exceeds the claimed 1 while the anytime-valid
+    bound (0.86) does not: the page says "Detected, not refuted", labels the window bounds
+    descriptive, and never states the window bound "at 95% confidence"."""
+    from app.alarms.models import Alarm
+    from tests.test_verdict import new_check
+
+    with db() as session:
+        alarm = session.query(Alarm).filter(Alarm.monitor_id == uuid.UUID(monitor_with_alarm["id"])).one()
+        alarm.evidence = {"kind": "privacy", "statement": "…", "contract": None, "snapshot": None,
+                          "confirmation": None, "check": new_check("e-detector")}
+        alarm_id = alarm.id
+    page = web.get(f"/ui/alarms/{alarm_id}").text
+    sentence = re.search(r'<p class="verdict-sentence">(.*?)</p>', page, re.S).group(1)
+    assert sentence.startswith("Detected, not refuted:") and "ARL ≥ 400" in sentence
+    assert "95% confidence" not in sentence and "1.33" not in sentence
+    assert 'data-refutes="false"' in page and 'data-refutes="true"' not in page
+    assert "Window bound (the detector&#39;s last periods; descriptive)" in page
+    assert page.count('<span class="estimator-verdict">descriptive</span>') == 2
+    assert '<span class="estimator-verdict">a detection, not a refutation</span>' in page
+    facts = re.sub(r"<details.*?</details>", "", page, flags=re.S)
+    assert "Window bound on ε (descriptive)</th><td>1.327" in facts and "Anytime-valid 95% lower bound on ε" in facts
+    assert not re.search(r"95(\.0)?% lower bound on ε</th><td[^>]*>1\.3", facts)  # the window bound is never "95%"

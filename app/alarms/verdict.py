@@ -5,15 +5,24 @@ Issue 18 item 3: an alarm used to carry three readings that seemed to disagree (
 claim terms "contradict 1-DP at 95%"). :func:`alarm_verdict`, :func:`snapshot_verdict` and
 :func:`audit_verdict` read the stored evidence and say one thing first.
 
-The rule: **the verdict refutes when any valid test at its stated level refutes.**
+The rule: **the verdict refutes when any valid test at its stated level refutes.** What is valid
+at an alarm follows issue 20 (docs/method.md §11, docs/jobs_and_evidence.md §2):
 
-- a privacy alarm is the detector's refutation (M_t crossed its level-α threshold over the
-  horizon, seed 002): it refutes by itself;
-- the alarm's window bound (app.stats.evidence) refutes when it exceeds the claim;
-- the MPL snapshot (seed 003 eq. 26, t̂ chosen and LB computed on different outputs) refutes a
-  pure-ε claim when its lower bound exceeds it;
-- the snapshot's claim terms (method.md §10.4, ``refutes``) refute when the Clopper–Pearson box of
-  their event lies outside the claim's region;
+- the detector's alarm: for the aggregator, the naive test and the e-process a level-α
+  sequential test of the claim (seed 002; method.md §4, §13.3): it refutes by itself. For the
+  e-detector an **ARL-controlled detection** (ARL ≥ c, method.md §13.4), not a refutation at
+  level α: it is shown as a detection and never counted as refuting;
+- the anytime-valid lower bound (``check.anytime``, eq. CS): valid at the alarm, a stopping time;
+  it refutes when it excludes the claim;
+- the confirmation on fresh outputs drawn after the alarm (``confirmation``, method.md §11.3):
+  valid also given the alarm; it refutes when it contradicts the claim;
+- the MPL snapshot (seed 003 eq. 26, t̂ chosen and LB computed on different fresh outputs)
+  refutes a pure-ε claim when its lower bound exceeds it; the snapshot's claim terms (method.md
+  §10.4) refute when the Clopper–Pearson box of their event lies outside the claim's region;
+- the bound over the detector's window and its exact Clopper–Pearson version are
+  **descriptive**: the window and the time were chosen by the data (coverage measured at
+  0.83–0.97), so they are never counted as refuting and never quoted "at 95% confidence". Alarms
+  stored before issue 20 held that window bound as their headline: it is read as descriptive too;
 - MPL's ε̂ is a point estimate without a confidence level: it is shown, never counted as a test.
 
 An estimator that does not refute is *labelled as the weaker estimator* (when another refutes) or
@@ -32,36 +41,49 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-EstimatorName = Literal["detector", "window_bound", "exact_bound", "mpl_lower_bound", "claim_terms",
-                        "mpl_point_estimate", "held_out_test", "contract"]
+EstimatorName = Literal["detector", "anytime_bound", "confirmation", "window_bound", "exact_bound",
+                        "mpl_lower_bound", "claim_terms", "mpl_point_estimate", "held_out_test", "contract"]
 
-#: Order in which refuting estimators are considered for the verdict's sentence: a bound on the
-#: claim's own parameter first, the detector (no number on the parameter) last.
-_STRENGTH: dict[str, int] = {"window_bound": 0, "held_out_test": 0, "mpl_lower_bound": 1, "claim_terms": 2,
-                             "exact_bound": 3, "detector": 4, "contract": 0, "mpl_point_estimate": 9}
+#: Order in which refuting estimators are considered for the verdict's sentence: the test on fresh
+#: outputs drawn after the alarm first (valid also given the alarm), then the anytime-valid bound,
+#: the snapshot's bounds, the detector (no number on the parameter) last.
+_STRENGTH: dict[str, int] = {"confirmation": 0, "held_out_test": 0, "contract": 0, "anytime_bound": 1,
+                             "mpl_lower_bound": 2, "claim_terms": 3, "detector": 4, "window_bound": 9,
+                             "exact_bound": 9, "mpl_point_estimate": 9}
 
 #: Words that open every label, so that a label never reads otherwise than its ``refutes``.
 REFUTES_PREFIX = "refutes the claim"
 WEAKER_PREFIX = "weaker estimator"
 NOT_REFUTED_PREFIX = "does not refute"
 NOT_A_TEST_PREFIX = "not a test"
+DESCRIPTIVE_PREFIX = "descriptive"
+DETECTION_PREFIX = "a detection, not a refutation"
+#: What a descriptive figure's label says first (issue 20).
+DESCRIPTIVE_WHY = "the window was chosen by the data; not a confidence statement"
 
 
 class EstimatorReading(BaseModel):
     """One estimator's reading of the claim, labelled with what it can and cannot show."""
 
-    name: EstimatorName = Field(description="`detector` (the sequential test that raised the alarm), `window_bound` "
-                                "(the alarm's bound over the detector's window), `exact_bound` (its Clopper–Pearson "
-                                "version), `mpl_lower_bound` (the MPL snapshot's LB), `claim_terms` (the snapshot in "
-                                "the claim's own terms), `held_out_test` (an audit's test), `mpl_point_estimate` "
-                                "(ε̂, not a test), `contract` (the output contract).")
+    name: EstimatorName = Field(description="`detector` (the sequential test or detection that raised the alarm), "
+                                "`anytime_bound` (the anytime-valid lower bound at the alarm, eq. CS), "
+                                "`confirmation` (the exact test on fresh outputs drawn after the alarm), "
+                                "`window_bound` (the bound over the detector's data-chosen window: descriptive), "
+                                "`exact_bound` (its Clopper–Pearson version: descriptive), `mpl_lower_bound` (the "
+                                "MPL snapshot's LB), `claim_terms` (the snapshot in the claim's own terms), "
+                                "`held_out_test` (an audit's test), `mpl_point_estimate` (ε̂, not a test), "
+                                "`contract` (the output contract).")
     label: str = Field(description="What this estimator can and cannot show. Opens with `refutes the claim` when it "
                        "refutes, with `weaker estimator` or `does not refute` when it does not (then it also says "
-                       "that it does not clear the mechanism), with `not a test` for a point estimate.")
-    figure: str = Field(description="Its own number, e.g. `ε ≥ 0.602 (claimed 1)` or `M_t = 3.91 > 3.42`.")
+                       "that it does not clear the mechanism), with `not a test` for a point estimate, with "
+                       "`descriptive` for a figure over a window chosen by the data (never a confidence statement), "
+                       "with `a detection, not a refutation` for an e-detector's alarm (ARL-controlled).")
+    figure: str = Field(description="Its own number, e.g. `ε > 1.08 > claimed 1` or `M_t = 3.91 > threshold 3.42`.")
     value: float | None = Field(None, description="The number in `figure` (a bound, a statistic), when finite.")
-    refutes: bool = Field(description="This estimator, on its own, refutes the claim at its stated level.")
-    valid: bool = Field(description="It is a test at a stated level (false for a point estimate).")
+    refutes: bool = Field(description="This estimator, on its own, refutes the claim at its stated level (never true "
+                          "when `valid` is false).")
+    valid: bool = Field(description="It is a test at a stated level, valid where it is stated (false for a point "
+                        "estimate, a descriptive window figure and an e-detector's ARL-controlled detection).")
     confidence: float | None = Field(None, description="Its level 1 − α, when it has one.")
 
 
@@ -69,10 +91,13 @@ class Verdict(BaseModel):
     """dpwatch's one conclusion: `refutes` and one `sentence` (read first), then every estimator."""
 
     refutes: bool = Field(description="True when any valid test at its stated level refutes the claim (for a "
-                          "contract alarm: the output contract).")
+                          "contract alarm: the output contract). A descriptive window bound or an e-detector's "
+                          "detection never makes it true.")
     subject: Literal["claim", "contract"] = Field("claim", description="What is refuted or not.")
     claim: str | None = Field(None, description="The claim in words, e.g. `ε = 1`.")
-    sentence: str = Field(description="The verdict in one sentence, with its strongest evidence and its number.")
+    sentence: str = Field(description="The verdict in one sentence, with its strongest valid evidence and its number. "
+                          "Opens with `Refuted:`, `Not refuted:`, `No claim to test:`, or, for an e-detector's alarm "
+                          "that no valid test confirms, `Detected, not refuted:`.")
     strongest: EstimatorName | None = Field(None, description="The estimator the sentence quotes.")
     estimators: list[EstimatorReading] = Field(
         description="Every estimator, the refuting ones first, each with its own figure and `refutes`.")
@@ -130,27 +155,48 @@ def _label(refutes: bool, any_refutes: bool, can: str, cannot: str) -> str:
     return f"{NOT_REFUTED_PREFIX} at its level: {cannot}; this does not show that the claim holds"
 
 
+#: What a draft is: a test at a stated level, a point estimate, a descriptive figure (a window the
+#: data chose), or an ARL-controlled detection (the e-detector's alarm). Only a test can refute.
+DraftKind = Literal["test", "point", "descriptive", "detection"]
+
+
 class _Draft:
     """An estimator before its label is written (the label depends on whether any other refutes)."""
 
-    def __init__(self, name: str, figure: str, refutes: bool, *, valid: bool = True, value: float | None = None,
-                 confidence: float | None = None, can: str = "", cannot: str = "", where: str = "") -> None:
-        self.name, self.figure, self.refutes, self.valid = name, figure, bool(refutes and valid), valid
+    def __init__(self, name: str, figure: str, refutes: bool, *, kind: DraftKind = "test", value: float | None = None,
+                 confidence: float | None = None, can: str = "", cannot: str = "", where: str = "",
+                 short: str | None = None, note: str = "") -> None:
+        self.name, self.figure, self.kind, self.valid = name, figure, kind, kind == "test"
+        self.note = note
+        self.short = short or _SHORT.get(name, name)
+        self.refutes = bool(refutes and self.valid)
         self.value, self.confidence, self.can, self.cannot, self.where = value, confidence, can, cannot, where
 
     def reading(self, any_refutes: bool) -> EstimatorReading:
-        if not self.valid:
+        if self.kind == "point":
             label = f"{NOT_A_TEST_PREFIX}: {self.cannot}; it neither refutes the claim nor clears the mechanism"
+        elif self.kind == "descriptive":
+            label = (f"{DESCRIPTIVE_PREFIX}: {DESCRIPTIVE_WHY} ({self.cannot}); it neither refutes the claim nor "
+                     "clears the mechanism")
+        elif self.kind == "detection":
+            label = (f"{DETECTION_PREFIX}: {self.cannot}; it does not by itself refute the claim at level α, nor "
+                     "does it clear the mechanism")
         else:
             label = _label(self.refutes, any_refutes, self.can, self.cannot)
         return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,  # type: ignore[arg-type]
                                 refutes=self.refutes, valid=self.valid, confidence=self.confidence)
 
 
+def _listing(drafts: list[_Draft]) -> str:
+    return "; ".join(f"{d.short}: {d.figure}" for d in drafts)
+
+
 def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim", fallback: str = "") -> Verdict:
     refuting = sorted((d for d in drafts if d.refutes), key=lambda d: _STRENGTH.get(d.name, 5))
     any_refutes = bool(refuting)
     what = claim or "the claim"
+    valid_others = [d for d in drafts if d.valid and not d.refutes]
+    detection = next((d for d in drafts if d.kind == "detection"), None)
     if subject == "contract":
         top = refuting[0] if refuting else None
         sentence = (f"The outputs broke the mechanism's output contract: {top.figure}." if top else
@@ -161,15 +207,29 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
         others = refuting[1:]
         also = ""
         if len(others) == 1:
-            also = f"; {_SHORT[others[0].name]} refutes it too ({others[0].figure})"
+            also = f"; {others[0].short} refutes it too ({others[0].figure})"
         elif others:
             also = f"; {len(others)} other estimators refute it too"
-        sentence = f"Refuted: {top.figure}{level} ({_SHORT[top.name]}{top.where}), which contradicts {what}{also}."
+        sentence = f"Refuted: {top.figure}{level} ({top.short}{top.where}), which contradicts {what}{also}."
+        if top.name == "detector" and not others:
+            # the alarm is the detector's own level-α test; say what the valid bounds do not (yet) show
+            shown = f" ({_listing(valid_others)})" if valid_others else ""
+            sentence += (f" No bound valid at the alarm excludes the claim beyond the detector yet{shown}; this does "
+                         "not weaken the detector's refutation"
+                         + ("" if any(d.name == "confirmation" for d in drafts)
+                            else ", and the confirmation on fresh outputs follows") + ".")
+    elif detection is not None:
+        top = None
+        shown = f" ({_listing(valid_others)})" if valid_others else ""
+        pending = ("" if any(d.name == "confirmation" for d in drafts)
+                   else "; it awaits the confirmation on fresh outputs drawn after the alarm")
+        sentence = (f"Detected, not refuted: {detection.figure} ({detection.short}{detection.where}) is an "
+                    f"ARL-controlled detection ({detection.note}), not a test of {what} at level α{pending}. "
+                    f"No test valid at the alarm refutes {what} yet{shown}. This does not show that the claim holds.")
     else:
         top = None
-        shown = [d for d in drafts if d.valid]
-        best = f" ({'; '.join(f'{_SHORT[d.name]}: {d.figure}' for d in shown)})" if shown else ""
-        sentence = (f"Not refuted: no test refutes {what} at its level{best}. " + (fallback or
+        shown = f" ({_listing(valid_others)})" if valid_others else ""
+        sentence = (f"Not refuted: no test refutes {what} at its level{shown}. " + (fallback or
                     "A bound below a claim does not show that the claim holds."))
     ordered = refuting + [d for d in drafts if not d.refutes]
     return Verdict(refutes=any_refutes, subject=subject, claim=claim, sentence=sentence,  # type: ignore[arg-type]
@@ -179,8 +239,10 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
 
 _SHORT = {
     "detector": "the detector's sequential test",
-    "window_bound": "the alarm's bound over the detector's window",
-    "exact_bound": "the exact Clopper–Pearson bound over that window",
+    "anytime_bound": "the anytime-valid bound at the alarm",
+    "confirmation": "the exact test on fresh outputs drawn after the alarm",
+    "window_bound": "the descriptive bound over the detector's window",
+    "exact_bound": "the descriptive exact bound over that window",
     "mpl_lower_bound": "the MPL snapshot's lower bound on fresh outputs",
     "claim_terms": "the MPL snapshot in the claim's own terms",
     "held_out_test": "the held-out Clopper–Pearson test",
@@ -203,31 +265,83 @@ def _param_bound(param: str, lb: float | None, claim: Any, refutes: bool) -> str
     return f"{param} ≥ {_g(lb)}{tail}"
 
 
-def _check_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
+def _claimed(param: str, claim: Any) -> float | None:
+    if isinstance(claim, Mapping):
+        return _num(claim.get({"ε": "epsilon", "μ": "gdp_mu", "ρ": "zcdp_rho"}.get(param, "epsilon")))
+    return None
+
+
+def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
+    """The bound over the detector's window and its exact version: descriptive (issue 20). Alarms
+    stored before issue 20 held that bound as the check's headline (``lower_bound``, ``method``
+    ``score`` or ``clopper_pearson``); it is read as descriptive too."""
     param = str(check.get("parameter") or "ε")
-    lb = _num(check.get("lower_bound", check.get("epsilon_lower_bound")))
-    refutes = bool(check.get("exceeds_claim", check.get("refutes", False)))
-    confidence = _num(check.get("confidence"))
+    legacy = "window_bound" not in check and "anytime" not in check
+    wb = check if legacy else check.get("window_bound")
+    if not isinstance(wb, Mapping):
+        return []
+    lb = _num(wb.get("lower_bound", wb.get("epsilon_lower_bound")))
+    method = wb.get("method") or check.get("method")
+    claimed = _claimed(param, check.get("claim") or claim)
+    tail = "" if claimed is None else f" (claimed {claimed:g})"
     window = check.get("window") or {}
     where = (f", periods {window.get('from_t')}–{window.get('to_t')}" if window.get("from_t") is not None else "")
-    method = check.get("method")
+    kind_of = "score" if method == "score" else "exact"
     drafts = [_Draft(
-        "window_bound", _param_bound(param, lb, check.get("claim") or claim, refutes), refutes,
-        value=lb, confidence=confidence, where=where,
-        can=f"a {_pct(confidence)} lower bound on {param} over the detector's window exceeds the claim",
-        cannot=(f"a single-window bound on {param} that stays below the claim; the detector aggregates more "
-                "evidence than one window"))]
+        "window_bound", f"{kind_of} bound on {param} over the window: {_g(lb)}{tail}", False, kind="descriptive",
+        value=lb, where=where,
+        cannot=f"the {kind_of} bound on {param} over the last periods the detector pooled, at the time it alarmed"
+        + ("; stored by an older dpwatch as the alarm's headline" if legacy else ""))]
     exact = check.get("exact")
     if method == "score" and isinstance(exact, Mapping):
         elb = _num(exact.get("lower_bound", exact.get("epsilon_lower_bound")))
-        e_ref = bool(exact.get("exceeds_claim", False))
         drafts.append(_Draft(
-            "exact_bound", _param_bound(param, elb, check.get("claim") or claim, e_ref), e_ref, value=elb,
-            confidence=confidence, where=where,
-            can="the exact Clopper–Pearson box (each side at α/2) lies outside the claim's region",
-            cannot="the exact bound is the more conservative one (Bonferroni split), so it can stay below the claim "
-            "when the score bound does not"))
+            "exact_bound", f"exact bound on {param} over the window: {_g(elb)}{tail}", False, kind="descriptive",
+            value=elb, where=where,
+            cannot="the Clopper–Pearson version of the window bound (each side at α/2), on the same window"))
     return drafts
+
+
+def _anytime_draft(check: Mapping[str, Any], claim: Any) -> _Draft | None:
+    anytime = check.get("anytime")
+    if not isinstance(anytime, Mapping):
+        return None
+    param = str(anytime.get("parameter") or check.get("parameter") or "ε")
+    lb = _num(anytime.get("lower_bound"))
+    refutes = bool(anytime.get("contradicts_claim"))
+    confidence = _num(anytime.get("confidence")) or _num(check.get("confidence"))
+    claimed = _claimed(param, check.get("claim") or claim)
+    if lb is None:
+        figure = f"no loss on {param} shown yet" + ("" if claimed is None else f" (claimed {claimed:g})")
+    elif claimed is None:
+        figure = f"{param} > {_g(lb)}"
+    elif refutes:
+        figure = f"{param} > {_g(lb)}" + (f" > claimed {claimed:g}" if lb > claimed else f", above the claimed {claimed:g}")
+    else:
+        figure = f"{param} > {_g(lb)}, not excluding the claimed {claimed:g}"
+    where = (f", every period t = {anytime.get('from_t')}–{anytime.get('to_t')}"
+             if anytime.get("from_t") is not None else "")
+    return _Draft(
+        "anytime_bound", figure, refutes, value=lb, confidence=confidence, where=where,
+        can=f"an anytime-valid {_pct(confidence)} lower bound on {param} from every period of the horizon (a "
+        "confidence sequence), valid at the alarm whatever chose its time, excludes the claim",
+        cannot=f"the anytime-valid lower bound on {param} pools every period and may not have caught up with the "
+        "detector yet; a lower bound below a claim says nothing about how large the loss may be")
+
+
+def _confirmation_draft(conf: Mapping[str, Any], claim: Any) -> _Draft:
+    param = str(conf.get("parameter") or "ε")
+    lb = _num(conf.get("lower_bound"))
+    refutes = bool(conf.get("confirms"))
+    confidence = _num(conf.get("confidence"))
+    n = (conf.get("counts") or {}).get("n")
+    where = f", {int(n):,} per database" if _num(n) is not None else ""
+    return _Draft(
+        "confirmation", _param_bound(param, lb, claim, refutes), refutes, value=lb, confidence=confidence, where=where,
+        can="the exact Clopper–Pearson test on fresh outputs drawn after the alarm, independent of everything the "
+        "detector saw, contradicts the claim (valid also given that the alarm happened)",
+        cannot="the fresh outputs do not contradict the claim: the alarm may be a false alarm, or the violation too "
+        "small for this many outputs")
 
 
 def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
@@ -296,7 +410,10 @@ def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
         cannot="the snapshot tests one chosen event of one pair; a miss there says nothing about other events")
 
 
-def _detector_draft(alarm: Mapping[str, Any]) -> _Draft | None:
+def _detector_draft(alarm: Mapping[str, Any], detection: Mapping[str, Any] | None) -> _Draft | None:
+    """The detector's alarm: a level-α sequential test (aggregator, naive, e-process; alarms stored
+    without ``detection`` are read as one, as before issue 20), or the e-detector's ARL-controlled
+    detection, which is not a refutation at level α (method.md §11.4, §13.4)."""
     stat, thr = _num(alarm.get("statistic")), _num(alarm.get("threshold"))
     if stat is None or thr is None:
         return None
@@ -304,9 +421,26 @@ def _detector_draft(alarm: Mapping[str, Any]) -> _Draft | None:
     if alarm.get("t") is not None:
         where = f", period {alarm.get('t')}" + (f" of horizon {alarm.get('horizon_index')}"
                                                if alarm.get("horizon_index") is not None else "")
-    return _Draft("detector", f"M_t = {stat:.3g} > threshold {thr:.3g}", stat > thr, value=stat, where=where,
-                  can="the detector's statistic crossed its threshold, which keeps the false-alarm rate over the "
-                  "horizon at α (seed 002)",
+    detection = detection if isinstance(detection, Mapping) else {}
+    alpha = _num(detection.get("alpha"))
+    name = detection.get("detector")
+    # the e-values' statistic and threshold are stored as natural logarithms (app.stats.sequential)
+    figure = (f"log M_t = {stat:.3g} > log threshold {thr:.3g}" if name in ("e-process", "e-detector")
+              else f"M_t = {stat:.3g} > threshold {thr:.3g}")
+    if detection.get("kind") == "arl":
+        arl = _num(detection.get("arl"))
+        arl_text = f"ARL ≥ {arl:g}" if arl is not None else "an average run length"
+        return _Draft(
+            "detector", figure, stat > thr, kind="detection", note=arl_text,
+            value=stat, where=where, short="the e-detector's alarm",
+            cannot=f"the e-detector controls the average run length under the claim ({arl_text} periods between false "
+            "alarms), not the probability of a false alarm over the horizon")
+    level = f"a level-{alpha:g} " if alpha is not None else "a level-α "
+    short = f"the {name} detector's sequential test" if name else "the detector's sequential test"
+    return _Draft("detector", figure, stat > thr, value=stat,
+                  where=f", {level}test{where}", short=short,
+                  can=str(detection.get("statement") or "the detector's statistic crossed its threshold, which keeps "
+                          "the false-alarm rate over the horizon at α (seed 002)"),
                   cannot="the detector's statistic stayed below its threshold")
 
 
@@ -335,9 +469,15 @@ def alarm_verdict(alarm: Any) -> Verdict:
         claim = check.get("claim")
     words = (check or {}).get("claim_description") or _claim_words(claim)
     drafts: list[_Draft] = []
-    detector = _detector_draft({k: _get(alarm, k) for k in ("statistic", "threshold", "t", "horizon_index")})
+    detector = _detector_draft({k: _get(alarm, k) for k in ("statistic", "threshold", "t", "horizon_index")},
+                               (check or {}).get("detection"))
+    conf = evidence.get("confirmation") or (check or {}).get("confirmation")
+    if isinstance(conf, Mapping):
+        drafts.append(_confirmation_draft(conf, (check or {}).get("claim") or claim))
     if check is not None:
-        drafts += _check_drafts(check, claim)
+        anytime = _anytime_draft(check, claim)
+        if anytime is not None:
+            drafts.append(anytime)
     snap = evidence.get("snapshot")
     if snap is None and "kind" not in evidence and "snapshot_id" in evidence:
         # alarms stored before the evidence had a `check` part held the snapshot's summary only
@@ -346,6 +486,8 @@ def alarm_verdict(alarm: Any) -> Verdict:
         drafts += _snapshot_drafts(snap, claim)
     if detector is not None:
         drafts.append(detector)
+    if check is not None:
+        drafts += _window_drafts(check, claim)
     return _verdict(drafts, words)
 
 
@@ -391,7 +533,7 @@ def audit_verdict(result: Mapping[str, Any]) -> Verdict:
         drafts.append(_Draft(
             "mpl_point_estimate", f"ε̂ = {_g(eps_hat)}" + ("" if claimed is None else
                                                            (" (above the claim)" if eps_hat > claimed
-                                                            else " (below the claim)")), False, valid=False,
+                                                            else " (below the claim)")), False, kind="point",
             value=eps_hat, cannot="ε̂ is MPL's point estimate without a confidence level"))
     if words is None:
         return Verdict(refutes=False, claim=None, sentence=(

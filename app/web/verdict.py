@@ -17,8 +17,10 @@ from app.alarms import verdict as core
 
 TITLES = {
     "detector": "Sequential detector (the alarm's own test)",
-    "window_bound": "Window bound (the alarm's last periods, pooled)",
-    "exact_bound": "Exact Clopper–Pearson bound over that window",
+    "anytime_bound": "Anytime-valid bound at the alarm (every period)",
+    "confirmation": "Confirmation on fresh outputs (drawn after the alarm)",
+    "window_bound": "Window bound (the detector's last periods; descriptive)",
+    "exact_bound": "Exact bound over that window (descriptive)",
     "mpl_lower_bound": "MPL snapshot's lower bound (where the loss is)",
     "claim_terms": "Claim terms and trade-off curve",
     "held_out_test": "Held-out test",
@@ -26,7 +28,8 @@ TITLES = {
     "contract": "Output contract",
 }
 #: The label's opening words (app.alarms.verdict), shown as the estimator's short reading.
-PREFIXES = (core.REFUTES_PREFIX, core.WEAKER_PREFIX, core.NOT_REFUTED_PREFIX, core.NOT_A_TEST_PREFIX)
+PREFIXES = (core.REFUTES_PREFIX, core.WEAKER_PREFIX, core.NOT_REFUTED_PREFIX, core.NOT_A_TEST_PREFIX,
+            core.DESCRIPTIVE_PREFIX, core.DETECTION_PREFIX)
 
 
 def _math(text: str) -> str:
@@ -58,7 +61,10 @@ def _dress(v: core.Verdict | None) -> Verdict | None:
     for e in v.estimators:
         reading = next((p for p in PREFIXES if e.label.startswith(p)), "")
         rest = e.label[len(reading):].lstrip(": ").strip()
-        out.append(Estimator(name=e.name, title=TITLES.get(e.name, e.name), refutes=e.refutes,
+        title = TITLES.get(e.name, e.name)
+        if e.name == "detector" and reading == core.DETECTION_PREFIX:
+            title = "E-detector (the alarm's own detection, ARL-controlled)"
+        out.append(Estimator(name=e.name, title=title, refutes=e.refutes,
                              reading=reading or ("refutes" if e.refutes else "does not refute"),
                              finding=_math(e.figure), label=_math(rest)))
     return Verdict(sentence=_math(v.sentence), refutes=v.refutes, kind=v.subject, estimators=out)

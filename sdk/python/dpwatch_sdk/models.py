@@ -275,7 +275,7 @@ class EstimatorReading(TypedDict):
     One estimator's reading of the claim, labelled with what it can and cannot show.
     """
 
-    name: Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract']
+    name: Literal['detector', 'anytime_bound', 'confirmation', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract']
     label: str
     figure: str
     value: NotRequired[float | None]
@@ -740,7 +740,7 @@ class Verdict(TypedDict):
     subject: NotRequired[Literal['claim', 'contract']]
     claim: NotRequired[str | None]
     sentence: str
-    strongest: NotRequired[Literal['detector', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract'] | None]
+    strongest: NotRequired[Literal['detector', 'anytime_bound', 'confirmation', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract'] | None]
     estimators: list[EstimatorReading]
 
 
