@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -33,6 +34,8 @@ def _fill(path: str, value: str) -> str:
         .replace("{webhook_id}", value)
         .replace("{snapshot_id}", value)
         .replace("{job_id}", value)
+        .replace("{silence_id}", value)
+        .replace("{message_id}", value)
     )
 
 
@@ -43,8 +46,8 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 43  # 34, the keys routes (4), the two rotate-secret routes, the two search routes,
-    # and PATCH /v1/monitors/{id}
+    assert len(operations) == 48  # 34, the keys routes (4), the two rotate-secret routes, the two search routes,
+    # PATCH /v1/monitors/{id}, the silences routes (4) and the webhook re-delivery
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
@@ -98,7 +101,13 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     snapshot = client.post(f"/v1/monitors/{monitor['id']}/snapshots", json={}).json()
     job = client.post(f"/v1/mechanisms/{mechanism['id']}/discover", json={"pattern": "table1"}).json()
     key = client.post("/v1/keys", json={"name": "second", "scope": "admin"}).json()
+    ends = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    silence = client.post("/v1/silences", json={"monitor_id": monitor["id"], "ends_at": ends, "comment": "x"}).json()
+    deliveries = client.get(f"/v1/webhooks/{webhook['id']}/deliveries").json()["items"]
+    assert deliveries, "the alarm queued a delivery to the tenant's webhook"
     ids = {
+        "silence_id": silence["id"],
+        "message_id": deliveries[0]["id"],
         "key_id": key["id"],
         "job_id": job["id"],
         "snapshot_id": snapshot["id"],
@@ -126,8 +135,8 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
         assert response.status_code == 404, (method, path, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         checked += 1
-    assert checked == 33  # 26, GET and DELETE /v1/keys/{key_id}, the two rotate-secret routes, the two search routes,
-    # PATCH /v1/monitors/{monitor_id}
+    assert checked == 36  # 26, GET and DELETE /v1/keys/{key_id}, the two rotate-secret routes, the two search routes,
+    # PATCH /v1/monitors/{monitor_id}, GET and DELETE /v1/silences/{silence_id}, the webhook re-delivery
 
     for path in ("/v1/mechanisms", "/v1/monitors", "/v1/alarms", "/v1/webhooks", "/v1/jobs"):
         assert client.get(path, headers=other_headers).json()["items"] == [], path
@@ -141,3 +150,4 @@ def test_another_tenant_sees_nothing(client: TestClient, other_headers: dict, db
     assert client.get(f"/v1/alarms/{alarm['id']}").json()["acknowledged_at"] is None
     assert client.get(f"/v1/webhooks/{webhook['id']}").json()["enabled"] is True
     assert client.get(f"/v1/keys/{key['id']}").json()["revoked_at"] is None
+    assert client.get(f"/v1/silences/{silence['id']}").json()["state"] == "active"
