@@ -1,6 +1,6 @@
 """Evidence that is valid at the alarm: an anytime-valid lower confidence bound, and a confirmation.
 
-Pure functions (no I/O); method.md §11.4 writes the formulas out (issue 20).
+Pure functions (no I/O); method.md §11.2 (eq. CS) and §11.3 write the formulas out (issue 20).
 
 **Why.** An alarm happens at a stopping time τ, and the old evidence pooled a window chosen on
 the same data (the lag that maximises eq. 13, or the periods since the statistic was last ≤ 0).
@@ -107,7 +107,7 @@ def _past_sums(x: NDArray[np.float64], periods: int) -> NDArray[np.float64]:
 
 def predictable_orientation(a: ArrayLike, b: ArrayLike) -> NDArray[np.bool_]:
     """True where period t's test swaps x and x' (the past periods' counts had more hits on x'):
-    chosen from periods t − 4 … t − 1 only, x at t = 1 (method.md §11.4)."""
+    chosen from periods t − 4 … t − 1 only, x at t = 1 (method.md §11.2)."""
     a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
     b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
     return _past_sums(b2, ESTIMATE_PERIODS) > _past_sums(a2, ESTIMATE_PERIODS)
