@@ -20,7 +20,7 @@ def test_the_grid_starts_at_zero_and_holds_the_claim():
 
 
 def test_the_bound_is_the_inverted_family_of_e_processes():
-    # Eq. (CS) by hand with the shipped EProcess, one per grid value, on one path.
+    # Eq. (CS) by hand with the service's EProcess (both faces, aGRAPA), one per grid value, on one path.
     rng = np.random.default_rng(3)
     n, q, t_max = 300, 0.1, 25
     a = rng.binomial(n, math.exp(1.6) * q, t_max)
@@ -29,7 +29,7 @@ def test_the_bound_is_the_inverted_family_of_e_processes():
     cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05, grid=grid)
     ever = np.zeros((grid.size, t_max), dtype=bool)
     for j, theta in enumerate(grid):
-        det = EProcess(0.05, SupportingLine.pure(float(theta)))
+        det = EProcess(0.05, SupportingLine.pure(float(theta)), faces="both", agrapa=True)
         hit = False
         for t in range(t_max):
             hit = det.update(int(a[t]), int(b[t]), n).alarm or hit

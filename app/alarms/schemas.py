@@ -61,7 +61,7 @@ class ExactBound(BaseModel):
 
 
 class AnytimeBound(BaseModel):
-    """The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.4)."""
+    """The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.2)."""
 
     method: Literal["confidence_sequence"] = "confidence_sequence"
     parameter: Literal["ε", "μ", "ρ"] = "ε"

@@ -1,6 +1,6 @@
 """Evidence that is valid at the alarm: an anytime-valid lower confidence bound, and a confirmation.
 
-Pure functions (no I/O); method.md §11.4 writes the formulas out (issue 20).
+Pure functions (no I/O); method.md §11.2 (eq. CS) and §11.3 write the formulas out (issue 20).
 
 **Why.** An alarm happens at a stopping time τ, and the old evidence pooled a window chosen on
 the same data (the lag that maximises eq. 13, or the periods since the statistic was last ≤ 0).
@@ -28,6 +28,9 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
    costs resolution (LB is a grid value). The claim is contradicted when the claimed value is
    rejected, i.e. LB_τ ≥ θ_claim.
 
+   For ε and (ε, δ) claims W_t(θ) is the service's e-process at θ (both faces of the claim, the grid
+   and the aGRAPA bet, method.md §13.3b), so at θ = the claimed ε it *is* the e-process detector's
+   statistic; for μ-GDP it bets on one face with the grid.
    The line of each period is chosen before its counts: the fixed line p ≤ e^θ q + δ for ε and
    (ε, δ) claims (the orientation the detectors test, p − e^θ q; for (ε, δ) the orientation is
    chosen from the past periods' counts, :func:`predictable_orientation`), the tangent of the
@@ -51,7 +54,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 from scipy.stats import norm
 
-from app.stats.sequential import bet_grid, e_process_paths_from_increments, log_evalues_sd
+from app.stats.sequential import (SupportingLine, bet_grid, e_process_paths_from_increments, face_increments,
+                                  log_evalues_sd)
 
 __all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "confirmation", "parameter_grid",
            "predictable_orientation"]
@@ -103,7 +107,7 @@ def _past_sums(x: NDArray[np.float64], periods: int) -> NDArray[np.float64]:
 
 def predictable_orientation(a: ArrayLike, b: ArrayLike) -> NDArray[np.bool_]:
     """True where period t's test swaps x and x' (the past periods' counts had more hits on x'):
-    chosen from periods t − 4 … t − 1 only, x at t = 1 (method.md §11.4)."""
+    chosen from periods t − 4 … t − 1 only, x at t = 1 (method.md §11.2)."""
     a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
     b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
     return _past_sums(b2, ESTIMATE_PERIODS) > _past_sums(a2, ESTIMATE_PERIODS)
@@ -162,7 +166,10 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     alive = np.ones(a2.shape, dtype=bool)
     for theta in thetas:
         s, d = _lines(claim, float(theta), b_past, n_past)
-        inc = log_evalues_sd(xa, xb, n2, s, d, bets)
+        if claim.kind == "dp":  # the service's e-process at θ: both faces, grid + aGRAPA (method.md §13.3b)
+            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), claim.delta), "both", True)
+        else:
+            inc = log_evalues_sd(xa, xb, n2, s, d, bets)
         log_w = e_process_paths_from_increments(inc)
         rejected = np.maximum.accumulate(log_w, axis=1) >= log_level
         alive &= rejected

@@ -209,7 +209,7 @@ def detection_guarantee(detector: str | None, *, alpha: float, arl: float | None
 def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
                    lag: int, claim: Any, alpha: float = 0.05, detector: str | None = None,
                    arl: float | None = None, window: int | None = None) -> dict[str, Any]:
-    """The evidence of a check's alarm (JSON-ready; method.md §11.4, issue 20).
+    """The evidence of a check's alarm (JSON-ready; method.md §11.1–11.4, issue 20).
 
     ``a``, ``b``, ``n``, ``t`` are **all** the check's periods since its detector started, in order,
     the last being the alarm's; ``lag`` is the window the detector pooled (the k that attains M_t
@@ -265,7 +265,7 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
                     "follows.")
         headline_lb, contradicts, method = lb, anytime["contradicts_claim"], "confidence_sequence"
     else:
-        head = (f"No anytime-valid bound is computed for {describe} claims (method.md §11.4); the window bound below is "
+        head = (f"No anytime-valid bound is computed for {describe} claims (method.md §11.2); the window bound below is "
                 "descriptive only.")
         headline_lb, contradicts, method = -math.inf, False, found["method"]
     guarantee = detection_guarantee(detector, alpha=alpha, arl=arl, window=window)

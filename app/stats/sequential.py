@@ -640,7 +640,7 @@ def _discounted_past(x: NDArray[np.float64], r: float) -> NDArray[np.float64]:
     return out
 
 
-def face_increments(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, faces: Faces = "both",
+def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine, faces: Faces = "both",
                     agrapa: bool = True, grid: ArrayLike | None = None) -> NDArray[np.float64]:
     """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b).
 
@@ -652,7 +652,7 @@ def face_increments(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, fa
     b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
     g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
     s_, d_ = line.slope, line.intercept
-    nn = np.full(a2.shape, float(n))
+    nn = np.broadcast_to(np.asarray(n, dtype=np.float64), a2.shape).astype(np.float64)
     sides = [(a2, b2)] + ([(nn - b2, nn - a2)] if faces == "both" else [])
     if faces not in ("one", "both"):
         raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")

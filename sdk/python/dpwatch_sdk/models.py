@@ -20,7 +20,7 @@ class AdoptFindingRequest(TypedDict):
 
 class AnytimeBound(TypedDict):
     """
-    The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.4).
+    The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.2).
     """
 
     method: NotRequired[Literal['confidence_sequence']]
