@@ -16,7 +16,7 @@ At each run's first alarm τ the bench records
   lag attaining M_τ for the aggregator, the periods since log W was last ≤ 0 for the e-process),
   pure ε only, now labelled descriptive: its coverage, for comparison;
 - the confirmation: the exact Clopper–Pearson test of the claim (each side at α/2) on
-  ``--fresh`` fresh outputs per side drawn after τ (app.stats.confidence.confirmation).
+  ``--fresh`` fresh outputs per side drawn after τ (app.stats.evidence.confirmation).
 
 Among false alarms (τ < t0, and the ``--null`` cells with no change at all) it reports how often
 each contradicts the claim.
@@ -39,7 +39,8 @@ from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
 from app.stats.claims import GaussianDP
-from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence, confirmation
+from app.stats.evidence import confirmation
+from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence
 from app.stats.evidence import score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.heldout import EpsilonDelta

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.claims.heldout import HeldOutClaim
 from app.claims.service import effective_claim
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.stats.confidence import confirmation
+from app.stats.evidence import confirmation
 from app.stats.evidence import alarm_evidence, confirmation_statement, snapshot_reading
 from app.stats.heldout import EpsilonDelta
 
@@ -84,7 +84,7 @@ def privacy_evidence(session: Session, monitor: Monitor, check: Check, horizon_i
 def with_confirmation(evidence: dict[str, Any] | None, a: int, b: int, n: int, claim: Any,
                       alpha: float) -> dict[str, Any]:
     """The alarm's evidence with the exact test of its claim on fresh outputs counted in its event
-    (app.stats.confidence.confirmation), stored as ``confirmation`` and said in the statement."""
+    (app.stats.evidence.confirmation), stored as ``confirmation`` and said in the statement."""
     evidence = dict(evidence or {"kind": "privacy", "statement": "", "check": None, "contract": None})
     conf = confirmation(a, b, n, claim, alpha)
     describe = claim.describe() if hasattr(claim, "describe") else str(claim)

@@ -182,7 +182,7 @@ class SnapshotRunner:
     @staticmethod
     def confirmation_counts(plan: SnapshotPlan, fresh: dict[str, np.ndarray]) -> tuple[int, int, int] | None:
         """(a, b, n): the fresh outputs (drawn after the alarm, never seen by the detector) in the
-        alarm's event, for the confirmation (app.stats.confidence.confirmation)."""
+        alarm's event, for the confirmation (app.stats.evidence.confirmation)."""
         if plan.confirm is None or not fresh:
             return None
         fx, fxp = fresh[plan.confirm["x_key"]], fresh[plan.confirm["xp_key"]]

@@ -36,7 +36,7 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
    chosen from the past periods' counts, :func:`predictable_orientation`), the tangent of the
    θ-GDP boundary at the past periods' estimate of q for μ-GDP (method.md §13.1).
 
-2. **A confirmation on fresh samples** (:func:`confirmation`): outputs drawn after the alarm, never
+2. **A confirmation on fresh samples** (``app.stats.evidence.confirmation``): outputs drawn after the alarm, never
    seen by the detector, counted in the alarm's event; the exact Clopper–Pearson test of the claim
    on them (app.stats.heldout.test_claim, each side at α/2) is valid by construction, also
    *conditionally on the alarm having happened*. It is the only one of the three statements that
@@ -57,7 +57,7 @@ from scipy.stats import norm
 from app.stats.sequential import (SupportingLine, bet_grid, e_process_paths_from_increments, face_increments,
                                   log_evalues_sd)
 
-__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "confirmation", "parameter_grid",
+__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "parameter_grid",
            "predictable_orientation"]
 
 #: Step of the parameter grid of the confidence sequence (the lower bound is a multiple of it,
@@ -192,19 +192,3 @@ def cs_claim_of(claim: Any) -> CSClaim | None:
     if getattr(inner, "epsilon", None) is not None:
         return CSClaim("dp", float(inner.epsilon), float(getattr(inner, "delta", 0.0) or 0.0))
     return None
-
-
-def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
-    """The exact test of the claim on fresh outputs counted in the alarm's event (module docstring,
-    2.): the engine's ``test_claim`` (Clopper–Pearson, each side at α/2), in the alarm's orientation
-    (p on x). JSON-ready."""
-    from app.stats.evidence import as_claim, claim_parameter, event_bound
-
-    if n < 1 or not (0 <= a <= n and 0 <= b <= n):
-        raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
-    c = as_claim(claim)
-    result = event_bound(a, b, n, n, alpha=alpha, claim=c)
-    lb = result.lower_bound
-    return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
-            "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,
-            "confidence": 1 - alpha, "confirms": bool(result.refutes)}

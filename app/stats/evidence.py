@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from app.stats.confidence import confidence_sequence, cs_claim_of
 from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
 
 __all__ = [
@@ -221,9 +222,8 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
       pure ε, else the exact test), a *descriptive* figure: the window was chosen on the same data;
     - ``detection``: what the detector's alarm guarantees (a level-α test, or an ARL);
     - ``confirmation``: null here; the exact test on fresh outputs drawn after the alarm is added
-      by the snapshot (:func:`app.stats.confidence.confirmation`).
+      by the snapshot (:func:`confirmation`).
     """
-    from app.stats.confidence import confidence_sequence, cs_claim_of
 
     if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
         raise ValueError("a, b, n and t must be non-empty sequences of the same length")
@@ -303,7 +303,7 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
 
 
 def confirmation_statement(conf: dict[str, Any], describe: str) -> str:
-    """The confirmation on fresh outputs (app.stats.confidence.confirmation) in words."""
+    """The confirmation on fresh outputs (:func:`confirmation`) in words."""
     c = conf["counts"]
     pct = round(100 * conf["confidence"], 1)
     lb = conf["lower_bound"]
@@ -361,3 +361,17 @@ def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
                 f"{lower_bound:.3g}, ε̂ = {epsilon_hat:.3g}). This does not show that the mechanism is private"
                 + (f" at the claimed {eps:g}." if math.isfinite(eps) else "."))
     return {"verdict": verdict, "statement": text}
+
+
+def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
+    """The exact test of the claim on fresh outputs counted in the alarm's event (method.md §11, and
+    app.stats.confidence's module docstring, 2.): the engine's ``test_claim`` (Clopper–Pearson, each
+    side at α/2), in the alarm's orientation (p on x). JSON-ready."""
+    if n < 1 or not (0 <= a <= n and 0 <= b <= n):
+        raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
+    c = as_claim(claim)
+    result = event_bound(a, b, n, n, alpha=alpha, claim=c)
+    lb = result.lower_bound
+    return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
+            "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,
+            "confidence": 1 - alpha, "confirms": bool(result.refutes)}
