@@ -10,12 +10,13 @@ the API would have answered.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from app.api.errors import ProblemError, _clean_message
+from app.db import utcnow
 
 M = TypeVar("M", bound=BaseModel)
 #: The key of an error that belongs to no one field (shown above the form).
@@ -101,3 +102,9 @@ def utc_field(value: str | None) -> str | None:
     except ValueError:
         return text  # the API's own error ("Input should be a valid datetime") goes beside the field
     return text if parsed.tzinfo is not None else text + ("" if text.endswith("Z") else "+00:00")
+
+
+def silence_defaults(**preset: Any) -> dict[str, Any]:
+    """A new silence's form values: from now for two hours, with the matchers given (e.g. an alarm's
+    monitor)."""
+    return {"starts_at": "", "ends_at": (utcnow() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"), **preset}

@@ -11,7 +11,6 @@ service call is scoped to the session's tenant; only an ``admin`` key may submit
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,6 +25,7 @@ from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Monitor
 from app.web import forms
+from app.web.forms import silence_defaults
 from app.web.pages import CheckedForm, Forbidden, WebPrincipal, redirect_with, render, require_change
 
 OUTPUT_KINDS = [("real", "real (one number)"), ("discrete", "discrete (categories)"), ("vector", "vector")]
@@ -309,7 +309,7 @@ def build_manage_router() -> APIRouter:
         now = utcnow()
         return render(request, "silences.html", {
             "silences": [(s, state_of(s, now)) for s in rows],
-            "values": values or silence_defaults(request),
+            "values": values or silence_defaults(),
             "errors": errors or {},
             "monitors": dict(_monitor_options(session, principal.tenant_id)),
             "mechanisms": dict(_mechanism_options(session, principal.tenant_id)),
@@ -362,10 +362,4 @@ def build_manage_router() -> APIRouter:
     return router
 
 
-def silence_defaults(request: Request, **preset: Any) -> dict[str, Any]:
-    """A new silence: from now for two hours, with the matchers given (e.g. an alarm's monitor)."""
-    now = utcnow()
-    return {"starts_at": "", "ends_at": (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"), **preset}
-
-
-__all__ = ["Forbidden", "build_manage_router", "silence_defaults", "Webhook"]
+__all__ = ["Forbidden", "build_manage_router", "Webhook"]

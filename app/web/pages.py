@@ -35,6 +35,7 @@ from app.mechanisms.models import Mechanism
 from app.monitors.models import MONITOR_STATES, Check, Monitor
 from app.web import data
 from app.web.claims import format_claim, monitor_claim
+from app.web.forms import silence_defaults
 from app.web.permissions import may_change_monitor
 from app.web.session import CSRF_FIELD, CsrfError, SessionSigner, principal_of, safe_next
 from app.web.svg import sparkline
@@ -541,7 +542,6 @@ def build_router() -> APIRouter:
     def alarm_page(request: Request, alarm_id: uuid.UUID, principal: WebPrincipal, session: SessionDep) -> HTMLResponse:
         from app.alarms.service import get_alarm
         from app.silences.service import alarm_silence
-        from app.web.manage import silence_defaults
 
         alarm = get_alarm(session, principal.tenant_id, alarm_id)
         monitor = _monitor(session, principal, alarm.monitor_id)
@@ -551,7 +551,7 @@ def build_router() -> APIRouter:
             "alarm": alarm, "monitor": monitor, "check": check, "claim_text": claim_text,
             "verdict": alarm_verdict(alarm),
             "silence": alarm_silence(session, alarm, monitor.mechanism_id),
-            "silence_values": silence_defaults(request, monitor_id=str(monitor.id), kind=alarm.kind,
+            "silence_values": silence_defaults(monitor_id=str(monitor.id), kind=alarm.kind,
                                                next=f"/ui/alarms/{alarm.id}",
                                                comment=""),
             "silence_errors": {},
