@@ -86,7 +86,7 @@ async def run(args: argparse.Namespace) -> dict:
     from app.monitors.runner import PeriodRunner
     from app.monitors.schemas import MonitorCreate
     from app.monitors.service import create_monitor
-    from app.scheduler.leases import claim_monitors
+    from app.monitors.leases import claim_monitors
     from app.settings import Settings
 
     base = normalise_url(args.postgres)

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from app.monitors.models import Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router
-from app.scheduler.leases import claim_monitors
+from app.monitors.leases import claim_monitors
 from app.scheduler.worker import Worker
 from tests.sampling_server import serve_app
 from tests.test_engine import X, X_PRIME, BOUNDARY_EVENT, engine_settings, session_factory  # noqa: F401

@@ -29,7 +29,7 @@ from app.monitors.models import Monitor
 from app.monitors.rediscovery import claim_choice, discover_and_assess, initial_choice
 from app.monitors.service import activate, awaits_discovery, check_alpha, check_claim, get_checks
 from app.sampling.client import SamplingClient
-from app.scheduler.leases import lock_leased_monitor, release_lease
+from app.monitors.leases import lock_leased_monitor, release_lease
 from app.settings import Settings
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 

@@ -2,7 +2,7 @@
 
 APScheduler is used as a *local* ticker only (its job stores must not be shared between
 processes, as its FAQ says). Each tick claims due work through leases in the database
-(``app.scheduler.leases``), so any number of replicas can run a worker against one Postgres:
+(``app.monitors.leases``), so any number of replicas can run a worker against one Postgres:
 
 - ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
 - ``calibration``: claim monitors in ``calibrating`` and compute their thresholds off the table;
@@ -29,7 +29,7 @@ from app.monitors.calibration import Calibrator
 from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeAsyncClient
-from app.scheduler.leases import claim_monitors
+from app.monitors.leases import claim_monitors
 from app.settings import Settings
 from app.snapshots.runner import SnapshotRunner
 
