@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.from_thread
 from fastapi import APIRouter, Query, Response, status
@@ -44,7 +44,9 @@ router = APIRouter(prefix="/monitors", tags=["monitors"])
 # a hop to the pool, and FastAPI validates its return value in a second one.
 
 
-def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
+def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRead:
+    """The response for a monitor and its checks: ORM objects, or the plain rows of the reads
+    (app.monitors.service.get_monitor_plain)."""
     data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
     data["claim"] = service.monitor_claim(monitor)
     check_reads = [
@@ -155,10 +157,10 @@ async def list_monitors(
     cursor: CursorQuery = None,
 ) -> Page[MonitorRead]:
     def read() -> Page[MonitorRead]:
-        monitors, next_cursor = service.list_monitors(
+        monitors, next_cursor = service.list_monitors_plain(
             session, principal.tenant_id, state=state, mechanism_id=mechanism_id, limit=limit, cursor=cursor
         )
-        checks = service.checks_by_monitor(session, [m.id for m in monitors])
+        checks = service.checks_plain_by_monitor(session, [m.id for m in monitors])
         return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
 
     return await run_in_threadpool(read)
@@ -173,8 +175,8 @@ async def list_monitors(
 )
 async def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
     def read() -> MonitorRead:
-        monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
-        return _read(monitor, service.get_checks(session, monitor.id))
+        monitor = service.get_monitor_plain(session, principal.tenant_id, monitor_id)
+        return _read(monitor, service.checks_plain_by_monitor(session, [monitor.id])[monitor.id])
 
     return await run_in_threadpool(read)
 
