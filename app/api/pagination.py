@@ -123,14 +123,14 @@ def _after(keys: Sequence[SortKey], values: Sequence[Any]) -> Any:
 
 def paginate(
     session: Session, stmt: Select[Any], keys: Sequence[SortKey], limit: int, cursor: str | None,
-    *, rows: bool = False,
+    *, as_rows: bool = False,
 ) -> tuple[list[Any], str | None]:
     """Newest-first page of ``stmt`` (which selects one entity, or with ``rows`` columns that
-    include each key's, read as rows), ordered by ``keys`` descending."""
+    include each key's, read as rows with ``as_rows``), ordered by ``keys`` descending."""
     if cursor is not None:
         stmt = stmt.where(_after(keys, decode_cursor(cursor, [k.kind for k in keys])))
     stmt = stmt.order_by(*(k.column.desc() for k in keys)).limit(limit + 1)
-    rows = list(session.execute(stmt).all() if rows else session.scalars(stmt))
+    rows = list(session.execute(stmt).all() if as_rows else session.scalars(stmt))
     if len(rows) <= limit:
         return rows, None
     rows = rows[:limit]

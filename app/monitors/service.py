@@ -288,7 +288,7 @@ def list_monitors_plain(session: Session, tenant_id: uuid.UUID, *, state: str | 
     if mechanism_id is not None:
         stmt = stmt.where(Monitor.mechanism_id == mechanism_id)
     rows, next_cursor = paginate(session, stmt, [SortKey(Monitor.created_at, "datetime"), SortKey(Monitor.id, "uuid")],
-                                 limit, cursor, rows=True)
+                                 limit, cursor, as_rows=True)
     return [_plain(row) for row in rows], next_cursor
 
 
@@ -668,7 +668,7 @@ def list_period_rows(
     if session.scalar(select(Monitor.id).where(Monitor.id == monitor_id, Monitor.tenant_id == tenant_id)) is None:
         raise NotFoundError(f"Monitor {monitor_id} not found.")
     stmt = select(*_PERIOD_COLUMNS).where(PeriodRun.monitor_id == monitor_id)
-    runs, next_cursor = paginate(session, stmt, [SortKey(PeriodRun.seq, "int")], limit, cursor, rows=True)
+    runs, next_cursor = paginate(session, stmt, [SortKey(PeriodRun.seq, "int")], limit, cursor, as_rows=True)
     by_run: dict[uuid.UUID, list[Any]] = {run.id: [] for run in runs}
     if runs:
         for row in session.execute(
