@@ -110,7 +110,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
-                ping_after_idle: float | None = None) -> Engine:
+                ping_after_idle: float | None = None, statement_timeout_ms: int | None = None,
+                lock_timeout_ms: int | None = None) -> Engine:
     """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3.
 
     Postgres connections are tested before use (``pool_pre_ping``), or, with ``ping_after_idle``
@@ -118,7 +119,11 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
     connection out several times per period, and each ping is a round trip (14% of a worker's
     CPU under bench/scale.py). A connection killed while in use then fails its statement once:
     SQLAlchemy invalidates the pool, and the period runner retries a write once on a fresh
-    connection (``PeriodRunner.run``)."""
+    connection (``PeriodRunner.run``).
+
+    ``statement_timeout_ms`` / ``lock_timeout_ms`` (Postgres): set once per connection when it is
+    opened (libpq ``options``), for every statement sent on it; the API's engine (app.main), whose
+    every transaction used to set them with ``SET LOCAL`` (a round trip per request)."""
     url = normalise_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         ensure_sqlite_folder(url)
@@ -132,9 +137,14 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
     # a 503 in the API). connect_timeout: a database that does not accept connections fails fast.
     # hide_parameters: a database error's message never holds the statement's values (secrets, API
     # key hashes, outputs), so neither does any log line that shows the error.
+    connect_args: dict[str, Any] = {"connect_timeout": max(1, int(pool_timeout))}
+    options = [f"-c {name}={value}ms" for name, value in (("statement_timeout", statement_timeout_ms),
+                                                           ("lock_timeout", lock_timeout_ms)) if value is not None]
+    if options:
+        connect_args["options"] = " ".join(options)
     engine = create_engine(
         url, echo=echo, hide_parameters=True, pool_pre_ping=ping_after_idle is None, pool_size=10, max_overflow=10,
-        pool_timeout=pool_timeout, connect_args={"connect_timeout": max(1, int(pool_timeout))},
+        pool_timeout=pool_timeout, connect_args=connect_args,
     )
     if ping_after_idle is not None:
         _ping_when_idle(engine, ping_after_idle)

@@ -149,10 +149,16 @@ def create_app(
             # Connections that were in use within the last second are not pinged at checkout (a
             # round trip per request under load); one killed meanwhile fails its request once (503)
             # and SQLAlchemy replaces the pool's connections (app/db.py).
+            # The requests' statement and lock timeouts are set once per connection, when it is
+            # opened, rather than by each request's transaction (a round trip per request; issue 17
+            # item 10): this engine serves only the API (an in-process worker has its own,
+            # app.scheduler.attach_worker).
             engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds,
-                                 ping_after_idle=1.0)
+                                 ping_after_idle=1.0, statement_timeout_ms=settings.db_statement_timeout_ms,
+                                 lock_timeout_ms=settings.db_lock_timeout_ms)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
+            app.state.timeouts_at_connect = True
         log.info(
             "startup",
             env=settings.env,
@@ -170,6 +176,7 @@ def create_app(
                 engine.dispose()
                 app.state.session_factory = None
                 app.state.engine = None
+                app.state.timeouts_at_connect = False
             log.info("shutdown")
 
     app = FastAPI(
@@ -184,6 +191,9 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory
     app.state.engine = None
+    #: True when the engine sets the requests' timeouts on each new connection (the lifespan's own
+    #: engine); with a session factory given (tests), each request's transaction sets them.
+    app.state.timeouts_at_connect = False
     app.state.on_startup_hooks = []
     app.state.on_shutdown_hooks = []
 

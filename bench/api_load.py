@@ -12,14 +12,20 @@ Phases, each `--duration` seconds after a `--warmup`:
 2. **worker + API clients**: `--clients` closed-loop clients, each sending its next request when the
    last one answered, rotating GET /v1/monitors/{id}, GET /v1/monitors/{id}/status,
    GET /v1/monitors?limit=50 and GET /v1/monitors/{id}/periods?limit=50; the periods committed per
-   second, and each kind's latency p50/p99 and count.
+   second, and each kind's latency p50/p99 and count;
+3. with ``--rate R``: **worker + R requests/s, open loop**: the same rotation of requests, one sent
+   every 1/R s whether or not the earlier ones have answered (issue 21: the API's p99 at 20
+   requests/s).
 
 The worker's loss is 1 − (periods/s with clients) / (periods/s alone). CPU seconds of each process
 (utime + stime from /proc) and the load average are given per phase. `--py-spy DIR` records the
 API process during phase 2 (flame graph SVG and speedscope JSON).
 
     .venv/bin/python bench/api_load.py [--monitors 200] [--period 5] [--clients 50] [--warmup 15]
-        [--duration 60] [--dbname NAME] [--port-base P] [--py-spy DIR]
+        [--duration 60] [--rate R] [--dbname NAME] [--port-base P] [--py-spy DIR]
+
+Besides the latencies, the API process's CPU per request (its CPU seconds over the phase / requests
+answered) is printed per phase.
 """
 
 from __future__ import annotations
@@ -73,6 +79,39 @@ def create_monitors(env: st.Env, engine, count: int, period: int) -> list[uuid.U
     return ids
 
 
+def request_of(i: int, mid: uuid.UUID) -> tuple[str, str]:
+    return (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
+            ("list", "/v1/monitors?limit=50"), ("periods", f"/v1/monitors/{mid}/periods?limit=50"))[i % 4]
+
+
+async def open_loop(env: st.Env, ids: list[uuid.UUID], rate: float, seconds: float) -> list[tuple[str, float, int]]:
+    """One request every 1/rate s (fixed arrival times, not waiting for answers), for ``seconds``."""
+    out: list[tuple[str, float, int]] = []
+    headers = {"Authorization": f"Bearer {env.api_key}"}
+    rng = random.Random(7)
+    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=60,
+                                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)) as client:
+
+        async def one(kind: str, path: str) -> None:
+            t0 = time.perf_counter()
+            code = 0
+            try:
+                code = (await client.get(path)).status_code
+            except httpx.HTTPError:
+                pass
+            out.append((kind, time.perf_counter() - t0, code))
+
+        start = time.perf_counter()
+        tasks = []
+        for i in range(int(rate * seconds)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(*request_of(i, rng.choice(ids)))))
+        await asyncio.gather(*tasks)
+    return out
+
+
 async def clients(env: st.Env, ids: list[uuid.UUID], n: int, seconds: float) -> list[tuple[str, float, int]]:
     out: list[tuple[str, float, int]] = []
     headers = {"Authorization": f"Bearer {env.api_key}"}
@@ -85,9 +124,7 @@ async def clients(env: st.Env, ids: list[uuid.UUID], n: int, seconds: float) -> 
             i = j
             while time.perf_counter() < end:
                 mid = rng.choice(ids)
-                kind, path = (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
-                              ("list", "/v1/monitors?limit=50"),
-                              ("periods", f"/v1/monitors/{mid}/periods?limit=50"))[i % 4]
+                kind, path = request_of(i, mid)
                 i += 1
                 t0 = time.perf_counter()
                 code = 0
@@ -118,6 +155,8 @@ def main() -> None:
     ap.add_argument("--dbname", default=None)
     ap.add_argument("--port-base", type=int, default=None)
     ap.add_argument("--py-spy", metavar="DIR", default=None)
+    ap.add_argument("--rate", type=float, default=None,
+                    help="also run a third phase: this many requests/s, open loop")
     ap.add_argument("--api-env", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
 
@@ -159,11 +198,14 @@ def main() -> None:
         pids = {"worker": [procs.procs["worker"].pid], "api": [procs.procs["api"].pid],
                 "reference": [procs.procs["reference"].pid]}
         rows = []
-        for phase in ("worker alone", "worker + API clients"):
+        phases = ["worker alone", "worker + API clients"]
+        if args.rate:
+            phases.append(f"worker + {args.rate:g} requests/s")
+        for phase in phases:
             procs.check_alive()
             pids["postgres"] = st.pg_backends(engine, dbname)
             spy = []
-            if phase != "worker alone" and args.py_spy:
+            if phase == "worker + API clients" and args.py_spy:
                 Path(args.py_spy).mkdir(parents=True, exist_ok=True)
                 out = Path(args.py_spy) / "api-load-api"
                 spy = [subprocess.Popen(
@@ -174,8 +216,12 @@ def main() -> None:
             load0 = os.getloadavg()[0]
             before = st.cpu_snapshot([p for g in pids.values() for p in g])
             t0 = datetime.now(UTC)
-            samples = (asyncio.run(clients(env, ids, args.clients, args.duration)) if phase != "worker alone"
-                       else time.sleep(args.duration) or [])
+            if phase == "worker alone":
+                samples = time.sleep(args.duration) or []
+            elif phase == "worker + API clients":
+                samples = asyncio.run(clients(env, ids, args.clients, args.duration))
+            else:
+                samples = asyncio.run(open_loop(env, ids, args.rate, args.duration))
             t1 = datetime.now(UTC)
             pids["postgres"] = sorted(set(pids["postgres"]) | set(st.pg_backends(engine, dbname)))
             after = st.cpu_snapshot([p for g in pids.values() for p in g])
@@ -190,20 +236,31 @@ def main() -> None:
               f"(period {args.period} s, demand {len(ids) / args.period:.0f} periods/s); phases of "
               f"{args.duration:g} s\n")
         print("| phase | periods/s | API requests/s | get p50/p99 | status p50/p99 | list p50/p99 | periods p50/p99 "
-              "| errors | CPU s (worker, api, postgres, reference; machine) | load avg start/end |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| all p50/p99 | errors | API CPU per request | CPU s (worker, api, postgres, reference; machine) "
+              "| load avg start/end |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for phase, rate, samples, cpu, l0, l1, machine, window in rows:
             cells = []
             for kind in ("get", "status", "list", "periods"):
                 lat = [s[1] for s in samples if s[0] == kind]
                 cells.append(f"{st.pct(lat, 0.5) * 1e3:.0f} / {st.pct(lat, 0.99) * 1e3:.0f} ms" if lat else "–")
+            every = [s[1] for s in samples]
+            cells.append(f"{st.pct(every, 0.5) * 1e3:.0f} / {st.pct(every, 0.99) * 1e3:.0f} ms" if every else "–")
             errors = sum(1 for s in samples if s[2] != 200)
+            codes = sorted({s[2] for s in samples if s[2] != 200})
+            per = f"{cpu['api'] / len(samples) * 1e3:.2f} ms" if samples else "–"
             print(f"| {phase} | {rate:.1f} | {len(samples) / window:.0f} | " + " | ".join(cells)
-                  + f" | {errors} | {cpu['worker']:.0f}, {cpu['api']:.0f}, {cpu['postgres']:.0f}, "
+                  + f" | {errors}{' ' + str(codes) if codes else ''} | {per} | {cpu['worker']:.0f}, {cpu['api']:.0f}, "
+                  f"{cpu['postgres']:.0f}, "
                   f"{cpu['reference']:.0f}; {machine:.0f} of {2 * window:.0f} | {l0:.1f} / {l1:.1f} |")
         every = [s[1] for s in rows[1][2]]
         print(f"\nAll requests with clients: p50 {st.pct(every, 0.5) * 1e3:.0f} ms, p99 {st.pct(every, 0.99) * 1e3:.0f} ms"
               f" (goal < 300 ms); worker lost {1 - rows[1][1] / alone:.1%} of its periods/s (goal < 15%)")
+        if args.rate:
+            every = [s[1] for s in rows[2][2]]
+            print(f"At {args.rate:g} requests/s: p50 {st.pct(every, 0.5) * 1e3:.0f} ms, "
+                  f"p99 {st.pct(every, 0.99) * 1e3:.0f} ms (issue 21's goal: < 100 ms); worker lost "
+                  f"{1 - rows[2][1] / alone:.1%} of its periods/s")
     finally:
         procs.close()
         if engine is not None:

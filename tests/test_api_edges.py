@@ -331,3 +331,55 @@ def test_an_exhausted_pool_gives_503(pg_app) -> None:  # noqa: ANN001
     finally:
         for connection in held:
             connection.close()
+
+
+@pytest.mark.postgres
+def test_the_apps_own_engine_sets_the_timeouts_per_connection_and_a_lock_still_gives_503(postgres_url: str) -> None:
+    """With the engine the lifespan makes (`dpwatch serve`), the requests' statement and lock
+    timeouts are set once per connection (issue 17 item 10), not by each transaction: the same
+    values, the same 503 on a lock; an in-process worker's own engine has none."""
+    from app.auth.service import create_tenant_with_key
+    from app.db import make_engine, make_session_factory
+    from app.scheduler import attach_worker
+    from app.settings import Settings
+
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_url=postgres_url, migrate_on_start=False, env="development", log_level="WARNING",
+        db_statement_timeout_ms=3000, db_lock_timeout_ms=1000, retry_after_seconds=3,
+    )
+    setup = make_engine(postgres_url)
+    name = f"conn-{uuid.uuid4().hex[:8]}"
+    with make_session_factory(setup)() as session:
+        tenant, key = create_tenant_with_key(session, name, name)
+        session.commit()
+    app = create_app(settings)
+    attach_worker(app, settings)
+    locker = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with TestClient(app, headers={"Authorization": f"Bearer {key}"}) as client:
+            assert app.state.timeouts_at_connect is True
+            with app.state.engine.connect() as connection:
+                assert connection.execute(text("SHOW statement_timeout")).scalar_one() == "3s"
+                assert connection.execute(text("SHOW lock_timeout")).scalar_one() == "1s"
+            with app.state.worker_engine.connect() as connection:
+                assert connection.execute(text("SHOW statement_timeout")).scalar_one() == "0"
+                assert connection.execute(text("SHOW lock_timeout")).scalar_one() == "0"
+            assert client.get("/v1/monitors").status_code == 200
+            with locker.connect() as connection:
+                transaction = connection.begin()
+                connection.execute(text("LOCK TABLE monitors IN ACCESS EXCLUSIVE MODE"))
+                started = time.perf_counter()
+                response = client.get("/v1/monitors")
+                elapsed = time.perf_counter() - started
+                problem = _problem(response, 503)
+                assert response.headers["retry-after"] == "3"
+                assert "locked" in problem["detail"]
+                assert elapsed < 1.0 + 1.0, elapsed  # lock_timeout + 1 s
+                transaction.rollback()
+            assert client.get("/v1/monitors").status_code == 200
+    finally:
+        locker.dispose()
+        with setup.begin() as connection:
+            connection.execute(text("DELETE FROM tenants WHERE id = :id"), {"id": tenant.id})
+        setup.dispose()

@@ -509,3 +509,30 @@ def test_patch_is_tenant_isolated_and_needs_a_write_key(client: TestClient, mech
     operation = client.get("/openapi.json").json()["paths"]["/v1/monitors/{monitor_id}"]["patch"]
     assert {"200", "401", "403", "404", "409", "422"} <= set(operation["responses"])
     assert operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/MonitorUpdate")
+
+
+def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
+    client: TestClient, mechanism: dict, db: DB, other_headers: dict, tenants  # noqa: ANN001
+) -> None:
+    """The read path of GET /v1/monitors/{id}, …/status, …/periods and /v1/monitors (issue 17
+    item 10) keeps the tenant's scope, and a key revoked a moment ago is refused at once."""
+    from app.auth.models import ApiKey
+    from app.auth.service import revoke_api_key
+
+    monitor = create_monitor(client, mechanism["id"])
+    with db() as session:
+        record_period(session, monitor["id"], statistic=0.5)
+    paths = [f"/v1/monitors/{monitor['id']}", f"/v1/monitors/{monitor['id']}/status",
+             f"/v1/monitors/{monitor['id']}/periods"]
+    for path in paths:
+        assert client.get(path).status_code == 200
+        response = client.get(path, headers=other_headers)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"] == "application/problem+json"
+    assert client.get("/v1/monitors", headers=other_headers).json()["items"] == []
+    assert client.get(f"/v1/monitors/{monitor['id']}/periods").json()["items"][0]["seq"] == 1
+    with db() as session:
+        key_id = session.scalars(select(ApiKey.id).where(ApiKey.tenant_id == tenants[1].tenant_id)).one()
+        revoke_api_key(session, key_id, allow_last_admin=True)
+    for path in [*paths, "/v1/monitors"]:
+        assert client.get(path, headers=other_headers).status_code == 401, path

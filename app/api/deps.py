@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -15,15 +17,36 @@ from app.auth.service import Principal, authenticate
 from app.settings import Settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """A session whose transaction the request owns: commit when the handler returns, roll back
-    when it raises. Services only ``flush``."""
+    when it raises. Services only ``flush``.
+
+    ``async``: opening a session does no I/O (the connection is checked out by its first
+    statement), so it costs no thread hop; the end (commit or rollback, then giving the
+    connection back) is one hop. The statement and lock timeouts are the connection's own when
+    the app made its engine (``app.state.timeouts_at_connect``, app.main); otherwise (a session
+    factory given, as in tests) the transaction sets them first, as it always did."""
     session: Session = request.app.state.session_factory()
     try:
-        settings = request.app.state.settings
-        apply_timeouts(session, settings.db_statement_timeout_ms, settings.db_lock_timeout_ms)
+        if not request.app.state.timeouts_at_connect:
+            settings = request.app.state.settings
+            await run_in_threadpool(apply_timeouts, session, settings.db_statement_timeout_ms,
+                                    settings.db_lock_timeout_ms)
         yield session
-        session.commit()
+    except BaseException:
+        with anyio.CancelScope(shield=True):  # the connection goes back even when cancelled
+            await run_in_threadpool(_end, session, False)
+        raise
+    with anyio.CancelScope(shield=True):
+        await run_in_threadpool(_end, session, True)
+
+
+def _end(session: Session, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
     except BaseException:
         session.rollback()
         raise

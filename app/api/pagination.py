@@ -122,13 +122,15 @@ def _after(keys: Sequence[SortKey], values: Sequence[Any]) -> Any:
 
 
 def paginate(
-    session: Session, stmt: Select[Any], keys: Sequence[SortKey], limit: int, cursor: str | None
+    session: Session, stmt: Select[Any], keys: Sequence[SortKey], limit: int, cursor: str | None,
+    *, as_rows: bool = False,
 ) -> tuple[list[Any], str | None]:
-    """Newest-first page of ``stmt`` (which selects one entity), ordered by ``keys`` descending."""
+    """Newest-first page of ``stmt``, ordered by ``keys`` descending. ``stmt`` selects one entity,
+    or, with ``as_rows``, columns that include each key's (the page is then a list of rows)."""
     if cursor is not None:
         stmt = stmt.where(_after(keys, decode_cursor(cursor, [k.kind for k in keys])))
     stmt = stmt.order_by(*(k.column.desc() for k in keys)).limit(limit + 1)
-    rows = list(session.scalars(stmt))
+    rows = list(session.execute(stmt).all() if as_rows else session.scalars(stmt))
     if len(rows) <= limit:
         return rows, None
     rows = rows[:limit]

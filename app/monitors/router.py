@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.from_thread
 from fastapi import APIRouter, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import ProblemError, field_problem, problem_responses
@@ -37,8 +39,14 @@ from app.monitors.schemas import (
 
 router = APIRouter(prefix="/monitors", tags=["monitors"])
 
+# The hot reads (GET /v1/monitors, /{id}, /{id}/status, /{id}/periods; issue 17 item 10) are
+# ``async def`` handlers that do their queries in one thread-pool call: a plain ``def`` handler is
+# a hop to the pool, and FastAPI validates its return value in a second one.
 
-def _read(monitor: Monitor, checks: list[Check]) -> MonitorRead:
+
+def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRead:
+    """The response for a monitor and its checks: ORM objects, or the plain rows of the reads
+    (app.monitors.service.get_monitor_plain)."""
     data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
     data["claim"] = service.monitor_claim(monitor)
     check_reads = [
@@ -140,7 +148,7 @@ def validate_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session
     description="This tenant's monitors, newest first, optionally filtered by state and mechanism.",
     responses=problem_responses(401, 422),
 )
-def list_monitors(
+async def list_monitors(
     principal: CurrentPrincipal,
     session: SessionDep,
     state: Annotated[MonitorState | None, Query(description="Only monitors in this state.")] = None,
@@ -148,11 +156,14 @@ def list_monitors(
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[MonitorRead]:
-    monitors, next_cursor = service.list_monitors(
-        session, principal.tenant_id, state=state, mechanism_id=mechanism_id, limit=limit, cursor=cursor
-    )
-    checks = service.checks_by_monitor(session, [m.id for m in monitors])
-    return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
+    def read() -> Page[MonitorRead]:
+        monitors, next_cursor = service.list_monitors_plain(
+            session, principal.tenant_id, state=state, mechanism_id=mechanism_id, limit=limit, cursor=cursor
+        )
+        checks = service.checks_plain_by_monitor(session, [m.id for m in monitors])
+        return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
+
+    return await run_in_threadpool(read)
 
 
 @router.get(
@@ -162,9 +173,12 @@ def list_monitors(
     description="The monitor's configuration, state and checks.",
     responses=problem_responses(401, 404, 422),
 )
-def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
-    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
-    return _read(monitor, service.get_checks(session, monitor.id))
+async def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
+    def read() -> MonitorRead:
+        monitor = service.get_monitor_plain(session, principal.tenant_id, monitor_id)
+        return _read(monitor, service.checks_plain_by_monitor(session, [monitor.id])[monitor.id])
+
+    return await run_in_threadpool(read)
 
 
 @router.patch(
@@ -206,8 +220,10 @@ def update_monitor(monitor_id: uuid.UUID, body: MonitorUpdate, principal: Curren
     "z, M_t and largest M_t so far.",
     responses=problem_responses(401, 404, 422),
 )
-def get_monitor_status(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorStatus:
-    return service.monitor_status(session, service.get_monitor(session, principal.tenant_id, monitor_id))
+async def get_monitor_status(monitor_id: uuid.UUID, principal: CurrentPrincipal,
+                             session: SessionDep) -> MonitorStatus:
+    return await run_in_threadpool(
+        lambda: service.monitor_status(session, service.get_monitor(session, principal.tenant_id, monitor_id)))
 
 
 @router.post(
@@ -311,24 +327,26 @@ def delete_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: 
     "threshold; for failed periods the failure reason and detail.",
     responses=problem_responses(401, 404, 422),
 )
-def list_periods(
+async def list_periods(
     monitor_id: uuid.UUID,
     principal: CurrentPrincipal,
     session: SessionDep,
     limit: LimitQuery = 50,
     cursor: SeqCursorQuery = None,
 ) -> Page[PeriodRead]:
-    monitor = service.get_monitor(session, principal.tenant_id, monitor_id)
-    rows, next_cursor = service.list_periods(session, monitor, limit=limit, cursor=cursor)
+    return await run_in_threadpool(_periods_page, session, principal.tenant_id, monitor_id, limit, cursor)
+
+
+def _periods_page(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID, limit: int,
+                  cursor: str | None) -> Page[PeriodRead]:
+    rows, next_cursor = service.list_period_rows(session, tenant_id, monitor_id, limit=limit, cursor=cursor)
     items = []
-    for run, period_checks in rows:
-        data = {name: getattr(run, name) for name in PeriodRead.model_fields if name != "checks"}
+    for run, period_checks in rows:  # rows: by column name through ``_mapping`` (a Row's ``t`` is its tuple)
+        data = {name: value for name, value in run._mapping.items()}
         checks = [
             PeriodCheckRead.model_validate(
-                {
-                    **{n: getattr(pc, n) for n in PeriodCheckRead.model_fields if n != "alarm"},
-                    "alarm": pc.statistic > pc.threshold,
-                }
+                {**{n: v for n, v in pc._mapping.items() if n != "period_run_id"},
+                 "alarm": pc.statistic > pc.threshold}
             )
             for pc in period_checks
         ]

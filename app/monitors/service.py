@@ -7,6 +7,7 @@ The engine (period runner, calibration) uses :func:`check_alpha`, :func:`lookup_
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -258,6 +259,47 @@ def list_monitors(
     return paginate(
         session, stmt, [SortKey(Monitor.created_at, "datetime"), SortKey(Monitor.id, "uuid")], limit, cursor
     )
+
+
+def _plain(row: Any) -> SimpleNamespace:
+    """A row as an object with one attribute per column (a Row's own ``t`` would shadow the
+    monitors.t column), for the read-only responses that only read attributes."""
+    return SimpleNamespace(**row._mapping)
+
+
+def get_monitor_plain(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID) -> SimpleNamespace:
+    """:func:`get_monitor` for the API's reads: the row without an ORM object (issue 17 item 10:
+    the ORM's row loading was a visible share of a read's CPU); :class:`NotFoundError` for
+    another tenant's monitor."""
+    row = session.execute(select(*Monitor.__table__.c).where(Monitor.id == monitor_id,
+                                                             Monitor.tenant_id == tenant_id)).first()
+    if row is None:
+        raise NotFoundError(f"Monitor {monitor_id} not found.")
+    return _plain(row)
+
+
+def list_monitors_plain(session: Session, tenant_id: uuid.UUID, *, state: str | None = None,
+                        mechanism_id: uuid.UUID | None = None, limit: int,
+                        cursor: str | None) -> tuple[list[SimpleNamespace], str | None]:
+    """:func:`list_monitors` as plain rows (see :func:`get_monitor_plain`)."""
+    stmt = select(*Monitor.__table__.c).where(Monitor.tenant_id == tenant_id)
+    if state is not None:
+        stmt = stmt.where(Monitor.state == state)
+    if mechanism_id is not None:
+        stmt = stmt.where(Monitor.mechanism_id == mechanism_id)
+    rows, next_cursor = paginate(session, stmt, [SortKey(Monitor.created_at, "datetime"), SortKey(Monitor.id, "uuid")],
+                                 limit, cursor, as_rows=True)
+    return [_plain(row) for row in rows], next_cursor
+
+
+def checks_plain_by_monitor(session: Session, monitor_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[SimpleNamespace]]:
+    """:func:`checks_by_monitor` as plain rows (see :func:`get_monitor_plain`)."""
+    out: dict[uuid.UUID, list[SimpleNamespace]] = {mid: [] for mid in monitor_ids}
+    if monitor_ids:
+        for row in session.execute(select(*Check.__table__.c).where(Check.monitor_id.in_(list(monitor_ids)))
+                                   .order_by(Check.position)):
+            out[row.monitor_id].append(_plain(row))
+    return out
 
 
 def checks_by_monitor(session: Session, monitor_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Check]]:
@@ -606,6 +648,37 @@ def _check_threshold(check: Check, monitor: Monitor) -> float | None:
     if check.origin == "rediscovery" and check.joined_t > 0 and check.discovery:
         return check.discovery.get("threshold", monitor.threshold)
     return None if is_auto(check) else monitor.threshold
+
+
+#: The columns GET /v1/monitors/{id}/periods answers with (app.monitors.schemas.PeriodRead, PeriodCheckRead).
+_PERIOD_COLUMNS = (PeriodRun.id, PeriodRun.seq, PeriodRun.scheduled_for, PeriodRun.horizon_index, PeriodRun.t,
+                   PeriodRun.status, PeriodRun.failure_reason, PeriodRun.failure_detail, PeriodRun.started_at,
+                   PeriodRun.finished_at, PeriodRun.sampling_seconds, PeriodRun.worker_id)
+_PERIOD_CHECK_COLUMNS = (PeriodCheck.period_run_id, PeriodCheck.check_id, PeriodCheck.a, PeriodCheck.b, PeriodCheck.n,
+                         PeriodCheck.p_hat, PeriodCheck.q_hat, PeriodCheck.d_hat, PeriodCheck.sigma_hat, PeriodCheck.z,
+                         PeriodCheck.statistic, PeriodCheck.threshold, PeriodCheck.claim, PeriodCheck.line)
+
+
+def list_period_rows(
+    session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID, *, limit: int, cursor: str | None
+) -> tuple[list[tuple[Any, list[Any]]], str | None]:
+    """:func:`list_periods` for the API's read: the tenant's monitor (:class:`NotFoundError`
+    otherwise), then its periods as rows of the columns the response needs, no ORM objects
+    (issue 17 item 10: loading ORM objects was a visible share of a read's CPU)."""
+    if session.scalar(select(Monitor.id).where(Monitor.id == monitor_id, Monitor.tenant_id == tenant_id)) is None:
+        raise NotFoundError(f"Monitor {monitor_id} not found.")
+    stmt = select(*_PERIOD_COLUMNS).where(PeriodRun.monitor_id == monitor_id)
+    runs, next_cursor = paginate(session, stmt, [SortKey(PeriodRun.seq, "int")], limit, cursor, as_rows=True)
+    by_run: dict[uuid.UUID, list[Any]] = {run.id: [] for run in runs}
+    if runs:
+        for row in session.execute(
+            select(*_PERIOD_CHECK_COLUMNS)
+            .join(Check, Check.id == PeriodCheck.check_id)
+            .where(PeriodCheck.period_run_id.in_(list(by_run)))
+            .order_by(Check.position)
+        ):
+            by_run[row.period_run_id].append(row)
+    return [(run, by_run[run.id]) for run in runs], next_cursor
 
 
 def list_periods(

@@ -12,7 +12,15 @@ def attach_worker(app: FastAPI, settings: Settings) -> None:
     from app.scheduler.worker import Worker
 
     async def start(app: FastAPI) -> None:
-        worker = Worker(settings, app.state.session_factory)
+        factory = app.state.session_factory
+        if app.state.timeouts_at_connect:
+            # The API's engine bounds every statement by the requests' timeouts (app.main); the
+            # worker's statements are not, as with `dpwatch worker`: its own engine.
+            from app.db import make_engine, make_session_factory
+
+            app.state.worker_engine = make_engine(settings.database_url, ping_after_idle=1.0)
+            factory = make_session_factory(app.state.worker_engine)
+        worker = Worker(settings, factory)
         await worker.start()
         app.state.worker = worker
 
@@ -20,6 +28,10 @@ def attach_worker(app: FastAPI, settings: Settings) -> None:
         worker = getattr(app.state, "worker", None)
         if worker is not None:
             await worker.stop()
+        engine = getattr(app.state, "worker_engine", None)
+        if engine is not None:
+            engine.dispose()
+            app.state.worker_engine = None
 
     app.state.on_startup_hooks.append(start)
     app.state.on_shutdown_hooks.append(stop)
