@@ -35,11 +35,9 @@ import asyncio
 import os
 import subprocess
 import random
-import secrets
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -55,7 +53,6 @@ import service_throughput as st  # noqa: E402
 from app.db import make_engine, make_session_factory  # noqa: E402
 from app.monitors.schemas import MonitorCreate  # noqa: E402
 from app.monitors.service import create_monitor  # noqa: E402
-from app.sampling.protocol import generate_secret  # noqa: E402
 
 
 def create_monitors(env: st.Env, engine, count: int, n: int, detector: str, start: datetime) -> list[uuid.UUID]:  # noqa: ANN001
@@ -145,13 +142,8 @@ def main() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = args.dbname or f"dpwatch_scale_{secrets.token_hex(4)}"
-    ref_port, api_port = ((args.port_base, args.port_base + 1) if args.port_base
-                          else (st.free_port(), st.free_port()))
-    env = st.Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
-                 secret=generate_secret(), ref_port=ref_port, api_port=api_port)
-    log_dir = Path(tempfile.mkdtemp(prefix="dpwatch-scale-"))
-    procs = st.Procs(log_dir)
+    env, procs, log_dir = st.bench_env(args, "dpwatch_scale")
+    dbname = env.dbname
     engine = None
     created = False
 

@@ -268,6 +268,18 @@ class Env:
         return f"http://127.0.0.1:{self.api_port}"
 
 
+def bench_env(args: argparse.Namespace, prefix: str) -> tuple[Env, "Procs", pathlib.Path]:
+    """The database, ports and log folder of a bench run (``--dbname``, ``--port-base``, ``--pg``):
+    a fresh database name unless one is given, and the reference endpoint and the API on
+    ``port_base`` and ``port_base + 1`` or on free ports."""
+    dbname = args.dbname or f"{prefix}_{secrets.token_hex(4)}"
+    ref_port, api_port = ((args.port_base, args.port_base + 1) if args.port_base else (free_port(), free_port()))
+    env = Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
+              secret=generate_secret(), ref_port=ref_port, api_port=api_port)
+    log_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix.replace("_", "-") + "-"))
+    return env, Procs(log_dir), log_dir
+
+
 def common_env(env: Env) -> dict[str, str]:
     return {
         "DPWATCH_DATABASE_URL": env.db_url,
