@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from app.snapshots.compute import PairSamples
 from app.stats.claim_period import anchor_line, line_statistic
 from app.claims.heldout import HeldOutClaim
 from app.stats.claims import clopper_pearson, parse_claim, refutes
 from app.stats.empirical import NestedEvents, nested_events, outputs_kind
-from app.stats.mpl import kind_for_output
+from app.stats.mpl import PairSamples, kind_for_output
 
 
 def _event_json(events: NestedEvents, k: int, coordinate: int | None, dim: int | None) -> dict[str, Any]:

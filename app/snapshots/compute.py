@@ -14,30 +14,18 @@ Also the empirical privacy profile δ̂(ε) of each pair (seed 001, Theorem 1) o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from app.stats.empirical import claim_terms, nested_events, outputs_kind, privacy_profile
 from app.stats.evidence import snapshot_reading
-from app.stats.mpl import MPLParams, dpl, dpl_best_coordinate, kind_for_output, mpl_lower_bound, real_rows
+from app.stats.mpl import MPLParams, PairSamples, dpl, dpl_best_coordinate, kind_for_output, mpl_lower_bound, real_rows
 
 #: ε grid of the stored privacy profile.
 PROFILE_EPSILONS = tuple(round(0.1 * i, 2) for i in range(0, 41))
 #: Loss-curve points kept in a stored snapshot (real outputs are thinned to about this many).
 MAX_CURVE_POINTS = 400
-
-
-@dataclass(frozen=True)
-class PairSamples:
-    """The samples of one pair: ``choose_*`` pick t̂, ``bound_*`` (same size on both sides) bound it."""
-
-    label: dict[str, Any]
-    choose_x: np.ndarray
-    choose_xp: np.ndarray
-    bound_x: np.ndarray
-    bound_xp: np.ndarray
 
 
 def split_periods(series: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

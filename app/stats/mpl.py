@@ -45,6 +45,7 @@ from app.stats.kde import (
 )
 
 __all__ = [
+    "PairSamples",
     "DEFAULT_ALPHA",
     "DEFAULT_GRID_POINTS",
     "DEFAULT_REGION_QUANTILE",
@@ -74,6 +75,20 @@ __all__ = [
     "tdde",
     "tkde",
 ]
+
+
+@dataclass(frozen=True)
+class PairSamples:
+    """The outputs of one pair (x, x′) split for MPL (method.md §6; seed 003, §IV): ``choose_*`` pick the
+    output t̂ where the loss is largest, ``bound_*`` (independent draws, the same size on both
+    sides) bound the loss there, so that no bound is computed on the outputs that chose t̂."""
+
+    label: dict[str, Any]
+    choose_x: np.ndarray
+    choose_xp: np.ndarray
+    bound_x: np.ndarray
+    bound_xp: np.ndarray
+
 
 Kind = Literal["discrete", "continuous"]
 KINDS: tuple[str, ...] = ("discrete", "continuous")
