@@ -35,7 +35,7 @@ from app.api.errors import (
 from app.api.limits import RequestLimitsMiddleware, SecurityHeadersMiddleware, refuse_booleans_for_numbers
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
-from app.auth.router import router as keys_router
+from app.keys.router import router as keys_router
 from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router

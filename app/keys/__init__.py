@@ -1,0 +1,1 @@
+"""`/v1/keys`: the REST routes of the calling tenant's API keys (the keys themselves live in app/auth)."""
