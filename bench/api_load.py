@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ import httpx  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 import service_throughput as st  # noqa: E402
-from app.db import make_engine, make_session_factory  # noqa: E402
+from app.db import make_session_factory  # noqa: E402
 from app.monitors.schemas import MonitorCreate  # noqa: E402
 from app.monitors.service import create_monitor  # noqa: E402
 
@@ -162,27 +161,9 @@ def main() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    env, procs, log_dir = st.bench_env(args, "dpwatch_apiload")
-    dbname = env.dbname
-    engine = None
-    created = False
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        st.create_database(env)
-        created = True
-        engine = make_engine(env.db_url)
-        procs.start("reference", [*st.DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
-                                  str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
-        api_env = dict(kv.split("=", 1) for kv in args.api_env)
-        procs.start("api", [*st.DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
-                            str(env.api_port)], st.common_env(env) | api_env)
-        st.wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
-        st.wait_http(f"{env.api}/healthz", 60, procs)
-        st.setup_tenant_and_mechanisms(env, engine)
+    api_env = dict(kv.split("=", 1) for kv in args.api_env)
+    with st.bench_service(args, "dpwatch_apiload", api_env=api_env) as (env, engine, procs):
+        dbname = env.dbname
         ids = create_monitors(env, engine, args.monitors, args.period)
         procs.start("worker", [*st.DPWATCH, "worker"], {**st.common_env(env), "DPWATCH_WORKER_ID": "load-worker",
                                                         "DPWATCH_TICK_SECONDS": "0.2"})
@@ -254,15 +235,6 @@ def main() -> None:
             print(f"At {args.rate:g} requests/s: p50 {st.pct(every, 0.5) * 1e3:.0f} ms, "
                   f"p99 {st.pct(every, 0.99) * 1e3:.0f} ms (issue 21's goal: < 100 ms); worker lost "
                   f"{1 - rows[2][1] / alone:.1%} of its periods/s")
-    finally:
-        procs.close()
-        if engine is not None:
-            engine.dispose()
-        if created:
-            st.drop_database(env)
-        for p in log_dir.iterdir():
-            p.unlink()
-        log_dir.rmdir()
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ import asyncio
 import os
 import subprocess
 import random
-import signal
 import statistics
 import sys
 import threading
@@ -50,7 +49,7 @@ import httpx  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 import service_throughput as st  # noqa: E402
-from app.db import make_engine, make_session_factory  # noqa: E402
+from app.db import make_session_factory  # noqa: E402
 from app.monitors.schemas import MonitorCreate  # noqa: E402
 from app.monitors.service import create_monitor  # noqa: E402
 
@@ -142,27 +141,8 @@ def main() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    env, procs, log_dir = st.bench_env(args, "dpwatch_scale")
-    dbname = env.dbname
-    engine = None
-    created = False
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        st.say(f"database {dbname}: create + migrate")
-        st.create_database(env)
-        created = True
-        engine = make_engine(env.db_url)
-        procs.start("reference", [*st.DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
-                                  str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
-        procs.start("api", [*st.DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
-                            str(env.api_port)], st.common_env(env))
-        st.wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
-        st.wait_http(f"{env.api}/healthz", 60, procs)
-        st.setup_tenant_and_mechanisms(env, engine)
+    with st.bench_service(args, "dpwatch_scale") as (env, engine, procs):
+        dbname = env.dbname
         t_create = time.perf_counter()
         start = datetime.now(UTC) + timedelta(days=1)  # not due while they are created
         ids = create_monitors(env, engine, args.monitors, args.samples, args.detector, start)
@@ -255,16 +235,6 @@ def main() -> None:
         print(f"| load average (1 min) at start / end of the window | {load0[0]:.1f} / {load1[0]:.1f} | |")
         print("| CPU seconds in the window | " + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())
               + f", whole machine {machine:.0f} (of {2 * window:.0f} on 2 cores) | |")
-    finally:
-        procs.close()
-        if engine is not None:
-            engine.dispose()
-        if created:
-            st.say(f"dropping database {dbname}")
-            st.drop_database(env)
-        for p in log_dir.iterdir():
-            p.unlink()
-        log_dir.rmdir()
 
 
 if __name__ == "__main__":

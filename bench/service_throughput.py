@@ -268,16 +268,48 @@ class Env:
         return f"http://127.0.0.1:{self.api_port}"
 
 
-def bench_env(args: argparse.Namespace, prefix: str) -> tuple[Env, "Procs", pathlib.Path]:
-    """The database, ports and log folder of a bench run (``--dbname``, ``--port-base``, ``--pg``):
-    a fresh database name unless one is given, and the reference endpoint and the API on
-    ``port_base`` and ``port_base + 1`` or on free ports."""
+@contextlib.contextmanager
+def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """A bench's service on this machine, torn down on exit (also on SIGTERM): a fresh, migrated
+    database (``--dbname``, or a random name with ``prefix``; ``--pg``), the reference endpoint and
+    ``dpwatch serve --no-worker`` on ``--port-base`` and the next port (or free ports), and the
+    tenant with its mechanisms. Yields ``(env, engine, procs)``."""
     dbname = args.dbname or f"{prefix}_{secrets.token_hex(4)}"
     ref_port, api_port = ((args.port_base, args.port_base + 1) if args.port_base else (free_port(), free_port()))
     env = Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
               secret=generate_secret(), ref_port=ref_port, api_port=api_port)
     log_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix.replace("_", "-") + "-"))
-    return env, Procs(log_dir), log_dir
+    procs = Procs(log_dir)
+    engine = None
+    created = False
+
+    def on_term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        say(f"database {dbname}: create + migrate")
+        create_database(env)
+        created = True
+        engine = make_engine(env.db_url)
+        procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
+                                  str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
+        procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
+                            str(env.api_port)], common_env(env) | (api_env or {}))
+        wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
+        wait_http(f"{env.api}/healthz", 60, procs)
+        setup_tenant_and_mechanisms(env, engine)
+        yield env, engine, procs
+    finally:
+        procs.close()
+        if engine is not None:
+            engine.dispose()
+        if created:
+            say(f"dropping database {dbname}")
+            drop_database(env)
+        for path in log_dir.iterdir():
+            path.unlink()
+        log_dir.rmdir()
 
 
 def common_env(env: Env) -> dict[str, str]:
