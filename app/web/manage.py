@@ -11,7 +11,8 @@ service call is scoped to the session's tenant; only an ``admin`` key may submit
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -69,9 +70,17 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _fail(session: Any) -> None:
-    """Undo whatever a failed service call flushed: the page is rendered, not an exception raised."""
-    session.rollback()
+T = TypeVar("T")
+
+
+def _attempt(session: Any, call: Callable[[], T]) -> tuple[T | None, ProblemError | None]:
+    """Run the API's own service call for a form: its result, or the problem it raised after undoing
+    whatever it flushed (the page is rendered with the errors, not an exception raised)."""
+    try:
+        return call(), None
+    except ProblemError as exc:
+        session.rollback()
+        return None, exc
 
 
 def build_manage_router() -> APIRouter:
@@ -115,16 +124,14 @@ def build_manage_router() -> APIRouter:
         errors = {**found, **errors}
         names = {"name", "sampling_url", "output_kind", "dim", "max_batch", "timeout_seconds", "probe_database"}
         if model is not None and not errors:
-            try:
-                created = api_create(model, principal, session, settings, _prober(request), validate)
-            except ProblemError as exc:
-                _fail(session)
-                errors = forms.problem_errors(exc)
-                if exc.slug == "endpoint-validation-failed":  # the probe's answer, beside the URL
-                    errors.setdefault(forms.GENERAL, []).append(exc.detail)
-            else:
+            created, problem = _attempt(
+                session, lambda: api_create(model, principal, session, settings, _prober(request), validate))
+            if problem is None:
                 return mechanisms_view(request, principal, session, created=created.model_dump(mode="json"),
                                        status_code=201)
+            errors = forms.problem_errors(problem)
+            if problem.slug == "endpoint-validation-failed":  # the probe's answer, beside the URL
+                errors.setdefault(forms.GENERAL, []).append(problem.detail)
         return mechanisms_view(request, principal, session, values=fields,
                                errors=forms.orphaned(errors, names), status_code=422)
 
@@ -177,12 +184,10 @@ def build_manage_router() -> APIRouter:
         names = {"name", "mechanism_id", "x", "x_prime", "event", "epsilon", "delta", "alpha", "gamma", "horizon",
                  "samples_per_period", "period_seconds", "cron"}
         if model is not None and not errors:
-            try:
-                created = api_create(model, principal, session, settings, _prober(request),
-                                     fields.get("validate") == "true")
-            except ProblemError as exc:
-                _fail(session)
-                errors = forms.rename(forms.problem_errors(exc), mapping)
+            created, problem = _attempt(session, lambda: api_create(model, principal, session, settings, _prober(request),
+                                                                     fields.get("validate") == "true"))
+            if problem is not None:
+                errors = forms.rename(forms.problem_errors(problem), mapping)
             else:
                 warnings = "; ".join(getattr(created, "warnings", None) or [])
                 return redirect_with(request, f"/ui/monitors/{created.id}",
@@ -221,14 +226,12 @@ def build_manage_router() -> APIRouter:
         model, errors = forms.parse(WebhookCreate, {"url": fields.get("url", "").strip(), "event_types": chosen})
         errors = forms.rename(errors, {"event_types": "event_types"})
         if model is not None:
-            try:
-                hook = service.create_webhook(session, principal.tenant_id, model, settings)
-            except ProblemError as exc:
-                _fail(session)
-                errors = forms.problem_errors(exc)
-            else:
+            hook, problem = _attempt(session, lambda: service.create_webhook(session, principal.tenant_id, model,
+                                                                             settings))
+            if problem is None:
                 return webhooks_view(request, principal, session, status_code=201,
                                      created={"id": str(hook.id), "url": hook.url, "secret": hook.secret})
+            errors = forms.problem_errors(problem)
         values = {**fields, "event_types": chosen}
         return webhooks_view(request, principal, session, values=values,
                              errors=forms.orphaned(errors, {"url", "event_types"}), status_code=422)
@@ -334,11 +337,10 @@ def build_manage_router() -> APIRouter:
                 "comment": fields.get("comment", "")}
         model, errors = forms.parse(SilenceCreate, body)
         if model is not None:
-            try:
-                silence = service_create(session, principal.tenant_id, model, key_label(session, principal.api_key_id))
-            except ProblemError as exc:
-                _fail(session)
-                errors = forms.problem_errors(exc)
+            silence, problem = _attempt(session, lambda: service_create(session, principal.tenant_id, model,
+                                                                         key_label(session, principal.api_key_id)))
+            if problem is not None:
+                errors = forms.problem_errors(problem)
             else:
                 back = forms.blank_to_none(fields.get("next"))
                 target = back if back and back.startswith("/ui/") and not back.startswith("//") else "/ui/silences"
