@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.alarms.verdict import (
+    NOT_CONFIRMED_PREFIX,
     DESCRIPTIVE_PREFIX,
     DESCRIPTIVE_WHY,
     DETECTION_PREFIX,
@@ -92,6 +93,9 @@ def assert_consistent(v: Verdict) -> None:
             assert e.name not in ("window_bound", "exact_bound") or e.label.startswith(
                 f"{DESCRIPTIVE_PREFIX}: {DESCRIPTIVE_WHY}"), e
             assert "confidence" not in e.figure and e.confidence is None or e.name == "mpl_point_estimate", e
+        elif e.name == "confirmation":  # fresh outputs that do not contradict the claim: never "the weaker estimator"
+            assert e.label.startswith(NOT_CONFIRMED_PREFIX) and "does not clear the mechanism" in e.label, e
+            assert v.confirmed is False and "does not show that the claim holds" in e.label, e
         elif v.refutes:
             assert e.label.startswith(WEAKER_PREFIX) and "does not clear the mechanism" in e.label, e
         else:
@@ -102,6 +106,12 @@ def assert_consistent(v: Verdict) -> None:
     for e in v.estimators:
         if e.name in ("window_bound", "exact_bound"):
             assert not e.valid and not e.refutes and e.figure not in v.sentence.split(" (")[0]
+    # the fresh outputs decide `confirmed`; when the alarm's own data refute and they do not, the sentence says so first
+    conf = next((e for e in v.estimators if e.name == "confirmation"), None)
+    assert v.confirmed is (None if conf is None else conf.refutes)
+    if v.refutes and v.confirmed is False:
+        assert v.sentence.startswith("Refuted by the alarm's own data, not confirmed: ")
+        assert "does not show that the claim holds" in v.sentence and conf is not None and conf.figure in v.sentence
     # refuting estimators come first, the quoted one is the first of them
     flags = [e.refutes for e in v.estimators]
     assert flags == sorted(flags, reverse=True)
@@ -325,3 +335,21 @@ def test_legacy_evidence_holding_the_snapshot_summary_only() -> None:
     assert_consistent(v)
     assert v.refutes and v.strongest == "detector"
     assert [e.name for e in v.estimators] == ["detector", "mpl_lower_bound"]
+
+
+@pytest.mark.parametrize("detector", ["aggregator", "naive", "e-process"])
+def test_an_alarm_the_fresh_outputs_do_not_confirm_says_so_first(detector: str) -> None:
+    """Issue 20: on a false alarm the alarm's own data refute the claim (a valid level-α statement across runs),
+    the fresh outputs drawn after it do not; the verdict leads with that, and `confirmed` is false."""
+    v = alarm_verdict(new_alarm(detector, violation=3, confirmation_counts=DOES_NOT_CONFIRM))
+    assert_consistent(v)
+    assert v.refutes and v.confirmed is False
+    assert v.sentence.startswith("Refuted by the alarm's own data, not confirmed: ")
+    assert "the exact test on fresh outputs drawn after the alarm does not (" in v.sentence
+    assert "false alarms the detector allows (at most α)" in v.sentence
+    conf = next(e for e in v.estimators if e.name == "confirmation")
+    assert conf.label.startswith(NOT_CONFIRMED_PREFIX) and not conf.refutes and conf.valid
+    confirmed = alarm_verdict(new_alarm(detector, violation=3, confirmation_counts=CONFIRMS))
+    assert confirmed.confirmed is True and confirmed.strongest == "confirmation"
+    assert confirmed.sentence.startswith("Refuted: ")
+    assert alarm_verdict(new_alarm(detector, violation=3)).confirmed is None

@@ -58,6 +58,9 @@ NOT_REFUTED_PREFIX = "does not refute"
 NOT_A_TEST_PREFIX = "not a test"
 DESCRIPTIVE_PREFIX = "descriptive"
 DETECTION_PREFIX = "a detection, not a refutation"
+#: The confirmation on fresh outputs when they do not contradict the claim (issue 20): not "the weaker
+#: estimator", since it is the one statement that stays at level α given the alarm.
+NOT_CONFIRMED_PREFIX = "does not confirm the alarm"
 #: What a descriptive figure's label says first (issue 20).
 DESCRIPTIVE_WHY = "the window was chosen by the data; not a confidence statement"
 
@@ -77,7 +80,8 @@ class EstimatorReading(BaseModel):
                        "refutes, with `weaker estimator` or `does not refute` when it does not (then it also says "
                        "that it does not clear the mechanism), with `not a test` for a point estimate, with "
                        "`descriptive` for a figure over a window chosen by the data (never a confidence statement), "
-                       "with `a detection, not a refutation` for an e-detector's alarm (ARL-controlled).")
+                       "with `a detection, not a refutation` for an e-detector's alarm (ARL-controlled), with `does not confirm the "
+                       "alarm` for a confirmation on fresh outputs that does not contradict the claim.")
     figure: str = Field(description="Its own number, e.g. `ε > 1.08 > claimed 1` or `M_t = 3.91 > threshold 3.42`.")
     value: float | None = Field(None, description="The number in `figure` (a bound, a statistic), when finite.")
     refutes: bool = Field(description="This estimator, on its own, refutes the claim at its stated level (never true "
@@ -99,6 +103,13 @@ class Verdict(BaseModel):
                           "Opens with `Refuted:`, `Not refuted:`, `No claim to test:`, or, for an e-detector's alarm "
                           "that no valid test confirms, `Detected, not refuted:`.")
     strongest: EstimatorName | None = Field(None, description="The estimator the sentence quotes.")
+    confirmed: bool | None = Field(None, description="For a privacy alarm: whether the fresh outputs drawn after the "
+                                   "alarm contradict the claim (`true`: confirmed), do not (`false`: the refutation rests "
+                                   "on the data that raised the alarm, which is how a false alarm looks; the sentence opens "
+                                   "with `Refuted by the alarm's own data, not confirmed:`), or `null` (no confirmation "
+                                   "yet, or not an alarm). Among false alarms at the claim's boundary the fresh outputs "
+                                   "contradicted the claim in 4 of 1,155 (docs/jobs_and_evidence.md §2); a test on the "
+                                   "alarm's own data cannot do that, since the alarm chose them.")
     estimators: list[EstimatorReading] = Field(
         description="Every estimator, the refuting ones first, each with its own figure and `refutes`.")
 
@@ -181,6 +192,9 @@ class _Draft:
         elif self.kind == "detection":
             label = (f"{DETECTION_PREFIX}: {self.cannot}; it does not by itself refute the claim at level α, nor "
                      "does it clear the mechanism")
+        elif self.name == "confirmation" and not self.refutes:
+            label = (f"{NOT_CONFIRMED_PREFIX}: {self.cannot}; it is the one statement that keeps its level given the "
+                     "alarm; it does not clear the mechanism, and this does not show that the claim holds")
         else:
             label = _label(self.refutes, any_refutes, self.can, self.cannot)
         return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,  # type: ignore[arg-type]
@@ -197,10 +211,22 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
     what = claim or "the claim"
     valid_others = [d for d in drafts if d.valid and not d.refutes]
     detection = next((d for d in drafts if d.kind == "detection"), None)
+    confirmation = next((d for d in drafts if d.name == "confirmation"), None)
     if subject == "contract":
         top = refuting[0] if refuting else None
         sentence = (f"The outputs broke the mechanism's output contract: {top.figure}." if top else
                     "No breach of the output contract is recorded.")
+    elif refuting and confirmation is not None and not confirmation.refutes:
+        # the alarm's own data refute the claim, the fresh outputs drawn after it do not (issue 20): say that
+        # first, since it is what a false alarm looks like, and never let the same-data bound read as confirmed
+        top = refuting[0]
+        level = f" at {_pct(top.confidence)} confidence" if top.confidence is not None else ""
+        sentence = (f"Refuted by the alarm's own data, not confirmed: {top.figure}{level} ({top.short}{top.where}) "
+                    f"contradicts {what}, but {confirmation.short} does not ({confirmation.figure}"
+                    f"{confirmation.where}). The first is valid at level α across runs, yet it reads the data that "
+                    "raised the alarm; the fresh outputs do not depend on the alarm. Either the violation is too "
+                    "small for this many fresh outputs, or this is one of the false alarms the detector allows "
+                    "(at most α). This does not show that the claim holds.")
     elif refuting:
         top = refuting[0]
         level = f" at {_pct(top.confidence)} confidence" if top.confidence is not None else ""
@@ -234,6 +260,7 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
     ordered = refuting + [d for d in drafts if not d.refutes]
     return Verdict(refutes=any_refutes, subject=subject, claim=claim, sentence=sentence,  # type: ignore[arg-type]
                    strongest=top.name if top else None,  # type: ignore[arg-type]
+                   confirmed=None if confirmation is None else confirmation.refutes,
                    estimators=[d.reading(any_refutes) for d in ordered])
 
 

@@ -29,7 +29,7 @@ TITLES = {
 }
 #: The label's opening words (app.alarms.verdict), shown as the estimator's short reading.
 PREFIXES = (core.REFUTES_PREFIX, core.WEAKER_PREFIX, core.NOT_REFUTED_PREFIX, core.NOT_A_TEST_PREFIX,
-            core.DESCRIPTIVE_PREFIX, core.DETECTION_PREFIX)
+            core.DESCRIPTIVE_PREFIX, core.DETECTION_PREFIX, core.NOT_CONFIRMED_PREFIX)
 
 
 def _math(text: str) -> str:
@@ -51,6 +51,7 @@ class Verdict:
     sentence: str
     refutes: bool
     kind: str = "claim"  # "claim" or "contract" (app.alarms.verdict's subject)
+    confirmed: bool | None = None  # the fresh outputs drawn after the alarm contradict the claim (None: not yet)
     estimators: list[Estimator] = field(default_factory=list)
 
 
@@ -67,7 +68,8 @@ def _dress(v: core.Verdict | None) -> Verdict | None:
         out.append(Estimator(name=e.name, title=title, refutes=e.refutes,
                              reading=reading or ("refutes" if e.refutes else "does not refute"),
                              finding=_math(e.figure), label=_math(rest)))
-    return Verdict(sentence=_math(v.sentence), refutes=v.refutes, kind=v.subject, estimators=out)
+    return Verdict(sentence=_math(v.sentence), refutes=v.refutes, kind=v.subject, confirmed=v.confirmed,
+                   estimators=out)
 
 
 def alarm_verdict(alarm: Any) -> Verdict:

@@ -741,6 +741,7 @@ class Verdict(TypedDict):
     claim: NotRequired[str | None]
     sentence: str
     strongest: NotRequired[Literal['detector', 'anytime_bound', 'confirmation', 'window_bound', 'exact_bound', 'mpl_lower_bound', 'claim_terms', 'mpl_point_estimate', 'held_out_test', 'contract'] | None]
+    confirmed: NotRequired[bool | None]
     estimators: list[EstimatorReading]
 
 
