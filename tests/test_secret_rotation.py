@@ -205,7 +205,7 @@ def _sample(endpoint: MechanismEndpoint, settings) -> str:  # noqa: ANN001
 
 @SQLITE_ONLY
 def test_mechanism_rotation_keeps_old_and_new_valid_during_the_overlap(client: TestClient, db, settings) -> None:  # noqa: ANN001
-    from app.monitors.contract import endpoint_of
+    from app.mechanisms.contract import endpoint_of
 
     old, new = generate_secret(), generate_secret()
     mechanism = create_mechanism(client, secret=old)
@@ -221,7 +221,7 @@ def test_mechanism_rotation_keeps_old_and_new_valid_during_the_overlap(client: T
             return report.json()["ok"]
 
         def sampled(name: str) -> str:
-            """What the monitors' runner sends (app.monitors.contract.endpoint_of), to endpoint ``name``."""
+            """What the monitors' runner sends (app.mechanisms.contract.endpoint_of), to endpoint ``name``."""
             with db() as session:
                 row = session.get(Mechanism, uuid.UUID(mechanism["id"]))
                 row.sampling_url = f"{urls[name]}/sample"

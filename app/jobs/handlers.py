@@ -18,8 +18,8 @@ from app.audit.discovery import discover_checks
 from app.audit.engine import AuditCancelled, AuditSettings, Progress, Sampler, run_engine
 from app.jobs.context import JobCancelled, JobContext, JobFailed
 from app.mechanisms.models import Mechanism
-from app.monitors.contract import contract_of
-from app.monitors.contract import endpoint_of
+from app.mechanisms.contract import contract_of
+from app.mechanisms.contract import endpoint_of
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.stats.heldout import EpsilonDelta
 from app.stats.mpl import table1_pairs

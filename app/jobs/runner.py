@@ -69,12 +69,12 @@ def json_safe(value: Any) -> Any:
 
 
 def default_handlers() -> dict[str, Handler]:
+    """The jobs this room runs by itself (discovery, audit). The monitors' jobs (re-discovery, search)
+    are added by the worker that wires both (app.scheduler.worker.job_handlers): app/jobs sits
+    below app/monitors and does not import it."""
     from app.jobs.handlers import run_audit_job, run_discovery_job
-    from app.monitors.rediscovery import run_rediscovery_job
-    from app.monitors.searches import run_search_job
 
-    return {"discovery": run_discovery_job, "audit": run_audit_job, "rediscovery": run_rediscovery_job,
-            "search": run_search_job}
+    return {"discovery": run_discovery_job, "audit": run_audit_job}
 
 
 class JobRunner:

@@ -240,7 +240,7 @@ Prober = Callable[..., Awaitable[ProbeResult]]
 
 
 def _strict_shape(mechanism: Mechanism) -> Any:
-    from app.monitors.contract import contract_of
+    from app.mechanisms.contract import contract_of
 
     return contract_of(mechanism)
 
@@ -290,7 +290,7 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
     there is one), so a mechanism that validates here is one the scheduler can sample. One
     attempt only: a probe reports, it does not retry.
     """
-    from app.monitors.contract import sampling_endpoint
+    from app.mechanisms.contract import sampling_endpoint
     from app.sampling.client import SamplingClient, SamplingClientConfig
     from app.sampling.protocol import SamplingError
 

@@ -253,7 +253,7 @@ class RediscoveryPlan:
 
 
 def _plan(ctx: JobContext) -> RediscoveryPlan | str:
-    from app.monitors.contract import endpoint_of
+    from app.mechanisms.contract import endpoint_of
 
     with ctx.session_factory() as session:
         monitor = session.get(Monitor, ctx.monitor_id)

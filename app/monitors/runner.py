@@ -42,7 +42,7 @@ from app.sampling.client import ByteBudget, SamplingClient
 from app.sampling.protocol import SamplingError
 from app.monitors.leases import lock_leased_monitor, release_lease
 from app.monitors.schedule import Schedule
-from app.monitors.contract import breach_of_error, check_outputs, contract_of, detect_contract, endpoint_of  # noqa: F401  (re-exported)
+from app.mechanisms.contract import breach_of_error, check_outputs, contract_of, detect_contract, endpoint_of  # noqa: F401  (re-exported)
 from app.monitors.service import check_claim, is_auto, start_horizon
 from app.settings import Settings
 from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs

@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import observability as obs
 from app.alarms.delivery import WebhookDeliverer
 from app.db import utcnow
-from app.jobs.runner import JobRunner
+from app.jobs.context import Handler
+from app.jobs.runner import JobRunner, default_handlers
 from app.monitors.calibration import Calibrator
 from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
@@ -39,6 +40,15 @@ log = structlog.get_logger("dpwatch.worker")
 CALIBRATION_LEASE_SECONDS = 900
 #: How long :meth:`Worker.stop` waits for ticker runs under way before cancelling them.
 STOP_TICK_SECONDS = 10.0
+
+
+def job_handlers() -> dict[str, Handler]:
+    """Every job kind the worker runs: app/jobs' own (discovery, audit) and the monitors' (re-discovery of a
+    monitor's events, the scheduled search for violating inputs), wired here, above both rooms."""
+    from app.monitors.rediscovery import run_rediscovery_job
+    from app.monitors.searches import run_search_job
+
+    return {**default_handlers(), "rediscovery": run_rediscovery_job, "search": run_search_job}
 
 
 class Worker:
@@ -88,7 +98,7 @@ class Worker:
                                         backoff_initial=s.sampling_backoff_seconds),
             on_request=obs.observe_sampling_request,
         )
-        self.jobs = JobRunner(self.session_factory, job_sampling, s, clock=self.clock)
+        self.jobs = JobRunner(self.session_factory, job_sampling, s, handlers=job_handlers(), clock=self.clock)
 
     async def start(self) -> None:
         """Open, then tick: claim and run due work every ``tick_seconds``."""

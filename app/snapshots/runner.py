@@ -26,7 +26,7 @@ from app.alarms.service import notify_alarm
 from app.db import utcnow
 from app.mechanisms.models import Mechanism
 from app.monitors.models import Check, Monitor
-from app.monitors.contract import endpoint_of
+from app.mechanisms.contract import endpoint_of
 from app.monitors.runner import database_key
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.protocol import SamplingError

@@ -156,5 +156,5 @@ def sampling_endpoint(mechanism: Mechanism, shape: OutputShape | None) -> Mechan
 
 def endpoint_of(mechanism: Mechanism) -> MechanismEndpoint:
     """The mechanism as the sampling client sees it; outputs are read with the lenient form of its
-    output contract (app.monitors.contract), which periods then check strictly."""
+    output contract (app.mechanisms.contract), which periods then check strictly."""
     return sampling_endpoint(mechanism, parsing_shape(mechanism))
