@@ -536,3 +536,21 @@ def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
         revoke_api_key(session, key_id, allow_last_admin=True)
     for path in [*paths, "/v1/monitors"]:
         assert client.get(path, headers=other_headers).status_code == 401, path
+
+
+def test_patch_horizon_follows_the_detector(client: TestClient, mechanism: dict) -> None:
+    """Issue 19's leftover: the horizon of an e-process monitor is ignored, so it changes in place; an
+    e-detector's is its window (c = T/α), refused with that reason, not the aggregator's."""
+    eproc = create_monitor(client, mechanism["id"], detector="e-process")
+    changed = client.patch(f"/v1/monitors/{eproc['id']}", json={"horizon": eproc["horizon"] + 7})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["horizon"] == eproc["horizon"] + 7
+    assert changed.json()["checks"][0]["level"] == eproc["checks"][0]["level"]
+    edet = create_monitor(client, mechanism["id"], detector="e-detector")
+    refused = client.patch(f"/v1/monitors/{edet['id']}", json={"horizon": edet["horizon"] + 7})
+    assert refused.status_code == 409
+    detail = refused.json()["detail"]
+    assert "e-detector's window" in detail and "q(T, γ, α)" not in detail
+    agg = create_monitor(client, mechanism["id"])
+    refused = client.patch(f"/v1/monitors/{agg['id']}", json={"horizon": agg["horizon"] + 7})
+    assert refused.status_code == 409 and "q(T, γ, α)" in refused.json()["detail"]

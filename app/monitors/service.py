@@ -435,6 +435,12 @@ def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> st
     value, current = getattr(data, name), getattr(monitor, name)
     if value == current:
         return None
+    if name == "horizon" and monitor.detector == "e-process":
+        return None  # the e-process has no horizon: T is stored and ignored, so it changes in place
+    if name == "horizon" and monitor.detector == "e-detector":
+        return (f"horizon cannot change in place ({current!r} → {value!r}): T is the e-detector's window, which sets "
+                "its threshold c = T/α and so its guarantee (ARL ≥ c). Create a new monitor with the new value "
+                "(dpwatch apply --allow-replace does that), and delete this one")
     why = {
         "mechanism_id": "the monitor tests one mechanism",
         "alpha": "α sets every check's level α_j/m and so the threshold",
@@ -476,6 +482,10 @@ def update_monitor(session: Session, monitor: Monitor, data: MonitorUpdate, *,
             errors=[field_problem(["body", name], why, "test_field") for name, why in conflicts])
 
     changed: list[str] = []
+    if "horizon" in given and monitor.detector == "e-process" and data.horizon is not None \
+            and data.horizon != monitor.horizon:
+        monitor.horizon = data.horizon  # stored for the record; the e-process ignores it (no horizon)
+        changed.append("horizon")
     for name in SAFE_FIELDS:
         if name in given and name not in ("period_seconds", "cron") and getattr(monitor, name) != getattr(data, name):
             setattr(monitor, name, getattr(data, name))
