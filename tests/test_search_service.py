@@ -107,6 +107,26 @@ def test_a_search_job_finds_the_empty_database_bug(client, corpus_server, make_w
 
 
 
+def test_a_search_job_with_full_report_goes_on_after_the_first_certification(client, corpus_server, make_worker,
+                                                                             arun):
+    entry = CORPUS["empty-returns-zero"]
+    mech = _mechanism(client, f"{corpus_server}/empty-returns-zero")
+    body = {"claim": {"epsilon": 1}, "domain": entry.domain, "budget": 200_000, "candidates": 40}
+    first = client.post(f"/v1/mechanisms/{mech['id']}/searches", json=body).json()
+    full = client.post(f"/v1/mechanisms/{mech['id']}/searches", json={**body, "full_report": True}).json()
+    assert full["params"]["full_report"] is True
+    worker, _ = make_worker()
+    _jobs(worker, arun)
+    a, b = (client.get(f"/v1/jobs/{j['id']}").json() for j in (first, full))
+    assert a["state"] == b["state"] == "succeeded", (a, b)
+    assert a["result"]["certified"] and b["result"]["certified"]
+    # the full report spends the rest of the budget on screening, refining and certifying more findings
+    assert b["result"]["samples"]["total"] > a["result"]["samples"]["total"], (a["result"]["samples"],
+                                                                              b["result"]["samples"])
+    assert b["result"]["samples"]["total"] <= 200_000
+    assert len(b["result"]["findings"]) >= len(a["result"]["findings"])
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_monitor_searches_every_k_periods_and_a_finding_becomes_a_check(client, db, corpus_server, make_worker,
                                                                           arun):

@@ -147,7 +147,8 @@ async def _user_search(ctx: JobContext) -> dict[str, Any]:
     if domain is None:
         raise JobFailed("the mechanism declares no input_domain and the request gave none")
     settings = SearchSettings(alpha=request.alpha, budget=request.budget, time_limit=request.time_limit_seconds,
-                              seed=request.seed, max_candidates=request.candidates)
+                              seed=request.seed, max_candidates=request.candidates,
+                              stop_at_first=not request.full_report)
     ctx.progress(0.0, f"search of {domain.describe()} for {request.claim.to_claim().describe()}", force=True)
     result = await _search(ctx, mechanism, domain, request.claim.to_dict(), settings,
                            label=f"search-{ctx.job_id.hex[:12]}", period=0)

@@ -39,6 +39,9 @@ class SearchRequest(BaseModel):
                                              "searching, the rest for certifying); the job then reports what it has.")
     candidates: int = Field(300, ge=1, le=5_000, description="Candidate pairs the generators propose at most.")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the generators and the optimiser.")
+    full_report: bool = Field(False, description="Do not stop at the first certification: screen, refine and certify "
+                              "to the end of the budget and report every finding (as `dpwatch search --full-report`). "
+                              "The level stays α over all the stages (docs/search.md §3.4).")
 
 
 class SearchResultModel(BaseModel):

@@ -1115,6 +1115,7 @@ class SearchRequest(TypedDict):
     time_limit_seconds: NotRequired[float | None]
     candidates: NotRequired[int]
     seed: NotRequired[int]
+    full_report: NotRequired[bool]
 
 
 class SnapshotRead(TypedDict):
