@@ -173,10 +173,11 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     a0, b0 = int(round(norm.cdf(0.25) * n)), int(round(norm.cdf(-0.25) * n))
     assert alarm_evidence([a0] * 5, [b0] * 5, [n] * 5, [1, 2, 3, 4, 5], lag=1,
                           claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
-    # ρ-zCDP: no anytime-valid bound yet; the window bound is reported as descriptive only.
+    # ρ-zCDP: an anytime-valid bound on ρ too (the Gaussian shift μ' = 2 is ρ = μ'²/2 = 2-zCDP).
     zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
-    assert zc["parameter"] == "ρ" and zc["anytime"] is None and zc["window_bound"]["exceeds_claim"] is True
-    assert zc["exceeds_claim"] is False and "descriptive only" in zc["statement"]
+    assert zc["parameter"] == "ρ" and zc["method"] == "confidence_sequence" and zc["window_bound"]["exceeds_claim"]
+    assert zc["anytime"]["parameter"] == "ρ" and 0.05 <= zc["lower_bound"] < 2.0 and zc["exceeds_claim"] is True
+    assert zc["epsilon_lower_bound"] is None and "Evidence valid at the alarm: ρ >" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
