@@ -200,5 +200,14 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
     assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
     assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
+    assert out["confirmation"]["orientation"] == "x" and out["confirmation"]["faces"]["event"]["confirms"] is True
+    # the complement face is tested too (1 − q ≤ e·(1 − p): 0.10 > e·0.03), and said so
+    comp = with_confirmation(alarm, 24250, 22500, 25000, EpsilonDelta(1.0), 0.05)
+    assert comp["confirmation"]["confirms"] is True and comp["confirmation"]["face"] == "complement"
+    assert "on the event's complement" in comp["statement"]
+    # the orientation is the alarm's own (chosen before the fresh outputs): x' here
+    swapped = with_confirmation({**alarm, "check": {**ev, "orientation": "x_prime"}}, 2000, 8000, 25000,
+                                EpsilonDelta(1.0), 0.05)
+    assert swapped["confirmation"]["orientation"] == "x_prime" and swapped["confirmation"]["confirms"] is True
     weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
     assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]
