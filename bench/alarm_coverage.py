@@ -7,7 +7,9 @@ p = Φ(Φ⁻¹(q0) + 1) for the claim μ = 1) and moves to the changed value θ�
 service's ρ-zCDP region, h_ρ(q0) = app.stats.claims.ZCDP(ρ).upper(q0) (the (ε, δ(ε)) polygon of
 dp-accounting's conversion), before (ρ = 0.5) and after (ρ = θ₁) the change: the sequence's own
 parameter, so covering it is the strictest check (the Bernoulli pair's own zCDP ρ, sup_α D_α/α, is
-at least as large: the polygon contains the exact region). Every detector runs on the same counts:
+at least as large: the polygon contains the exact region). With ``--zcdp-boundary exact`` p sits
+where the pair is exactly ρ-zCDP instead (inside the polygon): the mechanism's true ρ, and a
+"no change" mechanism that keeps the claim. Every detector runs on the same counts:
 
 - aggregator (seed 002 eq. 13, T, γ = 1/4, q_{1−α}(T, γ)); naive: the randomised exact test at α/T
   (pure ε only); e-process (W ≥ 1/α); e-detector (mixture e-SR, c = T/α).
@@ -75,9 +77,25 @@ PARAM = {"dp": "ε", "gdp": "μ", "zcdp": "ρ"}
 SEED_KIND = {"dp": 0, "gdp": 1, "zcdp": 2}
 
 
+#: Where the zCDP cells put p: on the service's region ("polygon") or where the Bernoulli pair is
+#: exactly ρ-zCDP ("exact"); set from --zcdp-boundary.
+ZCDP_BOUNDARY = {"mode": "polygon"}
+
+
+def exact_zcdp_p(rho: float, q0: float) -> float:
+    """The p > q0 at which Bern(p) vs Bern(q0) is exactly ρ-zCDP: sup_α max(D_α(p‖q), D_α(q‖p))/α = ρ
+    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.claims.heldout.rho_lower_bound)."""
+    from scipy.optimize import brentq
+
+    from app.claims.heldout import rho_lower_bound
+
+    return float(brentq(lambda x: max(rho_lower_bound(x, q0), rho_lower_bound(1 - q0, 1 - x)) - rho,
+                        q0 + 1e-12, 1 - 1e-12, xtol=1e-12))
+
+
 def p_of(kind: str, theta: float, q0: float) -> float:
     if kind == "zcdp":
-        return float(ZCDP(theta).upper(q0))
+        return exact_zcdp_p(theta, q0) if ZCDP_BOUNDARY["mode"] == "exact" else float(ZCDP(theta).upper(q0))
     return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
 
 
@@ -193,7 +211,8 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             "false_confirmation_contradicts": false["confirms"], "false_old_contradicts": false["old_contradicts"],
             "false_old_n": false["old_n"],
         }
-    return {"kind": kind, "claimed": claimed, "theta1": theta1, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
+    return {"kind": kind, "claimed": claimed, "theta1": theta1, "p0": p0, "p1": p1,
+            "zcdp_boundary": ZCDP_BOUNDARY["mode"] if kind == "zcdp" else None, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
             "change_at": change_at, "cs_seconds": round(cs_seconds, 1),
             "cs_ever_above_truth_after_change": float(np.mean((cs.lower[:, change_at - 1:] >= theta1).any(axis=1))),
             "detectors": rows}
@@ -231,12 +250,16 @@ def main() -> None:
     ap.add_argument("--kinds", default="dp,gdp")
     ap.add_argument("--thetas", default="1.3,2", help="the changed ε or μ (claim 1)")
     ap.add_argument("--zcdp-thetas", default="0.65,2", help="the changed ρ (claim ρ = 0.5)")
+    ap.add_argument("--zcdp-boundary", choices=("polygon", "exact"), default="polygon",
+                    help="zCDP cells: p on the service's (ε, δ(ε)) region of ρ (polygon), or where the Bernoulli "
+                    "pair is exactly ρ-zCDP (exact, inside the polygon)")
     ap.add_argument("--q0", default="0.1,0.01")
     ap.add_argument("--samples", default="200,1000")
     ap.add_argument("--null-runs", type=int, default=0, help="also run cells with no change (boundary only)")
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    ZCDP_BOUNDARY["mode"] = args.zcdp_boundary
     results = []
     started = time.time()
     print(HEADER, flush=True)

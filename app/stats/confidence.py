@@ -53,9 +53,11 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
 
 2. **A confirmation on fresh samples** (``app.stats.evidence.confirmation``): outputs drawn after the alarm, never
    seen by the detector, counted in the alarm's event; the exact Clopper–Pearson test of the claim
-   on them (app.stats.heldout.test_claim, each side at α/2) is valid by construction, also
-   *conditionally on the alarm having happened*. It is the only one of the three statements that
-   stays at level α among false alarms; the CS and the alarm are about the same data.
+   on them (app.stats.heldout.test_claim, each side at α/2), on both faces of the claim (the event
+   and its complement, on the same box: one test at level α), in the alarm's orientation, is valid
+   by construction, also *conditionally on the alarm having happened*. It is the only one of the
+   three statements that stays at level α among false alarms; the CS and the alarm are about the
+   same data.
 """
 
 from __future__ import annotations
