@@ -125,15 +125,13 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
     inc = log_evalues_sd(a, b, n, s, d, bet_grid())
     # The e-process as the service ships it since issue 20: both faces, grid + aGRAPA (pure ε); for
-    # ρ-zCDP the same components on the supporting line at the past estimate (the sequence at the
-    # claim, app.stats.confidence.curve_increments); μ-GDP keeps the one-face grid of its measured rows.
+    # μ-GDP and ρ-zCDP the same components on the supporting lines at the past estimates (the
+    # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: one face, the grid.
     if kind == "dp":
         e_inc = face_increments(a, b, n, SupportingLine.pure(claimed), "both", True)
-    elif kind == "zcdp":
+    else:
         e_inc = curve_increments(a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed),
                                  claimed)
-    else:
-        e_inc = inc
     log_w = e_process_paths_from_increments(e_inc)
     out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
     log_m = e_detector_paths_from_increments(inc)
