@@ -3,7 +3,13 @@
 Issue 20. Each cell: R runs of T periods, n outputs per side and period, one event with
 q = q0 throughout; p sits on the claim's boundary before the change (p = e·q0 for the claim ε = 1,
 p = Φ(Φ⁻¹(q0) + 1) for the claim μ = 1) and moves to the changed value θ₁ at period t0
-(p = e^θ₁·q0, or Φ(Φ⁻¹(q0) + θ₁)). Every detector runs on the same counts:
+(p = e^θ₁·q0, or Φ(Φ⁻¹(q0) + θ₁)). For ρ-zCDP (claim ρ = 0.5) p sits on the boundary of the
+service's ρ-zCDP region, h_ρ(q0) = app.stats.claims.ZCDP(ρ).upper(q0) (the (ε, δ(ε)) polygon of
+dp-accounting's conversion), before (ρ = 0.5) and after (ρ = θ₁) the change: the sequence's own
+parameter, so covering it is the strictest check (the Bernoulli pair's own zCDP ρ, sup_α D_α/α, is
+at least as large: the polygon contains the exact region). With ``--zcdp-boundary exact`` p sits
+where the pair is exactly ρ-zCDP instead (inside the polygon): the mechanism's true ρ, and a
+"no change" mechanism that keeps the claim. Every detector runs on the same counts:
 
 - aggregator (seed 002 eq. 13, T, γ = 1/4, q_{1−α}(T, γ)); naive: the randomised exact test at α/T
   (pure ε only); e-process (W ≥ 1/α); e-detector (mixture e-SR, c = T/α).
@@ -38,9 +44,9 @@ from scipy.special import ndtr, ndtri
 from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
-from app.stats.claims import GaussianDP
+from app.stats.claims import ZCDP, GaussianDP
 from app.stats.evidence import confirmation
-from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence
+from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence, curve_increments
 from app.stats.evidence import score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.heldout import EpsilonDelta
@@ -65,8 +71,40 @@ def first_at_least(x: np.ndarray, level: float) -> np.ndarray:
     return np.where(above.any(axis=1), above.argmax(axis=1) + 1, 0)
 
 
+#: The claimed value of each kind's cells, and the parameter's symbol.
+CLAIMED = {"dp": 1.0, "gdp": 1.0, "zcdp": 0.5}
+PARAM = {"dp": "ε", "gdp": "μ", "zcdp": "ρ"}
+SEED_KIND = {"dp": 0, "gdp": 1, "zcdp": 2}
+
+
+#: Where the zCDP cells put p: on the service's region ("polygon") or where the Bernoulli pair is
+#: exactly ρ-zCDP ("exact"); set from --zcdp-boundary.
+ZCDP_BOUNDARY = {"mode": "polygon"}
+
+
+def exact_zcdp_p(rho: float, q0: float) -> float:
+    """The p > q0 at which Bern(p) vs Bern(q0) is exactly ρ-zCDP: sup_α max(D_α(p‖q), D_α(q‖p))/α = ρ
+    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.claims.heldout.rho_lower_bound)."""
+    from scipy.optimize import brentq
+
+    from app.claims.heldout import rho_lower_bound
+
+    return float(brentq(lambda x: max(rho_lower_bound(x, q0), rho_lower_bound(1 - q0, 1 - x)) - rho,
+                        q0 + 1e-12, 1 - 1e-12, xtol=1e-12))
+
+
 def p_of(kind: str, theta: float, q0: float) -> float:
+    if kind == "zcdp":
+        return exact_zcdp_p(theta, q0) if ZCDP_BOUNDARY["mode"] == "exact" else float(ZCDP(theta).upper(q0))
     return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
+
+
+def claim_of(kind: str, claimed: float):  # the stats claim (detectors) and the evidence's claim (confirmation)
+    if kind == "dp":
+        return None, EpsilonDelta(claimed)
+    form = {"gdp_mu": claimed} if kind == "gdp" else {"zcdp_rho": claimed}
+    held = HeldOutClaim.of(form)
+    return held.claim, held
 
 
 def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: float, horizon: int, alpha: float,
@@ -76,18 +114,24 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
     if kind == "dp":
         z = period_statistic(a, b, n, claimed).z
     else:
-        z = claim_z_path(a, b, n, GaussianDP(claimed))
+        z = claim_z_path(a, b, n, claim_of(kind, claimed)[0])
     m = weighted_statistic_path(z, horizon, gamma)
     out["aggregator"] = (first_crossing(m, threshold_for(horizon, gamma, alpha).value), z)
     if kind == "dp":
         out["naive"] = (exact_naive_alarm_period(a, b, n, SupportingLine.pure(claimed), alpha, horizon, rng=rng), None)
         s, d = math.exp(claimed), 0.0
     else:
-        s, d = _lines(CSClaim("gdp", claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
+        s, d = _lines(CSClaim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
     inc = log_evalues_sd(a, b, n, s, d, bet_grid())
-    # The e-process as the service ships it since issue 20: both faces, grid + aGRAPA (pure ε).
-    e_inc = face_increments(a, b, n, SupportingLine.pure(claimed), "both", True) if kind == "dp" else inc
+    # The e-process as the service ships it since issue 20: both faces, grid + aGRAPA (pure ε); for
+    # μ-GDP and ρ-zCDP the same components on the supporting lines at the past estimates (the
+    # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: one face, the grid.
+    if kind == "dp":
+        e_inc = face_increments(a, b, n, SupportingLine.pure(claimed), "both", True)
+    else:
+        e_inc = curve_increments(a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed),
+                                 claimed)
     log_w = e_process_paths_from_increments(e_inc)
     out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
     log_m = e_detector_paths_from_increments(inc)
@@ -111,7 +155,7 @@ def old_window_bound(name: str, path: np.ndarray, a: np.ndarray, b: np.ndarray, 
 
 def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: int, horizon: int, change_at: int,
              alpha: float, gamma: float, fresh: int, seed: int) -> dict:
-    rng = np.random.default_rng([seed, int(theta1 * 1000), int(q0 * 1e5), n, 0 if kind == "dp" else 1, change_at])
+    rng = np.random.default_rng([seed, int(round(theta1 * 1000)), int(q0 * 1e5), n, SEED_KIND[kind], change_at])
     p0, p1 = p_of(kind, claimed, q0), p_of(kind, theta1, q0)
     a = np.empty((runs, horizon), dtype=np.int64)
     a[:, : change_at - 1] = rng.binomial(n, p0, size=(runs, change_at - 1))
@@ -120,7 +164,7 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
     t0 = time.perf_counter()
     cs = confidence_sequence(a, b, n, CSClaim(kind, claimed), alpha)
     cs_seconds = time.perf_counter() - t0
-    claim_obj = EpsilonDelta(claimed) if kind == "dp" else HeldOutClaim.of({"gdp_mu": claimed})
+    claim_obj = claim_of(kind, claimed)[1]
     rows = {}
     for name, (first, path) in detector_alarms(kind, a, b, n, claimed, horizon, alpha, gamma, rng).items():
         right = {"alarms": 0, "covered": 0, "cs_contradicts": 0, "old_covered": 0, "old_n": 0, "confirms": 0,
@@ -165,14 +209,15 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             "false_confirmation_contradicts": false["confirms"], "false_old_contradicts": false["old_contradicts"],
             "false_old_n": false["old_n"],
         }
-    return {"kind": kind, "claimed": claimed, "theta1": theta1, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
+    return {"kind": kind, "claimed": claimed, "theta1": theta1, "p0": p0, "p1": p1,
+            "zcdp_boundary": ZCDP_BOUNDARY["mode"] if kind == "zcdp" else None, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
             "change_at": change_at, "cs_seconds": round(cs_seconds, 1),
             "cs_ever_above_truth_after_change": float(np.mean((cs.lower[:, change_at - 1:] >= theta1).any(axis=1))),
             "detectors": rows}
 
 
 def fmt_cell(res: dict) -> list[str]:
-    par = "ε" if res["kind"] == "dp" else "μ"
+    par = PARAM[res["kind"]]
     lines = []
     for name, row in res["detectors"].items():
         lo, hi = row["coverage_ci"]
@@ -201,21 +246,26 @@ def main() -> None:
     ap.add_argument("--fresh", type=int, default=25000, help="fresh outputs per side for the confirmation "
                     "(half of the service's default alarm_snapshot_samples = 50,000)")
     ap.add_argument("--kinds", default="dp,gdp")
-    ap.add_argument("--thetas", default="1.3,2")
+    ap.add_argument("--thetas", default="1.3,2", help="the changed ε or μ (claim 1)")
+    ap.add_argument("--zcdp-thetas", default="0.65,2", help="the changed ρ (claim ρ = 0.5)")
+    ap.add_argument("--zcdp-boundary", choices=("polygon", "exact"), default="polygon",
+                    help="zCDP cells: p on the service's (ε, δ(ε)) region of ρ (polygon), or where the Bernoulli "
+                    "pair is exactly ρ-zCDP (exact, inside the polygon)")
     ap.add_argument("--q0", default="0.1,0.01")
     ap.add_argument("--samples", default="200,1000")
     ap.add_argument("--null-runs", type=int, default=0, help="also run cells with no change (boundary only)")
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    ZCDP_BOUNDARY["mode"] = args.zcdp_boundary
     results = []
     started = time.time()
     print(HEADER, flush=True)
     for kind in args.kinds.split(","):
-        for theta1 in [float(v) for v in args.thetas.split(",")]:
+        for theta1 in [float(v) for v in (args.zcdp_thetas if kind == "zcdp" else args.thetas).split(",") if v]:
             for q0 in [float(v) for v in args.q0.split(",")]:
                 for n in [int(v) for v in args.samples.split(",")]:
-                    res = run_cell(kind, 1.0, theta1, q0, n, args.runs, args.horizon, args.change_at, args.alpha,
+                    res = run_cell(kind, CLAIMED[kind], theta1, q0, n, args.runs, args.horizon, args.change_at, args.alpha,
                                    args.gamma, args.fresh, args.seed)
                     results.append(res)
                     print("\n".join(fmt_cell(res)), flush=True)
@@ -224,13 +274,13 @@ def main() -> None:
         for kind in args.kinds.split(","):
             for q0 in [float(v) for v in args.q0.split(",")]:
                 for n in [int(v) for v in args.samples.split(",")]:
-                    res = run_cell(kind, 1.0, 1.0, q0, n, args.null_runs, args.horizon, args.horizon + 1,
+                    res = run_cell(kind, CLAIMED[kind], CLAIMED[kind], q0, n, args.null_runs, args.horizon, args.horizon + 1,
                                    args.alpha, args.gamma, args.fresh, args.seed)
                     res["null"] = True
                     results.append(res)
                     for name, row in res["detectors"].items():
                         fa = row["false_alarms"]
-                        print(f"| {'ε' if kind == 'dp' else 'μ'} = 1 | {q0:g} | {n} | {name} | {fa} / {args.null_runs} | "
+                        print(f"| {PARAM[kind]} = {CLAIMED[kind]:g} | {q0:g} | {n} | {name} | {fa} / {args.null_runs} | "
                               f"CS contradicts {row['false_cs_contradicts']} / {fa} | fresh confirmation contradicts "
                               f"{row['false_confirmation_contradicts']} / {fa} | old window bound contradicts "
                               f"{row['false_old_contradicts']} / {row['false_old_n']} |", flush=True)

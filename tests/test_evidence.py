@@ -173,10 +173,11 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     a0, b0 = int(round(norm.cdf(0.25) * n)), int(round(norm.cdf(-0.25) * n))
     assert alarm_evidence([a0] * 5, [b0] * 5, [n] * 5, [1, 2, 3, 4, 5], lag=1,
                           claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
-    # ρ-zCDP: no anytime-valid bound yet; the window bound is reported as descriptive only.
+    # ρ-zCDP: an anytime-valid bound on ρ too (the Gaussian shift μ' = 2 is ρ = μ'²/2 = 2-zCDP).
     zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
-    assert zc["parameter"] == "ρ" and zc["anytime"] is None and zc["window_bound"]["exceeds_claim"] is True
-    assert zc["exceeds_claim"] is False and "descriptive only" in zc["statement"]
+    assert zc["parameter"] == "ρ" and zc["method"] == "confidence_sequence" and zc["window_bound"]["exceeds_claim"]
+    assert zc["anytime"]["parameter"] == "ρ" and 0.05 <= zc["lower_bound"] < 2.0 and zc["exceeds_claim"] is True
+    assert zc["epsilon_lower_bound"] is None and "Evidence valid at the alarm: ρ >" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
@@ -199,5 +200,14 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
     assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
     assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
+    assert out["confirmation"]["orientation"] == "x" and out["confirmation"]["faces"]["event"]["confirms"] is True
+    # the complement face is tested too (1 − q ≤ e·(1 − p): 0.10 > e·0.03), and said so
+    comp = with_confirmation(alarm, 24250, 22500, 25000, EpsilonDelta(1.0), 0.05)
+    assert comp["confirmation"]["confirms"] is True and comp["confirmation"]["face"] == "complement"
+    assert "on the event's complement" in comp["statement"]
+    # the orientation is the alarm's own (chosen before the fresh outputs): x' here
+    swapped = with_confirmation({**alarm, "check": {**ev, "orientation": "x_prime"}}, 2000, 8000, 25000,
+                                EpsilonDelta(1.0), 0.05)
+    assert swapped["confirmation"]["orientation"] == "x_prime" and swapped["confirmation"]["confirms"] is True
     weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
     assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]

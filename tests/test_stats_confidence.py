@@ -8,7 +8,7 @@ from scipy.special import ndtr, ndtri
 
 from app.stats.evidence import confirmation
 from app.stats.confidence import (CSClaim, confidence_sequence, cs_claim_of, parameter_grid,
-                                  predictable_orientation)
+                                  predictable_orientation, zcdp_line)
 from app.stats.heldout import Counts, EpsilonDelta, test_claim
 from app.stats.sequential import EProcess, SupportingLine
 
@@ -100,4 +100,132 @@ def test_cs_claims_of_each_kind():
     assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == CSClaim("dp", 1.0, 1e-5)
     assert cs_claim_of(HeldOutClaim.of({"gdp_mu": 0.7})) == CSClaim("gdp", 0.7)
     assert cs_claim_of(HeldOutClaim.of({"epsilon": 2.0})) == CSClaim("dp", 2.0)
-    assert cs_claim_of(HeldOutClaim.of({"zcdp_rho": 0.1})) is None
+    assert cs_claim_of(HeldOutClaim.of({"zcdp_rho": 0.1})) == CSClaim("zcdp", 0.1)
+    assert CSClaim("zcdp", 0.1).parameter == "ρ" and CSClaim("gdp", 1.0).parameter == "μ"
+
+
+# ----------------------------------------------------------------------------- ρ-zCDP (issue 20 follow-up)
+
+
+@pytest.mark.parametrize("rho", [0.5, 2.0])
+def test_the_zcdp_line_is_the_tightest_dp_line_of_the_conversion(rho):
+    """The supporting line at q is the tightest over ε of the (ε, δ(ε)) half-planes that the claims
+    module builds from dp-accounting's curve (and their mirrors), so s·q + d = h_ρ(q) exactly."""
+    from app.stats import accounting
+    from app.stats.claims import ZCDP
+
+    eps, delta = accounting.zcdp_delta_curve(rho)
+    slopes = np.concatenate([np.exp(eps), np.exp(-eps), [0.0]])
+    intercepts = np.concatenate([delta, 1.0 - (1.0 - delta) * np.exp(-eps), [1.0]])
+    qs = np.array([0.003, 0.01, 0.05, 0.1, 0.3, 0.6])
+    s, d = zcdp_line(rho, qs)
+    for q, si, di in zip(qs, s, d):
+        values = slopes * q + intercepts
+        best = int(np.argmin(values))
+        assert si * q + di == pytest.approx(values[best], rel=1e-12, abs=1e-15)
+        assert si * q + di == pytest.approx(float(ZCDP(rho).upper(q)), rel=1e-12, abs=1e-15)
+        if np.sum(values <= values[best] * (1 + 1e-12)) == 1:  # not at a vertex: the active line itself
+            assert si == pytest.approx(slopes[best], rel=1e-12) and di == pytest.approx(intercepts[best], abs=1e-15)
+        # supporting: every half-plane's point lies under it, h_ρ(q') ≤ s·q' + d for all q'
+        grid = np.linspace(0.0, 1.0, 2001)
+        assert np.all(ZCDP(rho).upper(grid) <= si * grid + di + 1e-12)
+    # ρ = 0 is the region p = q
+    s0, d0 = zcdp_line(0.0, qs)
+    assert np.all(s0 == 1.0) and np.all(d0 == 0.0)
+
+
+def test_the_zcdp_regions_grow_with_rho():
+    """The CS argument needs a true null at every grid value above the truth: h_ρ(q) must not
+    decrease in ρ on the grid the sequence uses (step 0.02), at any q."""
+    from app.stats.claims import ZCDP
+
+    qs = np.concatenate([np.geomspace(1e-5, 0.05, 200), np.linspace(0.05, 1.0, 400)])
+    grid = parameter_grid(0.5)
+    grid = grid[(grid > 0) & (grid <= 2.0)]
+    h = np.array([ZCDP(float(r)).upper(qs) for r in grid])
+    assert np.all(np.diff(h, axis=0) >= -1e-12)
+    assert np.all(h[0] >= qs - 1e-12)  # and every region contains p = q, the ρ = 0 region
+
+
+@pytest.mark.parametrize("rho1", [0.5, 1.0])
+def test_zcdp_coverage_and_power(rho1):
+    """Seeded: P(∃t: LB_t ≥ ρ₁) ≤ α when p sits on the ρ₁-zCDP region's boundary, and the claim
+    ρ = 0.5 is excluded by the end in most runs when ρ₁ = 1."""
+    from app.stats.claims import ZCDP
+
+    rng = np.random.default_rng(int(rho1 * 100))
+    runs, t_max, n, q = 300, 40, 500, 0.1
+    p = float(ZCDP(rho1).upper(q))
+    a = rng.binomial(n, p, size=(runs, t_max))
+    b = rng.binomial(n, q, size=(runs, t_max))
+    cs = confidence_sequence(a, b, n, CSClaim("zcdp", 0.5), 0.05)
+    assert np.mean((cs.lower >= rho1).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
+    if rho1 > 0.5:
+        assert cs.claim_rejected[:, -1].mean() > 0.9
+
+
+def test_the_complement_face_is_bet_on_for_curve_claims():
+    """The curve claims' e-processes bet on both faces: the complement's components are the event's
+    on the counts (n − b, n − a), with the line at the complement's own estimate; and an event that
+    is nearly certain on x (its complement rare, where the tangent at q̃ is flat) is caught."""
+    from app.stats.confidence import curve_increments
+    from app.stats.sequential import bet_grid
+
+    rng = np.random.default_rng(11)
+    n, t_max, runs = 500, 30, 50
+    q_c = 0.01  # P(not E | x); P(not E | x') on the 2-GDP curve
+    p_c = float(ndtr(ndtri(q_c) + 2.0))
+    a = rng.binomial(n, 1 - q_c, size=(runs, t_max)).astype(float)
+    b = rng.binomial(n, 1 - p_c, size=(runs, t_max)).astype(float)
+    nn = np.full(a.shape, float(n))
+    k = bet_grid().size + 1
+    for claim in (CSClaim("gdp", 1.0), CSClaim("zcdp", 0.5)):
+        inc = curve_increments(a, b, nn, claim, claim.value)
+        assert inc.shape == (runs, t_max, 2 * k)
+        np.testing.assert_allclose(inc[..., k:], curve_increments(nn - b, nn - a, nn, claim, claim.value)[..., :k])
+    cs = confidence_sequence(a, b, n, CSClaim("gdp", 1.0), 0.05)
+    assert cs.claim_rejected[:, -1].mean() > 0.9 and np.mean((cs.lower >= 2.0).any(axis=1)) <= 0.1
+
+
+def test_the_confirmation_tests_the_complement_face_too():
+    """1-DP: p = 0.97, q = 0.90 keeps p ≤ e·q but breaks 1 − q ≤ e·(1 − p) (0.10 > 0.082): the
+    fresh outputs confirm through the complement, on the same Clopper–Pearson box as the event."""
+    conf = confirmation(24_250, 22_500, 25_000, EpsilonDelta(1.0))
+    assert conf["confirms"] is True and conf["face"] == "complement"
+    assert conf["faces"]["event"]["confirms"] is False and conf["faces"]["complement"]["confirms"] is True
+    ref = test_claim(EpsilonDelta(1.0), Counts(25_000 - 22_500, 25_000, 25_000 - 24_250, 25_000), 0.05)
+    assert conf["lower_bound"] == pytest.approx(ref.lower_bound) and ref.lower_bound > 1.0
+    # the event face alone, as before, did not see it
+    assert test_claim(EpsilonDelta(1.0), Counts(24_250, 25_000, 22_500, 25_000), 0.05).refutes is False
+    # the alarm's orientation: with x and x' swapped the same counts are tested the other way round
+    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0), orientation="x_prime")["confirms"] is True
+    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0))["confirms"] is False
+    with pytest.raises(ValueError):
+        confirmation(1, 1, 10, EpsilonDelta(1.0), orientation="both")
+
+
+@pytest.mark.parametrize("claim_kind", ["epsilon", "zcdp"])
+def test_the_two_face_confirmation_keeps_its_level_on_the_boundary(claim_kind):
+    """Seeded: at the vertex where both faces are tight (the hardest point for one test covering
+    both), the fresh outputs contradict the claim in at most α of the runs."""
+    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import ZCDP
+
+    rng = np.random.default_rng(20 if claim_kind == "epsilon" else 21)
+    runs, n = 2000, 5000
+    if claim_kind == "epsilon":
+        claim, p, q = EpsilonDelta(1.0), math.e / (math.e + 1), 1 / (math.e + 1)  # p = e·q and 1 − q = e·(1 − p)
+    else:
+        from scipy.optimize import brentq
+
+        from app.claims.heldout import rho_lower_bound
+
+        # a Bernoulli pair that is exactly 0.5-zCDP: sup_α D_α/α = 0.5 in the tighter direction (the
+        # test refutes through the (ε, δ(ε)) polygon or this Rényi bound, on either face)
+        claim, q = HeldOutClaim.of({"zcdp_rho": 0.5}), 0.2
+        p = brentq(lambda x: max(rho_lower_bound(x, q), rho_lower_bound(1 - q, 1 - x)) - 0.5, q + 1e-6, 0.99)
+        assert p <= float(ZCDP(0.5).upper(q))
+    a = rng.binomial(n, p, runs)
+    b = rng.binomial(n, q, runs)
+    rate = np.mean([confirmation(int(x), int(y), n, claim)["confirms"] for x, y in zip(a, b)])
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)

@@ -353,3 +353,32 @@ def test_an_alarm_the_fresh_outputs_do_not_confirm_says_so_first(detector: str) 
     assert confirmed.confirmed is True and confirmed.strongest == "confirmation"
     assert confirmed.sentence.startswith("Refuted: ")
     assert alarm_verdict(new_alarm(detector, violation=3)).confirmed is None
+
+
+def test_a_zcdp_alarm_is_refuted_by_its_anytime_bound_on_rho() -> None:
+    """Issue 20 follow-up: a ρ-zCDP alarm gets the anytime-valid bound "ρ > LB at 95%", valid at the
+    alarm, like GDP's μ; the window bound stays descriptive."""
+    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import ZCDP
+
+    claim, n = HeldOutClaim.of({"zcdp_rho": 0.5}), 500
+    a = [int(round(float(ZCDP(0.5).upper(0.1)) * n))] * 20 + [475] * 3  # on the boundary, then p = 0.95
+    b = [50] * 23
+    check = alarm_evidence(a, b, [n] * 23, list(range(1, 24)), lag=3, claim=claim, detector="e-detector",
+                           arl=400.0, window=20)
+    assert check["method"] == "confidence_sequence" and check["anytime"]["parameter"] == "ρ"
+    alarm = {"kind": "privacy", "statistic": 6.1, "threshold": 5.99, "t": 23, "horizon_index": 1,
+             "claim": {"zcdp_rho": 0.5},
+             "evidence": {"kind": "privacy", "statement": "…", "check": check, "contract": None, "snapshot": None,
+                          "confirmation": None}}
+    v = alarm_verdict(alarm)
+    assert_consistent(v)
+    lb = check["anytime"]["lower_bound"]
+    assert v.refutes and v.strongest == "anytime_bound" and 0.5 < lb < 2.0
+    assert v.sentence.startswith(f"Refuted: ρ > {lb:g} > claimed 0.5 at 95% confidence (the anytime-valid bound at "
+                                 "the alarm, every period t = 1–23), which contradicts 0.5-zCDP.")
+    # the fresh confirmation (both faces) then leads
+    alarm["evidence"]["confirmation"] = confirmation(23_750, 2_500, 25_000, claim)
+    v = alarm_verdict(alarm)
+    assert_consistent(v)
+    assert v.strongest == "confirmation" and v.sentence.startswith("Refuted: ρ ≥ ")

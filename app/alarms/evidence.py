@@ -84,9 +84,13 @@ def privacy_evidence(session: Session, monitor: Monitor, check: Check, horizon_i
 def with_confirmation(evidence: dict[str, Any] | None, a: int, b: int, n: int, claim: Any,
                       alpha: float) -> dict[str, Any]:
     """The alarm's evidence with the exact test of its claim on fresh outputs counted in its event
-    (app.stats.evidence.confirmation), stored as ``confirmation`` and said in the statement."""
+    (app.stats.evidence.confirmation: the event and its complement), stored as ``confirmation`` and
+    said in the statement. It is tested in the orientation of the alarm's own evidence (``check.
+    orientation``, from the periods before the alarm, so fixed before the fresh outputs; x if none)."""
     evidence = dict(evidence or {"kind": "privacy", "statement": "", "check": None, "contract": None})
-    conf = confirmation(a, b, n, claim, alpha)
+    check = evidence.get("check") if isinstance(evidence.get("check"), dict) else {}
+    orientation = check.get("orientation") if check.get("orientation") in ("x", "x_prime") else "x"
+    conf = confirmation(a, b, n, claim, alpha, orientation=orientation)
     describe = claim.describe() if hasattr(claim, "describe") else str(claim)
     conf["statement"] = confirmation_statement(conf, describe)
     evidence["confirmation"] = conf

@@ -99,6 +99,21 @@ class DetectionGuarantee(BaseModel):
     statement: str
 
 
+class ConfirmationFace(BaseModel):
+    """One face of the claim in the confirmation on fresh outputs."""
+
+    lower_bound: float | None = Field(None, description="The face's exact lower bound on the parameter (null: none).")
+    confirms: bool = Field(description="This face contradicts the claim.")
+
+
+class ConfirmationFaces(BaseModel):
+    """Both faces of the claim tested on the same fresh counts (one Clopper–Pearson box, level α for both)."""
+
+    event: ConfirmationFace = Field(description="p ≤ e^ε q + δ on the event (p ≤ h(q) for GDP and zCDP).")
+    complement: ConfirmationFace = Field(
+        description="1 − q ≤ e^ε (1 − p) + δ: the same claim on the event's complement (1 − q ≤ h(1 − p)).")
+
+
 class Confirmation(BaseModel):
     """The exact test of the claim on fresh outputs drawn after the alarm (valid given the alarm)."""
 
@@ -109,7 +124,15 @@ class Confirmation(BaseModel):
     parameter: Literal["ε", "μ", "ρ"] = "ε"
     lower_bound: float | None = None
     confidence: float
-    confirms: bool = Field(description="The fresh outputs contradict the claim at `confidence` (exact, each side α/2).")
+    confirms: bool = Field(description="The fresh outputs contradict the claim at `confidence` (exact, each side α/2), "
+                           "on the event's face or its complement's (both on the same Clopper–Pearson box).")
+    orientation: Literal["x", "x_prime"] = Field(
+        "x", description="The side the test takes as p (the alarm's own orientation, fixed before the fresh outputs).")
+    face: Literal["event", "complement"] = Field(
+        "event", description="The face of the claim that gives `lower_bound` and `confirms`: the event's "
+        "(p ≤ e^ε q + δ) or its complement's (1 − q ≤ e^ε (1 − p) + δ; for GDP and zCDP the symmetric point).")
+    faces: ConfirmationFaces | None = Field(
+        None, description="Each face's bound and verdict (alarms confirmed before the two-face test have none).")
     statement: str | None = None
 
 
@@ -121,8 +144,8 @@ class CheckEvidence(BaseModel):
 
     method: Literal["confidence_sequence", "score", "clopper_pearson"] = Field(
         description="How `lower_bound` is computed: `confidence_sequence` (the anytime-valid bound, valid at the "
-        "alarm; alarms since issue 20); `score`/`clopper_pearson`: the window bound (older alarms, and ρ-zCDP claims, "
-        "for which it is descriptive).")
+        "alarm; alarms since issue 20, ρ-zCDP claims since its follow-up); `score`/`clopper_pearson`: the window bound "
+        "(older alarms, for which it is descriptive).")
     window: EvidenceWindow = Field(description="The periods the detector pooled (chosen on the same data).")
     counts: EvidenceCounts
     p_hat: float = Field(description="A/N over the window.")

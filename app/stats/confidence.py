@@ -10,7 +10,7 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
 1. **A confidence sequence** (Howard, Ramdas, McAuliffe & Sekhon 2021, *Time-uniform, nonparametric,
    nonasymptotic confidence sequences*, Ann. Statist. 49(2), §3; Waudby-Smith & Ramdas 2024, JRSS-B,
    §4, "inverting a family of test supermartingales"). For each value θ of the claim's parameter
-   (ε for ε- and (ε, δ)-DP, μ for μ-GDP) the e-process W_t(θ) of method.md §13.3 tests
+   (ε for ε- and (ε, δ)-DP, μ for μ-GDP, ρ for ρ-zCDP) the e-process W_t(θ) of method.md §13.3 tests
    H₀(θ): "every period's (p_t, q_t) lies in the θ-region" on all the check's periods since it
    started (the start mixture lets it ignore a long run before a change, with no window chosen on
    the data). For a grid θ₁ < θ₂ < … (which contains the claimed value) let
@@ -30,21 +30,39 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
 
    For ε and (ε, δ) claims W_t(θ) is the service's e-process at θ (both faces of the claim, the grid
    and the aGRAPA bet, method.md §13.3b), so at θ = the claimed ε it *is* the e-process detector's
-   statistic; for μ-GDP it bets on one face with the grid.
+   statistic. For μ-GDP and ρ-zCDP it has the same components (both faces, grid + aGRAPA) on a
+   line that changes every period (:func:`curve_increments`).
    The line of each period is chosen before its counts: the fixed line p ≤ e^θ q + δ for ε and
    (ε, δ) claims (the orientation the detectors test, p − e^θ q; for (ε, δ) the orientation is
-   chosen from the past periods' counts, :func:`predictable_orientation`), the tangent of the
-   θ-GDP boundary at the past periods' estimate of q for μ-GDP (method.md §13.1).
+   chosen from the past periods' counts, :func:`predictable_orientation`); for μ-GDP and ρ-zCDP a
+   supporting line of the θ-region's boundary p = h_θ(q) at the past periods' estimate q̃ of q
+   (method.md §13.1): the tangent of Φ(Φ⁻¹(q) + θ) for μ-GDP; for ρ-zCDP the region of
+   app.stats.claims.ZCDP(θ), the intersection over ε of the half-planes of (ε, δ_θ(ε))-DP with
+   δ_θ(ε) from dp-accounting's RDP conversion (app.stats.accounting), whose supporting line at q̃ is
+   the tightest of them there, min_ε (e^ε q̃ + δ_θ(ε)) (:func:`zcdp_line`). The complement face
+   1 − q ≤ h_θ(1 − p) (the same region: it is symmetric under (p, q) → (1 − q, 1 − p)) bets on the
+   counts (n − b, n − a) with the line at 1 − p̃.
+
+   **Why the zCDP regions qualify.** The argument above needs: if the mechanism is θ*-zCDP, every
+   θ ≥ θ* on the grid is a true null. A θ*-zCDP mechanism is θ-zCDP (D_α ≤ θ*·α ≤ θ·α, Bun & Steinke
+   2016, Def. 1.1), so it is (ε, δ_θ(ε))-DP for every ε (every RDP order gives a valid δ), so every
+   event's (p, q) lies in each of ZCDP(θ)'s half-planes: H₀(θ) holds. (δ_θ(ε) also grows with θ for
+   every ε: each order's bound does; tests/test_stats_confidence.py checks that h_θ grows with θ
+   on the grid.) The grid region contains the exact one, so the sequence bounds the mechanism's
+   ρ from below, never more.
 
 2. **A confirmation on fresh samples** (``app.stats.evidence.confirmation``): outputs drawn after the alarm, never
    seen by the detector, counted in the alarm's event; the exact Clopper–Pearson test of the claim
-   on them (app.stats.heldout.test_claim, each side at α/2) is valid by construction, also
-   *conditionally on the alarm having happened*. It is the only one of the three statements that
-   stays at level α among false alarms; the CS and the alarm are about the same data.
+   on them (app.stats.heldout.test_claim, each side at α/2), on both faces of the claim (the event
+   and its complement, on the same box: one test at level α), in the alarm's orientation, is valid
+   by construction, also *conditionally on the alarm having happened*. It is the only one of the
+   three statements that stays at level α among false alarms; the CS and the alarm are about the
+   same data.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,13 +70,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
+from scipy.signal import lfilter
 from scipy.stats import norm
 
-from app.stats.sequential import (SupportingLine, bet_grid, e_process_paths_from_increments, face_increments,
-                                  log_evalues_sd)
+from app.stats.claims import ZCDP, supporting_line
+from app.stats.sequential import (SupportingLine, agrapa_fraction, bet_grid, e_process_paths_from_increments,
+                                  face_increments, log_evalues_sd)
 
-__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "parameter_grid",
-           "predictable_orientation"]
+__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "curve_increments", "parameter_grid",
+           "predictable_orientation", "zcdp_line"]
 
 #: Step of the parameter grid of the confidence sequence (the lower bound is a multiple of it,
 #: or the claimed value).
@@ -68,14 +88,16 @@ SPAN_ABOVE = 3.0
 #: Pseudo-counts of the predictable estimate of q (Jeffreys' ½), and the periods it pools.
 ESTIMATE_PSEUDO = 0.5
 ESTIMATE_PERIODS = 4
+#: Discount of the past counts behind the aGRAPA bet (method.md §13.3b; the detectors' 0.9).
+AGRAPA_DISCOUNT = 0.9
 
-Kind = Literal["dp", "gdp"]
+Kind = Literal["dp", "gdp", "zcdp"]
 
 
 @dataclass(frozen=True)
 class CSClaim:
-    """What the confidence sequence is about: ``kind="dp"`` (ε, with a fixed δ ≥ 0) or
-    ``kind="gdp"`` (μ); ``value`` is the claimed ε or μ."""
+    """What the confidence sequence is about: ``kind="dp"`` (ε, with a fixed δ ≥ 0),
+    ``kind="gdp"`` (μ) or ``kind="zcdp"`` (ρ); ``value`` is the claimed ε, μ or ρ."""
 
     kind: Kind
     value: float
@@ -83,7 +105,7 @@ class CSClaim:
 
     @property
     def parameter(self) -> str:
-        return "μ" if self.kind == "gdp" else "ε"
+        return {"gdp": "μ", "zcdp": "ρ"}.get(self.kind, "ε")
 
 
 def parameter_grid(claimed: float, step: float = GRID_STEP, span: float | None = None) -> NDArray[np.float64]:
@@ -113,17 +135,71 @@ def predictable_orientation(a: ArrayLike, b: ArrayLike) -> NDArray[np.bool_]:
     return _past_sums(b2, ESTIMATE_PERIODS) > _past_sums(a2, ESTIMATE_PERIODS)
 
 
+@functools.lru_cache(maxsize=1024)
+def _zcdp_region(rho: float) -> ZCDP:
+    """app.stats.claims.ZCDP(ρ) with its envelope built (cached: a grid of ρ is reused at every alarm)."""
+    claim = ZCDP(rho)
+    claim._upper_segments()
+    return claim
+
+
+def zcdp_line(rho: float, q: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(s, d) of the supporting line of the ρ-zCDP region's upper boundary p = h_ρ(q) at q (method.md §11.2).
+
+    h_ρ is app.stats.claims.ZCDP(ρ).upper, the lower envelope over ε of e^ε q + δ_ρ(ε) and of the
+    mirror lines 1 − e^−ε (1 − δ_ρ(ε) − q) (δ_ρ from dp-accounting's RDP accountant); its supporting
+    line at q is app.stats.claims.supporting_line: the tightest of those lines at q (the mean of the
+    two at a vertex), so s·q + d = h_ρ(q). ρ = 0 is the region p = q: the line p ≤ q. d is floored
+    at 0 (a rounding guard: raising d only widens the half-plane)."""
+    q = np.asarray(q, dtype=np.float64)
+    if rho <= 0:
+        return np.ones_like(q), np.zeros_like(q)
+    line = supporting_line(_zcdp_region(float(rho)), q, q, "upper")
+    return np.asarray(line.slope, dtype=np.float64) + 0.0 * q, np.maximum(np.asarray(line.intercept), 0.0) + 0.0 * q
+
+
 def _lines(claim: CSClaim, theta: float, b_past: NDArray[np.float64], n_past: NDArray[np.float64]
            ) -> tuple[NDArray[np.float64] | float, NDArray[np.float64] | float]:
     """(s, d) of every period's line for the parameter value θ (method.md §13.1)."""
     if claim.kind == "dp":
         return math.exp(theta), claim.delta
-    # μ-GDP: the tangent of h(q) = Φ(Φ⁻¹(q) + θ) at the past estimate of q (½ at t = 1).
     q0 = np.clip((b_past + ESTIMATE_PSEUDO) / (n_past + 2 * ESTIMATE_PSEUDO), 1e-12, 1 - 1e-12)
+    if claim.kind == "zcdp":  # the supporting line of the θ-zCDP region at the past estimate of q
+        return zcdp_line(theta, q0)
+    # μ-GDP: the tangent of h(q) = Φ(Φ⁻¹(q) + θ) at the past estimate of q (½ at t = 1).
     z0 = ndtri(q0)
     s = np.exp(-theta * z0 - theta * theta / 2.0)
     d = np.maximum(norm.cdf(z0 + theta) - s * q0, 0.0)
     return s, d
+
+
+def _discounted_past(x: NDArray[np.float64], r: float = AGRAPA_DISCOUNT) -> NDArray[np.float64]:
+    """S_t = Σ_{τ<t} r^{t−1−τ} x_τ along the last axis (0 at t = 1): predictable."""
+    out = np.zeros_like(x, dtype=np.float64)
+    if x.shape[-1] > 1:
+        out[..., 1:] = lfilter([1.0], [1.0, -r], x[..., :-1], axis=-1)
+    return out
+
+
+def curve_increments(xa: NDArray[np.float64], xb: NDArray[np.float64], n: NDArray[np.float64], claim: CSClaim,
+                     theta: float, bets: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """log e-values (R, T, C) of W_t(θ) for a μ-GDP or ρ-zCDP claim (method.md §11.2, §13.3b).
+
+    Two faces, each with the grid bets and the aGRAPA bet (C = 2·(K + 1)), as the service's
+    e-process: the face p ≤ h_θ(q), on (a, b) with the supporting line at q̃ = (Σb + ½)/(Σn + 1) over
+    the past ``ESTIMATE_PERIODS`` periods, and the complement face 1 − q ≤ h_θ(1 − p), on
+    (n − b, n − a) with the line at 1 − p̃. The region is symmetric under (p, q) → (1 − q, 1 − p),
+    so both are supporting lines of it; everything is chosen from past periods only."""
+    g = bet_grid() if bets is None else bets
+    a_past, b_past, n_past = (_past_sums(v, ESTIMATE_PERIODS) for v in (xa, xb, n))
+    past_n = _discounted_past(n)
+    parts = []
+    for fa, fb, f_past in ((xa, xb, b_past), (n - xb, n - xa, n_past - a_past)):
+        s, d = _lines(claim, theta, f_past, n_past)
+        parts.append(log_evalues_sd(fa, fb, n, s, d, g))
+        c = agrapa_fraction(_discounted_past(fa), _discounted_past(fb), past_n, s, d)  # type: ignore[arg-type]
+        parts.append(log_evalues_sd(fa, fb, n, s, d, np.asarray(c)[..., None]))
+    return np.concatenate(parts, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -156,20 +232,17 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     thetas = parameter_grid(claim.value) if grid is None else np.asarray(grid, dtype=np.float64)
     if thetas.ndim != 1 or thetas.size < 1 or np.any(np.diff(thetas) <= 0):
         raise ValueError("the grid must be increasing")
-    swap = predictable_orientation(a2, b2) if (claim.kind == "gdp" or claim.delta > 0) else np.zeros(a2.shape, bool)
+    swap = predictable_orientation(a2, b2) if (claim.kind != "dp" or claim.delta > 0) else np.zeros(a2.shape, bool)
     xa, xb = np.where(swap, b2, a2), np.where(swap, a2, b2)
-    b_past = _past_sums(xb, ESTIMATE_PERIODS)
-    n_past = _past_sums(n2, ESTIMATE_PERIODS)
     bets = bet_grid()
     log_level = math.log(1.0 / alpha)
     lower = np.full(a2.shape, -np.inf)
     alive = np.ones(a2.shape, dtype=bool)
     for theta in thetas:
-        s, d = _lines(claim, float(theta), b_past, n_past)
         if claim.kind == "dp":  # the service's e-process at θ: both faces, grid + aGRAPA (method.md §13.3b)
             inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), claim.delta), "both", True)
-        else:
-            inc = log_evalues_sd(xa, xb, n2, s, d, bets)
+        else:  # μ-GDP, ρ-zCDP: both faces, grid + aGRAPA, on the supporting lines at the past estimates
+            inc = curve_increments(xa, xb, n2, claim, float(theta), bets)
         log_w = e_process_paths_from_increments(inc)
         rejected = np.maximum.accumulate(log_w, axis=1) >= log_level
         alive &= rejected
@@ -181,14 +254,14 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
 
 
 def cs_claim_of(claim: Any) -> CSClaim | None:
-    """The :class:`CSClaim` of a claim object (``epsilon``/``delta``, or ``mu``/a GDP claim), or None
-    for a claim the sequence does not cover (ρ-zCDP)."""
+    """The :class:`CSClaim` of a claim object (``epsilon``/``delta``, ``mu``/a GDP claim, ``rho``/a
+    zCDP claim), or None for an object that is none of these."""
     inner = getattr(claim, "claim", claim)  # app.claims.heldout.HeldOutClaim wraps a claims.Claim
     kind = getattr(inner, "kind", None)
     if kind == "gdp" or hasattr(inner, "mu"):
         return CSClaim("gdp", float(inner.mu))
     if kind == "zcdp" or hasattr(inner, "rho"):
-        return None
+        return CSClaim("zcdp", float(inner.rho))
     if getattr(inner, "epsilon", None) is not None:
         return CSClaim("dp", float(inner.epsilon), float(getattr(inner, "delta", 0.0) or 0.0))
     return None

@@ -309,11 +309,13 @@ def confirmation_statement(conf: dict[str, Any], describe: str) -> str:
     lb = conf["lower_bound"]
     shown = "−∞" if lb is None else f"{lb:.3g}"
     if conf["confirms"]:
+        where = (" (on the event's complement, the claim's other face)" if conf.get("face") == "complement" else "")
         return (f"Confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} on x' "
-                f"in the event): {conf['parameter']} > {shown} at {pct:g}% confidence (exact), which contradicts the "
-                f"claim {describe}.")
+                f"in the event): {conf['parameter']} > {shown} at {pct:g}% confidence (exact){where}, which contradicts "
+                f"the claim {describe}.")
     return (f"Not confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} "
-            f"on x'): their exact {pct:g}% bound on {conf['parameter']} is {shown}, which does not contradict the claim "
+            f"on x'): their exact {pct:g}% bound on {conf['parameter']} (the event and its complement) is {shown}, which "
+            f"does not contradict the claim "
             f"{describe}. The alarm may be a false alarm, or the violation too small for this many outputs; this does not "
             "clear the mechanism.")
 
@@ -363,15 +365,39 @@ def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
     return {"verdict": verdict, "statement": text}
 
 
-def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
-    """The exact test of the claim on fresh outputs counted in the alarm's event (method.md §11, and
-    app.stats.confidence's module docstring, 2.): the engine's ``test_claim`` (Clopper–Pearson, each
-    side at α/2), in the alarm's orientation (p on x). JSON-ready."""
+def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05,
+                 orientation: str = "x") -> dict[str, Any]:
+    """The exact test of the claim on fresh outputs counted in the alarm's event, on both faces of the
+    claim (method.md §11.3, and app.stats.confidence's module docstring, 2.). JSON-ready.
+
+    ``orientation`` (``"x"``: p is the event's frequency on x; ``"x_prime"``: x and x' swapped) must
+    be fixed before the fresh outputs are drawn (the alarm's own, from its window). In it the
+    engine's ``test_claim`` (Clopper–Pearson, each side at α/2) tests
+
+    - the event's face, p ≤ e^ε q + δ (or p ≤ h(q)), at the corner (p_lo, q_hi), and
+    - the complement's face, 1 − q ≤ e^ε (1 − p) + δ (or 1 − q ≤ h(1 − p), the symmetric point of
+      a curve claim), on the complement's counts (n − b, n − a), i.e. at the corner
+      (1 − q_hi, 1 − p_lo): Clopper–Pearson is symmetric (the lower bound of n − b out of n is
+      1 − the upper bound of b), so it is the *same* box.
+
+    Both faces are decreasing in p and increasing in q, so both are tested on the one event
+    {p ≥ p_lo, q ≤ q_hi} of probability ≥ 1 − α: if the claim holds, neither refutes unless that
+    event fails. One test at level α covers both faces, with no Bonferroni split; ``lower_bound``
+    is the larger of the two faces' bounds (each valid on that event) and ``confirms`` says that
+    either face contradicts the claim."""
     if n < 1 or not (0 <= a <= n and 0 <= b <= n):
         raise ValueError(f"need 0 <= a, b <= n and n >= 1, got a={a}, b={b}, n={n}")
+    if orientation not in ("x", "x_prime"):
+        raise ValueError(f"orientation must be 'x' or 'x_prime', got {orientation!r}")
     c = as_claim(claim)
-    result = event_bound(a, b, n, n, alpha=alpha, claim=c)
-    lb = result.lower_bound
+    ta, tb = (a, b) if orientation == "x" else (b, a)
+    faces = {"event": event_bound(ta, tb, n, n, alpha=alpha, claim=c),
+             "complement": event_bound(n - tb, n - ta, n, n, alpha=alpha, claim=c)}
+    face = max(faces, key=lambda k: (faces[k].refutes, faces[k].lower_bound, k == "event"))
+    lb = faces[face].lower_bound
     return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
             "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,
-            "confidence": 1 - alpha, "confirms": bool(result.refutes)}
+            "confidence": 1 - alpha, "confirms": bool(faces[face].refutes), "orientation": orientation,
+            "face": face,
+            "faces": {k: {"lower_bound": _json_float(r.lower_bound), "confirms": bool(r.refutes)}
+                      for k, r in faces.items()}}

@@ -169,6 +169,24 @@ class ClaimSpec(TypedDict):
     zcdp_rho: NotRequired[float | None]
 
 
+class ConfirmationFace(TypedDict):
+    """
+    One face of the claim in the confirmation on fresh outputs.
+    """
+
+    lower_bound: NotRequired[float | None]
+    confirms: bool
+
+
+class ConfirmationFaces(TypedDict):
+    """
+    Both faces of the claim tested on the same fresh counts (one Clopper–Pearson box, level α for both).
+    """
+
+    event: ConfirmationFace
+    complement: ConfirmationFace
+
+
 class ContractEvidence(TypedDict):
     """
     What broke the mechanism's output contract, with an offending output.
@@ -870,6 +888,9 @@ class Confirmation(TypedDict):
     lower_bound: NotRequired[float | None]
     confidence: float
     confirms: bool
+    orientation: NotRequired[Literal['x', 'x_prime']]
+    face: NotRequired[Literal['event', 'complement']]
+    faces: NotRequired[ConfirmationFaces | None]
     statement: NotRequired[str | None]
 
 
