@@ -339,8 +339,8 @@ class _MixtureBase:
         self._sums = sums
 
     @staticmethod
-    def _check_state(state: dict[str, Any], kind: str) -> None:
-        if state.get("version") != 1 or state.get("kind") != kind:
+    def _check_state(state: dict[str, Any], kind: str, versions: tuple[int, ...] = (1,)) -> None:
+        if state.get("version") not in versions or state.get("kind") != kind:
             raise ValueError(f"not a version-1 {kind} state: {state.get('kind')!r} v{state.get('version')!r}")
 
 
@@ -359,12 +359,12 @@ class EProcess(_MixtureBase):
     def __init__(self, alpha: float, line: SupportingLine, grid_size: int = DEFAULT_GRID_SIZE,
                  grid_low: float = DEFAULT_GRID_LOW, grid_high: float = DEFAULT_GRID_HIGH,
                  payoff: Payoff = "per-sample", starts: Starts = "mixture", faces: Faces = "one",
-                 agrapa: bool = False) -> None:
+                 agrapa: bool = False, agrapa_weight: float | None = None) -> None:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         start_weight(1, starts)  # validates
-        if faces not in ("one", "both"):
-            raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")
+        if faces not in ("one", "both", "auto"):
+            raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
         if (faces != "one" or agrapa) and payoff != "per-sample":
             raise ValueError("both faces and the aGRAPA bet are per-sample bets")
         super().__init__(line, 1.0 / alpha, grid_size, grid_low, grid_high, payoff)
@@ -372,11 +372,25 @@ class EProcess(_MixtureBase):
         self.starts: Starts = starts
         self.faces: Faces = faces
         self.agrapa = bool(agrapa)
-        #: Components of the mixture (method.md §13.3b): per face, the grid's bets (+ aGRAPA).
-        self.components = (2 if faces == "both" else 1) * (self.grid.size + (1 if agrapa else 0))
+        self.agrapa_weight = None if agrapa_weight is None else float(agrapa_weight)
+        #: Components of the mixture (method.md §13.3b, §13.3c): per face, the grid's bets (+ aGRAPA).
+        self.components = component_count(self.grid.size, faces, self.agrapa)
+        #: log π_j (method.md §13.3c); equal weights unless ``agrapa_weight`` is given.
+        self._log_pi = component_log_prior(self.grid.size, faces, self.agrapa, self.agrapa_weight)
         self._log_prior = -math.log(self.components)
         self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
         self._started = 0.0  # Σ_{k≤t} ω_k
+
+    @classmethod
+    def from_design(cls, alpha: float, line: SupportingLine, design: EProcessDesign,
+                    starts: Starts = "mixture") -> EProcess:
+        """The e-process of an :class:`EProcessDesign` (e.g. :data:`SERVICE_DESIGN`)."""
+        return cls(alpha, line, design.grid_size, starts=starts, faces=design.faces, agrapa=design.agrapa,
+                   agrapa_weight=design.agrapa_weight)
+
+    @property
+    def design(self) -> EProcessDesign:
+        return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size)
 
     def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
         if self.faces == "one" and not self.agrapa:
@@ -387,21 +401,10 @@ class EProcess(_MixtureBase):
         ca, cb = (b, a) if swap else (a, b)
         sa, sb, sn = self._sums
         pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
-        sides = [(ca, cb, pa, pb)]
-        if self.faces == "both":  # the complement: 1 − q ≤ s(1 − p) + d, counts (n − b, n − a)
-            sides.append((n - cb, n - ca, sn - pb, sn - pa))
-        parts = []
-        nn = np.float64(n)
-        for fa, fb, past_a, past_b in sides:
-            _check_counts(np.float64(fa), np.float64(fb), nn)
-            parts.append(log_evalues_sd(fa, fb, n, use.slope, use.intercept, self.grid))
-            if self.agrapa:
-                c = agrapa_fraction(past_a, past_b, sn, use.slope, use.intercept)
-                parts.append(np.atleast_1d(_log_evalue_fraction(np.float64(fa), np.float64(fb), nn, use.slope,
-                                                                use.intercept, c)))
+        inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa, self.grid)
         r = self.ESTIMATE_DISCOUNT
         self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
-        return np.concatenate(parts)
+        return inc
 
     @property
     def log_wealth(self) -> float:
@@ -409,7 +412,10 @@ class EProcess(_MixtureBase):
         cash = max(1.0 - self._started, 0.0)
         if self._log_r is None:
             return math.log(cash) if cash > 0 else -math.inf
-        invested = float(logsumexp(self._log_r) + self._log_prior)
+        if self.agrapa_weight is None:
+            invested = float(logsumexp(self._log_r) + self._log_prior)
+        else:
+            invested = float(logsumexp(self._log_r + self._log_pi))
         return float(np.logaddexp(invested, math.log(cash))) if cash > 0 else invested
 
     def update(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None = None) -> SequentialStep:
@@ -430,21 +436,28 @@ class EProcess(_MixtureBase):
         return self._finish(after, after - before)
 
     def to_state(self) -> dict[str, Any]:
+        """JSON state. Version 1 for the designs before issue 20's follow-up (one or both faces, equal
+        weights); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c)."""
         state = self._base_state()
         state["alpha"] = self.alpha
         state["starts"] = self.starts
         state["faces"] = self.faces
         state["agrapa"] = self.agrapa
+        if self.faces == "auto" or self.agrapa_weight is not None:
+            state["version"] = 2
+            state["agrapa_weight"] = self.agrapa_weight
         state["started"] = self._started
         state["log_r"] = None if self._log_r is None else [float(v) for v in self._log_r]
         return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EProcess:
-        cls._check_state(state, cls.kind)
+        cls._check_state(state, cls.kind, versions=(1, 2))
+        weight = state.get("agrapa_weight") if state["version"] == 2 else None
         obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
                   state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"),
-                  state.get("faces", "one"), bool(state.get("agrapa", False)))  # states before issue 20: one face
+                  state.get("faces", "one"), bool(state.get("agrapa", False)),  # states before issue 20: one face
+                  None if weight is None else float(weight))
         if state.get("log_r") is not None:
             lr = np.asarray(state["log_r"], dtype=np.float64)
             if lr.shape != (obj.components,) or not np.all(np.isfinite(lr)):

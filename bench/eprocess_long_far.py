@@ -1,0 +1,93 @@
+"""The e-process's own guarantee at long horizons: P(W_t ≥ 1/α for some t ≤ H) → at most α.
+
+At T = 200 periods the e-process's false-alarm rate on the boundary is far below α (0.006 on
+average over far_grid's 76 cells): its guarantee is P(ever) ≤ α, and over 200 periods a test
+martingale on the boundary has not yet spent its chances. This runs R paths of H periods at a few
+boundary cells of pure ε-DP (the line is fixed, so the e-process is the service's, both faces or
+the predictable face of method.md §13.3c) and prints the cumulative rate of crossing 1/α by
+several horizons, with 95% Clopper–Pearson intervals. Every design is run on the same draws.
+
+``randomized``: the randomized Ville inequality (Ramdas & Manole 2023, *Randomized and
+exchangeable improvements of Markov's, Chebyshev's and Chernoff's inequalities*, Thm 4.1): for a
+test supermartingale W and a stopping time τ (here the fixed horizon H), with U ~ Unif(0, 1)
+independent, P(∃t ≤ τ: W_t ≥ 1/α, or W_τ ≥ U/α) ≤ α. It is valid only for that one budget H,
+so it is what a fixed-horizon user (a budget of H periods) could spend; the monitor, which has no
+horizon, does not use it (docs/sequential.md, method.md §13.3c).
+
+    nice -n 10 .venv/bin/python bench/eprocess_long_far.py --runs 1000 --horizon 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from app.stats.claims import clopper_pearson
+from app.stats.sequential import EProcessDesign, SupportingLine
+
+#: (label, ε, p, q) on the boundary of pure ε-DP.
+CELLS = [
+    ("ε = 1, vertex", 1.0, math.e / (1 + math.e), 1 / (1 + math.e)),
+    ("ε = 1, edge q = 0.1", 1.0, math.e * 0.1, 0.1),
+    ("ε = 0.1, edge q = 0.1", 0.1, math.exp(0.1) * 0.1, 0.1),
+    ("ε = 1, edge q = 0.01", 1.0, math.e * 0.01, 0.01),
+]
+
+
+def ci(k: int, n: int) -> str:
+    lo = float(clopper_pearson(k, n, 0.025, "lower"))
+    hi = float(clopper_pearson(k, n, 0.025, "upper"))
+    return f"{k / n:.4f} [{lo:.4f}, {hi:.4f}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--horizon", type=int, default=20000)
+    ap.add_argument("--checkpoints", default="200,1000,5000,20000")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--chunk", type=int, default=25, help="runs per batch (memory: chunk·H·C floats)")
+    ap.add_argument("--cells", default=None, help="indices into CELLS, e.g. 0,1")
+    ap.add_argument("--designs", nargs="+", default=["both,agrapa,grid=16"])
+    ap.add_argument("--seed", type=int, default=2026)
+    args = ap.parse_args()
+    designs = [EProcessDesign.parse(t) for t in args.designs]
+    checks = [h for h in (int(v) for v in args.checkpoints.split(",")) if h <= args.horizon]
+    cells = CELLS if args.cells is None else [CELLS[int(i)] for i in args.cells.split(",")]
+    level = math.log(1 / args.alpha)
+    print(f"R = {args.runs}, n = {args.n}, α = {args.alpha}: share of runs with W_t ≥ 1/α for some t ≤ H "
+          f"[95% Clopper–Pearson]; 'rand.': also W_H ≥ U/α (randomized Ville at the budget H)")
+    print("| cell | design | " + " | ".join(f"H = {h}" for h in checks) + " | " + " | ".join(f"rand. H = {h}" for h in checks) + " |")
+    print("|---|---|" + "---|" * (2 * len(checks)))
+    for label, eps, p, q in cells:
+        started = time.time()
+        line = SupportingLine.pure(eps)
+        hits = {d.label: np.zeros(len(checks), dtype=np.int64) for d in designs}
+        rand = {d.label: np.zeros(len(checks), dtype=np.int64) for d in designs}
+        rng = np.random.default_rng([args.seed, int(eps * 1000), int(q * 1e6)])
+        u_rng = np.random.default_rng([args.seed, 7919, int(eps * 1000), int(q * 1e6)])
+        for lo in range(0, args.runs, args.chunk):
+            r = min(args.chunk, args.runs - lo)
+            a = rng.binomial(args.n, p, (r, args.horizon))
+            b = rng.binomial(args.n, q, (r, args.horizon))
+            u = u_rng.uniform(size=r)
+            for d in designs:
+                log_w = d.paths(a, b, args.n, line)
+                running = np.maximum.accumulate(log_w, axis=1)
+                for i, h in enumerate(checks):
+                    crossed = running[:, h - 1] >= level
+                    hits[d.label][i] += int(crossed.sum())
+                    # W_H ≥ U/α  ⇔  log W_H ≥ log U + log(1/α)
+                    rand[d.label][i] += int((crossed | (log_w[:, h - 1] >= np.log(u) + level)).sum())
+        for d in designs:
+            print(f"| {label} | {d.label} | " + " | ".join(ci(int(k), args.runs) for k in hits[d.label]) + " | "
+                  + " | ".join(ci(int(k), args.runs) for k in rand[d.label]) + " |", flush=True)
+        print(f"<!-- {label}: {time.time() - started:.0f} s -->", flush=True)
+
+
+if __name__ == "__main__":
+    main()
