@@ -7,12 +7,12 @@ boundary cells of pure ε-DP (the line is fixed, so the e-process is the service
 the predictable face of method.md §13.3c) and prints the cumulative rate of crossing 1/α by
 several horizons, with 95% Clopper–Pearson intervals. Every design is run on the same draws.
 
-``randomized``: the randomized Ville inequality (Ramdas & Manole 2023, *Randomized and
-exchangeable improvements of Markov's, Chebyshev's and Chernoff's inequalities*, Thm 4.1): for a
-test supermartingale W and a stopping time τ (here the fixed horizon H), with U ~ Unif(0, 1)
-independent, P(∃t ≤ τ: W_t ≥ 1/α, or W_τ ≥ U/α) ≤ α. It is valid only for that one budget H,
-so it is what a fixed-horizon user (a budget of H periods) could spend; the monitor, which has no
-horizon, does not use it (docs/sequential.md, method.md §13.3c).
+``randomized``: the uniformly randomized Ville inequality (Ramdas & Manole 2023, *Randomized and
+exchangeable improvements of Markov's, Chebyshev's and Chernoff's inequalities*, arXiv 2304.02611;
+proof in method.md §13.3c): for a test supermartingale W and a bounded stopping time τ (here the
+fixed horizon H), with U ~ Unif(0, 1) independent, P(∃t ≤ τ: W_t ≥ 1/α, or W_τ ≥ U/α) ≤ α. It is
+valid only for that one budget H, so it is what a fixed-horizon user (a budget of H periods) could
+spend; the monitor, which has no horizon, does not use it.
 
     nice -n 10 .venv/bin/python bench/eprocess_long_far.py --runs 1000 --horizon 20000
 """

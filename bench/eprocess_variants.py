@@ -84,6 +84,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200, help="outputs per side and period (--scenarios)")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--gamma", type=float, default=0.25)
+    ap.add_argument("--extra-cells", action="store_true",
+                    help="add changes at the vertex (both faces bind before the change) and ε 1 → 1.15")
     args = ap.parse_args()
     designs = [EProcessDesign.parse(t) for t in args.designs] if args.designs else None
     if args.scenarios:
@@ -97,6 +99,12 @@ def main() -> None:
              for e1 in (1.3, 2.0) for q0 in (0.1, 0.01) for n in (200, 1000)]
     cells.append(("complement face: p = 0.95, 1 − q: e¹ → e^1.5 × (1 − p), n = 200", 0.95, 1 - math.e * 0.05, 0.95,
                   1 - math.exp(1.5) * 0.05, 200))
+    if args.extra_cells:
+        pv, qv = math.e / (1 + math.e), 1 / (1 + math.e)
+        cells += [(f"vertex: ε 1 → {e1:g} (p up, q fixed), n = {n}", pv, qv, math.exp(e1) * qv, qv, n)
+                  for e1 in (1.05, 1.1) for n in (200, 1000)]
+        cells += [(f"ε 1 → 1.15, q0 = {q0:g}, n = 200", math.e * q0, q0, math.exp(1.15) * q0, q0, 200)
+                  for q0 in (0.1, 0.01)]
     if designs is None:
         header = [f"{f} face{'s' if f == 'both' else ''}, {'grid + aGRAPA' if g else 'grid'}" for f, g in VARIANTS]
     else:

@@ -36,7 +36,7 @@ import numpy as np
 
 from app.stats.aggregator import WeightedAggregator
 from app.stats.claims import PureDP, parse_claim
-from app.stats.sequential import EDetector, EProcess, SupportingLine, edetector_threshold
+from app.stats.sequential import SERVICE_DESIGN, EDetector, EProcess, SupportingLine, edetector_threshold
 
 DETECTORS = ("aggregator", "e-process", "e-detector")
 HORIZON_FREE = ("e-process", "e-detector")
@@ -76,8 +76,9 @@ def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float
     line = _pure_line(claim) or SupportingLine.pure(0.0)
     det: EProcess | EDetector
     if detector == "e-process":
-        # Both faces of the claim and the aGRAPA bet besides the grid (issue 20; method.md §13.3b).
-        det = EProcess(level, line, faces="both", agrapa=True)
+        # The predictable face, the grid and the aGRAPA bet with 0.8 of the prior (method.md §13.3c);
+        # checks created before keep their stored design (§13.3b, version-1 states).
+        det = EProcess.from_design(level, line, SERVICE_DESIGN)
     elif detector == "e-detector":
         det = EDetector(math.exp(threshold), line)
     else:

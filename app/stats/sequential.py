@@ -886,3 +886,19 @@ class EProcessDesign:
         """log W_1..log W_T of this e-process for counts of shape (R, T) and a fixed line."""
         inc = face_increments(a, b, n, line, self.faces, self.agrapa, self.grid)
         return e_process_paths_from_increments(inc, starts, None if self.agrapa_weight is None else self.log_prior())
+
+
+#: The e-process of issue 20 (method.md §13.3b): both faces, the grid and aGRAPA, equal weights 1/34.
+ISSUE20_DESIGN = EProcessDesign("both", True, None, DEFAULT_GRID_SIZE)
+#: The service's e-process since issue 20's follow-up (method.md §13.3c): the predictable face, the
+#: grid and aGRAPA, with 0.8 of the prior on the aGRAPA bet (docs/sequential.md, "Issue 20 follow-up").
+SERVICE_DESIGN = EProcessDesign("auto", True, 0.8, DEFAULT_GRID_SIZE)
+
+
+def design_of_state(state: dict[str, Any] | None) -> EProcessDesign | None:
+    """The :class:`EProcessDesign` a stored e-process state runs (None for other detectors' states)."""
+    if not state or state.get("kind") != EProcess.kind:
+        return None
+    weight = state.get("agrapa_weight") if state.get("version") == 2 else None
+    return EProcessDesign(state.get("faces", "one"), bool(state.get("agrapa", False)),
+                          None if weight is None else float(weight), int(state.get("grid_size", DEFAULT_GRID_SIZE)))
