@@ -882,10 +882,20 @@ class EProcessDesign:
         return cls(**kw)
 
     def paths(self, a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine,
-              starts: Starts = "mixture") -> NDArray[np.float64]:
-        """log W_1..log W_T of this e-process for counts of shape (R, T) and a fixed line."""
-        inc = face_increments(a, b, n, line, self.faces, self.agrapa, self.grid)
-        return e_process_paths_from_increments(inc, starts, None if self.agrapa_weight is None else self.log_prior())
+              starts: Starts = "mixture", cells: int = 1 << 24) -> NDArray[np.float64]:
+        """log W_1..log W_T of this e-process for counts of shape (R, T) and a fixed line (a scalar n,
+        or one per run and period); runs are taken in blocks of about ``cells`` numbers per component."""
+        a2 = np.atleast_2d(np.asarray(a))
+        b2 = np.atleast_2d(np.asarray(b))
+        n2 = np.broadcast_to(np.asarray(n), a2.shape)
+        lp = None if self.agrapa_weight is None else self.log_prior()
+        rows = max(1, cells // max(1, a2.shape[1] * component_count(self.grid_size, self.faces, self.agrapa)))
+        out = np.empty(a2.shape)
+        for lo in range(0, a2.shape[0], rows):
+            hi = min(a2.shape[0], lo + rows)
+            inc = face_increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, self.faces, self.agrapa, self.grid)
+            out[lo:hi] = e_process_paths_from_increments(inc, starts, lp)
+        return out
 
 
 #: The e-process of issue 20 (method.md §13.3b): both faces, the grid and aGRAPA, equal weights 1/34.
