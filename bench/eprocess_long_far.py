@@ -61,13 +61,18 @@ def main() -> None:
     level = math.log(1 / args.alpha)
     print(f"R = {args.runs}, n = {args.n}, α = {args.alpha}: share of runs with W_t ≥ 1/α for some t ≤ H "
           f"[95% Clopper–Pearson]; 'rand.': also W_H ≥ U/α (randomized Ville at the budget H)")
-    print("| cell | design | " + " | ".join(f"H = {h}" for h in checks) + " | " + " | ".join(f"rand. H = {h}" for h in checks) + " |")
-    print("|---|---|" + "---|" * (2 * len(checks)))
+    print("| cell | design | " + " | ".join(f"H = {h}" for h in checks) + " | " + " | ".join(f"rand. H = {h}" for h in checks)
+          + " | κ = α·E[W_σ, given a crossing] (overshoot) | L = E[W_H; never crossed] | 1 − P(cross)·κ/α − L (drift) |")
+    print("|---|---|" + "---|" * (2 * len(checks) + 2))
     for label, eps, p, q in cells:
         started = time.time()
         line = SupportingLine.pure(eps)
         hits = {d.label: np.zeros(len(checks), dtype=np.int64) for d in designs}
         rand = {d.label: np.zeros(len(checks), dtype=np.int64) for d in designs}
+        # Ville's bound is an equality only without overshoot and with W → 0: P(cross)·E[W_σ, given a crossing]
+        # + E[W_H; no cross] ≤ 1, so these two say where the rest of α went (method.md §13.3c).
+        at_cross = {d.label: [] for d in designs}
+        at_end = {d.label: [] for d in designs}
         rng = np.random.default_rng([args.seed, int(eps * 1000), int(q * 1e6)])
         u_rng = np.random.default_rng([args.seed, 7919, int(eps * 1000), int(q * 1e6)])
         for lo in range(0, args.runs, args.chunk):
@@ -78,14 +83,23 @@ def main() -> None:
             for d in designs:
                 log_w = d.paths(a, b, args.n, line)
                 running = np.maximum.accumulate(log_w, axis=1)
+                hit = log_w >= level
+                ever = hit.any(axis=1)
+                first = hit.argmax(axis=1)
+                at_cross[d.label] += list(np.exp(log_w[ever, first[ever]] - level))
+                at_end[d.label] += list(np.exp(log_w[~ever, -1]))
                 for i, h in enumerate(checks):
                     crossed = running[:, h - 1] >= level
                     hits[d.label][i] += int(crossed.sum())
                     # W_H ≥ U/α  ⇔  log W_H ≥ log U + log(1/α)
                     rand[d.label][i] += int((crossed | (log_w[:, h - 1] >= np.log(u) + level)).sum())
         for d in designs:
+            kappa = float(np.mean(at_cross[d.label])) if at_cross[d.label] else float("nan")
+            left = float(np.sum(at_end[d.label])) / args.runs
             print(f"| {label} | {d.label} | " + " | ".join(ci(int(k), args.runs) for k in hits[d.label]) + " | "
-                  + " | ".join(ci(int(k), args.runs) for k in rand[d.label]) + " |", flush=True)
+                  + " | ".join(ci(int(k), args.runs) for k in rand[d.label])
+                  + f" | {kappa:.2f} | {left:.3f} | {1 - hits[d.label][-1] / args.runs * kappa / args.alpha - left:.3f} |",
+                  flush=True)
         print(f"<!-- {label}: {time.time() - started:.0f} s -->", flush=True)
 
 

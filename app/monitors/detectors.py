@@ -176,12 +176,19 @@ def sequential_step(state: dict[str, Any], a: int, b: int, n: int, line: Any) ->
     return DetectorStep(step.statistic, step.threshold, bool(step.alarm), lag, det.max_statistic, None, new)
 
 
+def _legacy_aggregator(state: dict[str, Any]) -> bool:
+    """A version-1 aggregator state (every prefix sum in the JSON, written before 0004s). E-process
+    and e-detector states are version 1 too (and 2 for the e-process of method.md §13.3c): they have
+    a ``kind`` and no ``prefix_sums``."""
+    return state.get("version") == 1 and "prefix_sums" in state and state.get("kind", "aggregator") == "aggregator"
+
+
 def state_t(state: dict[str, Any] | None) -> int:
     """Periods the detector has taken (0 for None)."""
     if not state:
         return 0
-    if state.get("version") == 1:
-        return len(state.get("prefix_sums", [0.0])) - 1
+    if _legacy_aggregator(state):
+        return len(state["prefix_sums"]) - 1
     return int(state.get("t", 0))
 
 
@@ -189,7 +196,7 @@ def state_lag(state: dict[str, Any] | None) -> int | None:
     """The lag the latest step pooled (None before the first)."""
     if not state:
         return None
-    if state.get("version") == 1:
+    if _legacy_aggregator(state):
         det = WeightedAggregator.from_state(state)
         return det.current_lag() if det.t else None
     lag = state.get("lag")
