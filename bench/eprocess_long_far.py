@@ -54,7 +54,24 @@ def main() -> None:
     ap.add_argument("--cells", default=None, help="indices into CELLS, e.g. 0,1")
     ap.add_argument("--designs", nargs="+", default=["both,agrapa,grid=16"])
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--jensen", type=int, default=0, metavar="DRAWS",
+                    help="instead: E[F(λ_j)] of each grid bet on the boundary from DRAWS periods (1 for an exact "
+                         "e-value; below 1 is what the Jensen bound of method.md §13.2 gives away)")
     args = ap.parse_args()
+    if args.jensen:
+        from app.stats.sequential import bet_grid, log_evalues_sd
+
+        cells = CELLS if args.cells is None else [CELLS[int(i)] for i in args.cells.split(",")]
+        rng = np.random.default_rng(args.seed)
+        print(f"n = {args.n}, {args.jensen} periods per cell: E[F(λ_j)] of the bet fractions c_j")
+        print("| cell | " + " | ".join(f"{c:.3g}" for c in bet_grid()) + " |")
+        print("|---|" + "---|" * bet_grid().size)
+        for label, eps, p, q in cells:
+            a = rng.binomial(args.n, p, args.jensen)
+            b = rng.binomial(args.n, q, args.jensen)
+            m = np.exp(log_evalues_sd(a, b, args.n, math.exp(eps), 0.0, bet_grid())).mean(axis=0)
+            print(f"| {label} | " + " | ".join(f"{v:.3f}" for v in m) + " |")
+        return
     designs = [EProcessDesign.parse(t) for t in args.designs]
     checks = [h for h in (int(v) for v in args.checkpoints.split(",")) if h <= args.horizon]
     cells = CELLS if args.cells is None else [CELLS[int(i)] for i in args.cells.split(",")]
