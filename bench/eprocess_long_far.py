@@ -34,6 +34,8 @@ CELLS = [
     ("ε = 1, edge q = 0.1", 1.0, math.e * 0.1, 0.1),
     ("ε = 0.1, edge q = 0.1", 0.1, math.exp(0.1) * 0.1, 0.1),
     ("ε = 1, edge q = 0.01", 1.0, math.e * 0.01, 0.01),
+    # scenario (a) of method.md §8 before its change: Laplace(1/ε) at 0 vs 1, event [0.5, ∞)
+    ("scenario (a) before the change: p = 0.5, q = e⁻¹/2", 1.0, 0.5, math.exp(-1.0) / 2),
 ]
 
 

@@ -365,3 +365,27 @@ def test_version_2_states_are_e_process_only():
     state["version"] = 2
     with pytest.raises(ValueError):
         EDetector.from_state(state)
+
+
+def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
+    """method.md §13.3c: seeded. On the boundary (vertex and edge) P(alarm within 100 periods) ≤ α;
+    after 60 periods strictly inside the null and a change, it is faster than issue 20's design."""
+    from app.stats.sequential import ISSUE20_DESIGN, SERVICE_DESIGN
+
+    rng = np.random.default_rng(20)
+    n, line, runs = 200, SupportingLine.pure(1.0), 1000
+    for p, q in ((math.e / (1 + math.e), 1 / (1 + math.e)), (math.e * 0.1, 0.1)):
+        a = rng.binomial(n, p, (runs, 100))
+        b = rng.binomial(n, q, (runs, 100))
+        far = np.mean((SERVICE_DESIGN.paths(a, b, n, line) >= math.log(20)).any(axis=1))
+        assert far <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
+    # SVT-like: p = 0.024, q = 0.0155 (inside), then p = 0.068, q = 0.0179 (scenario (f) of method.md §8)
+    a = np.concatenate([rng.binomial(n, 0.024, (200, 60)), rng.binomial(n, 0.068, (200, 100))], axis=1)
+    b = np.concatenate([rng.binomial(n, 0.0155, (200, 60)), rng.binomial(n, 0.0179, (200, 100))], axis=1)
+
+    def median_delay(design):
+        hit = design.paths(a, b, n, line) >= math.log(20)
+        first = np.where(hit.any(axis=1), hit.argmax(axis=1), 10**6)
+        return float(np.median(first)) - 60
+
+    assert median_delay(SERVICE_DESIGN) + 5 <= median_delay(ISSUE20_DESIGN)

@@ -41,6 +41,13 @@ The detectors mix F over a fixed grid of bets λ_j = c_j/(s + d) with equal weig
 
 Both keep O(K) numbers of state (K = grid size, 16 by default), whatever t is, and serialise it
 to JSON (finite floats only). ``update(a, b, n)`` costs O(K).
+
+Which components the e-process mixes, and with what prior, is an :class:`EProcessDesign`:
+the grid on one face (before issue 20), on both faces with the aGRAPA bet and equal weights
+(:data:`ISSUE20_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
+(:func:`predictable_face`) with 0.8 of the prior on the aGRAPA bet (:data:`SERVICE_DESIGN`,
+method.md §13.3c: what new e-process checks run). Any design is a test supermartingale under the
+claim; the service's wastes less evidence (docs/sequential.md, "Issue 20 follow-up").
 """
 
 from __future__ import annotations
