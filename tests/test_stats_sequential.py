@@ -389,3 +389,38 @@ def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
         return float(np.median(first)) - 60
 
     assert median_delay(SERVICE_DESIGN) + 5 <= median_delay(ISSUE20_DESIGN)
+
+
+def test_service_design_with_oriented_lines_per_period_equals_the_batch():
+    """The class with a line per period (orientation and intercept, as (ε, δ) and GDP checks get them,
+    method.md §13.1) equals component_parts on the counts in each period's orientation."""
+    from app.stats.sequential import SERVICE_DESIGN, _discounted_past, component_parts
+
+    class Line:  # the shape of app.stats.claims.Line: orientation, slope, intercept (0-d arrays)
+        def __init__(self, orientation, slope, intercept):
+            self.orientation = np.asarray(orientation)
+            self.slope = np.asarray(slope)
+            self.intercept = np.asarray(intercept)
+
+    rng = np.random.default_rng(9)
+    n, t_max = 150, 30
+    a = rng.binomial(n, 0.35, t_max).astype(float)
+    b = rng.binomial(n, 0.15, t_max).astype(float)
+    swap = rng.random(t_max) < 0.4
+    s = np.exp(rng.uniform(0.5, 1.5, t_max))
+    d = rng.uniform(0.0, 0.02, t_max)
+    det = EProcess.from_design(0.05, SupportingLine.pure(1.0), SERVICE_DESIGN)
+    got = []
+    for t in range(t_max):
+        line = Line("lower" if swap[t] else "upper", s[t], d[t])
+        got.append(det.update(int(a[t]), int(b[t]), n, line=line).statistic)
+        det = EProcess.from_state(det.to_state())
+    r = det.ESTIMATE_DISCOUNT
+    sa, sb, sn = _discounted_past(a, r), _discounted_past(b, r), _discounted_past(np.full(t_max, float(n)), r)
+    ca, cb = np.where(swap, b, a), np.where(swap, a, b)
+    pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
+    inc = component_parts(ca, cb, np.full(t_max, float(n)), s, d, pa, pb, sn, "auto", True, SERVICE_DESIGN.grid)
+    from app.stats.sequential import e_process_paths_from_increments
+
+    batch = e_process_paths_from_increments(inc[None], log_prior=SERVICE_DESIGN.log_prior())[0]
+    np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)
