@@ -12,6 +12,12 @@ non-pure claims: the anchor at the discounted past counts (the service's ``seque
 a-priori line in period 1). A run is a false alarm when the detector fires within T periods.
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 > docs/results/far_grid/far.txt
+
+``--designs`` adds e-processes of other designs (app.stats.sequential.EProcessDesign labels, method.md
+§13.3c) on the same draws; ``--only-designs`` runs just the shipped e-process of issue 20 and those
+(docs/sequential.md, "Issue 20 follow-up"):
+
+    nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 --only-designs --designs "auto,agrapa=0.8,grid=16"
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ from app.stats.claim_period import a_priori_line, anchor_line, claim_z_path
 from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, clopper_pearson, parse_claim
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.period import period_statistic
-from app.stats.sequential import (EProcessDesign, _MixtureBase, _discounted_past, bet_grid, component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
-                                  edetector_threshold, log_evalues_sd, SupportingLine)
+from app.stats.sequential import (EProcessDesign, SupportingLine, _MixtureBase, _discounted_past, bet_grid,
+                                  component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
+                                  edetector_threshold)
 from app.stats.thresholds import threshold_for
 
 
