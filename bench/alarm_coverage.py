@@ -51,9 +51,8 @@ from app.stats.evidence import score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.heldout import EpsilonDelta
 from app.stats.period import period_statistic
-from app.stats.sequential import (SupportingLine, bet_grid, e_detector_paths_from_increments,
-                                  e_process_paths_from_increments, edetector_threshold, face_increments,
-                                  log_evalues_sd)
+from app.stats.sequential import (SERVICE_DESIGN, SupportingLine, bet_grid, e_detector_paths_from_increments,
+                                  e_process_paths_from_increments, edetector_threshold, log_evalues_sd)
 from app.stats.thresholds import threshold_for
 
 
@@ -124,15 +123,14 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
         s, d = _lines(CSClaim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
     inc = log_evalues_sd(a, b, n, s, d, bet_grid())
-    # The e-process as the service ships it since issue 20: both faces, grid + aGRAPA (pure ε); for
-    # μ-GDP and ρ-zCDP the same components on the supporting lines at the past estimates (the
+    # The e-process as the service ships it: pure ε, the design the anytime bound inverts (method.md §13.3c);
+    # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
     # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: one face, the grid.
     if kind == "dp":
-        e_inc = face_increments(a, b, n, SupportingLine.pure(claimed), "both", True)
+        log_w = SERVICE_DESIGN.paths(a, b, n, SupportingLine.pure(claimed))
     else:
-        e_inc = curve_increments(a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed),
-                                 claimed)
-    log_w = e_process_paths_from_increments(e_inc)
+        log_w = e_process_paths_from_increments(curve_increments(
+            a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed), claimed))
     out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
     log_m = e_detector_paths_from_increments(inc)
     out["e-detector"] = (first_at_least(log_m, math.log(edetector_threshold(alpha, horizon))), None)

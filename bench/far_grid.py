@@ -12,6 +12,12 @@ non-pure claims: the anchor at the discounted past counts (the service's ``seque
 a-priori line in period 1). A run is a false alarm when the detector fires within T periods.
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 > docs/results/far_grid/far.txt
+
+``--designs`` adds e-processes of other designs (app.stats.sequential.EProcessDesign labels, method.md
+§13.3c) on the same draws; ``--only-designs`` runs just the shipped e-process of issue 20 and those
+(docs/sequential.md, "Issue 20 follow-up"):
+
+    nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 --only-designs --designs "auto,agrapa=0.8,grid=16"
 """
 
 from __future__ import annotations
@@ -28,9 +34,9 @@ from app.stats.claim_period import a_priori_line, anchor_line, claim_z_path
 from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, clopper_pearson, parse_claim
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.period import period_statistic
-from app.stats.sequential import (_MixtureBase, _discounted_past, _log_evalue_fraction, agrapa_fraction,
-                                  bet_grid, e_detector_paths_from_increments, e_process_paths_from_increments,
-                                  edetector_threshold, log_evalues_sd, SupportingLine)
+from app.stats.sequential import (EProcessDesign, SupportingLine, _MixtureBase, _discounted_past, bet_grid,
+                                  component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
+                                  edetector_threshold)
 from app.stats.thresholds import threshold_for
 
 
@@ -69,22 +75,16 @@ def lines_path(claim: Claim, a: np.ndarray, b: np.ndarray, n: int):
     return s, d, swap, sa, sb, sn
 
 
-def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool) -> np.ndarray:
+def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool, grid_size: int = 16) -> np.ndarray:
+    """Every component's log e-value (app.stats.sequential.component_parts) in each period's orientation."""
     nn = np.full(a.shape, float(n))
     ca, cb = np.where(swap, b, a).astype(float), np.where(swap, a, b).astype(float)
     pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
-    sides = [(ca, cb, pa, pb)] + ([(nn - cb, nn - ca, sn - pb, sn - pa)] if faces == "both" else [])
-    parts = []
-    for fa, fb, qa, qb in sides:
-        parts.append(log_evalues_sd(fa, fb, nn, s, d, bet_grid()))
-        if agrapa:
-            c = agrapa_fraction(qa, qb, sn, s, d)
-            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c)[..., None])
-    return np.concatenate(parts, axis=-1)
+    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size))
 
 
 def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alpha: float, gamma: float,
-         seed: int) -> dict[str, int]:
+         seed: int, designs: tuple[EProcessDesign, ...] = (), only_designs: bool = False) -> dict[str, int]:
     rng = np.random.default_rng([seed, n, int(p * 1e9), int(q * 1e9)])
     a = rng.binomial(n, min(p, 1.0), size=(runs, horizon))
     b = rng.binomial(n, min(max(q, 0.0), 1.0), size=(runs, horizon))
@@ -92,21 +92,29 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
     out = {}
     if pure:
         eps = float(claim.epsilon)
-        z = period_statistic(a, b, n, eps).z
+        z = None if only_designs else period_statistic(a, b, n, eps).z
         s = np.full(a.shape, math.exp(eps))
         d = np.zeros(a.shape)
         swap = np.zeros(a.shape, bool)
         r = _MixtureBase.ESTIMATE_DISCOUNT
         sa, sb = _discounted_past(a.astype(float), r), _discounted_past(b.astype(float), r)
         sn = _discounted_past(np.full(a.shape, float(n)), r)
-        out["naive"] = int(np.sum(exact_naive_alarm_period(a, b, n, SupportingLine.pure(eps), alpha, horizon,
-                                                          rng=rng) > 0))
+        if not only_designs:
+            out["naive"] = int(np.sum(exact_naive_alarm_period(a, b, n, SupportingLine.pure(eps), alpha, horizon,
+                                                              rng=rng) > 0))
     else:
-        z = claim_z_path(a, b, n, claim)
+        z = None if only_designs else claim_z_path(a, b, n, claim)
         s, d, swap, sa, sb, sn = lines_path(claim, a, b, n)
+    level = math.log(1 / alpha)
+    for design in designs:  # on the same draws (method.md §13.3c)
+        inc = increments(a, b, n, s, d, swap, sa, sb, sn, design.faces, design.agrapa, design.grid_size)
+        lp = None if design.agrapa_weight is None else design.log_prior()
+        out[f"e-process [{design.label}]"] = int(np.sum((e_process_paths_from_increments(inc, log_prior=lp)
+                                                        >= level).any(axis=1)))
+    if only_designs:
+        return out
     thr = threshold_for(horizon, gamma, alpha).value
     out["aggregator"] = int(np.sum(first_crossing(weighted_statistic_path(z, horizon, gamma), thr) > 0))
-    level = math.log(1 / alpha)
     new = e_process_paths_from_increments(increments(a, b, n, s, d, swap, sa, sb, sn, "both", True))
     out["e-process"] = int(np.sum((new >= level).any(axis=1)))
     one = increments(a, b, n, s, d, swap, sa, sb, sn, "one", False)
@@ -124,27 +132,39 @@ def main() -> None:
     ap.add_argument("--gamma", type=float, default=0.25)
     ap.add_argument("--ns", default="50,200")
     ap.add_argument("--seed", type=int, default=20)
+    ap.add_argument("--designs", nargs="+", default=[],
+                    help="more e-processes on the same draws (EProcessDesign labels, e.g. 'auto,agrapa=0.8,grid=16')")
+    ap.add_argument("--only-designs", action="store_true",
+                    help="run only the shipped e-process and the --designs (no aggregator, naive, e-detector)")
     args = ap.parse_args()
+    designs = tuple(EProcessDesign.parse(t) for t in args.designs)
     claims = [parse_claim({"epsilon": e}) for e in (0.1, 1.0, 3.0)] + [ApproxDP(1.0, 1e-5), ApproxDP(1.0, 1e-2)] \
         + [GaussianDP(m) for m in (0.5, 1.0, 2.0)] + [ZCDP(0.5)]
     names = ["aggregator", "naive", "e-process", "e-process (one face, grid)", "e-detector"]
+    if args.only_designs:
+        designs = (EProcessDesign(),) + designs
+        names = []
+    names += [f"e-process [{d.label}]" for d in designs]
     print(f"R = {args.runs}, T = {args.horizon}, α = {args.alpha}; FAR per detector (— : not run); "
           f"95% Clopper–Pearson interval of the largest in the last column")
     print("| claim | point | p | q | n | " + " | ".join(names) + " | max [95% CI] |")
     print("|---|---|---|---|---|" + "---|" * len(names) + "---|")
     worst = {k: (0.0, "") for k in names}
+    rates_of: dict[str, list[float]] = {k: [] for k in names}
     started = time.time()
     cells = 0
     for claim in claims:
         for label, p, q in points(claim):
             for n in [int(v) for v in args.ns.split(",")]:
-                res = cell(claim, p, q, n, args.runs, args.horizon, args.alpha, args.gamma, args.seed)
+                res = cell(claim, p, q, n, args.runs, args.horizon, args.alpha, args.gamma, args.seed, designs,
+                           args.only_designs)
                 cells += 1
                 rates = {k: res[k] / args.runs for k in res}
                 top = max(res.values())
                 lo = float(clopper_pearson(top, args.runs, 0.025, "lower"))
                 hi = float(clopper_pearson(top, args.runs, 0.025, "upper"))
                 for k, v in rates.items():
+                    rates_of[k].append(v)
                     if v > worst[k][0]:
                         worst[k] = (v, f"{claim.describe()} {label} n={n}")
                 print(f"| {claim.describe()} | {label} | {p:.4g} | {q:.4g} | {n} | "
@@ -153,6 +173,10 @@ def main() -> None:
     print(f"\n{cells} cells, {time.time() - started:.0f} s. Worst per detector:")
     for k, (v, where) in worst.items():
         print(f"- {k}: {v:.4f} ({where})")
+    print("Mean FAR over the cells it ran in:")
+    for k in names:
+        print(f"- {k}: {np.mean(rates_of[k]):.4f} ({len(rates_of[k])} cells, {sum(r > args.alpha + 0.01 for r in rates_of[k])} "
+              f"above α + 0.01)")
 
 
 if __name__ == "__main__":

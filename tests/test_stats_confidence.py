@@ -10,7 +10,7 @@ from app.stats.evidence import confirmation
 from app.stats.confidence import (CSClaim, confidence_sequence, cs_claim_of, parameter_grid,
                                   predictable_orientation, zcdp_line)
 from app.stats.heldout import Counts, EpsilonDelta, test_claim
-from app.stats.sequential import EProcess, SupportingLine
+from app.stats.sequential import ISSUE20_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
 
 
 def test_the_grid_starts_at_zero_and_holds_the_claim():
@@ -20,17 +20,19 @@ def test_the_grid_starts_at_zero_and_holds_the_claim():
         parameter_grid(-1.0)
 
 
-def test_the_bound_is_the_inverted_family_of_e_processes():
-    # Eq. (CS) by hand with the service's EProcess (both faces, aGRAPA), one per grid value, on one path.
+@pytest.mark.parametrize("design", [None, SERVICE_DESIGN, ISSUE20_DESIGN])
+def test_the_bound_is_the_inverted_family_of_e_processes(design):
+    # Eq. (CS) by hand with the service's EProcess (method.md §13.3c; or the design of issue 20, §13.3b),
+    # one per grid value, on one path.
     rng = np.random.default_rng(3)
     n, q, t_max = 300, 0.1, 25
     a = rng.binomial(n, math.exp(1.6) * q, t_max)
     b = rng.binomial(n, q, t_max)
     grid = np.array([0.0, 0.5, 1.0, 1.2, 1.4, 1.6, 2.0])
-    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05, grid=grid)
+    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05, grid=grid, design=design)
     ever = np.zeros((grid.size, t_max), dtype=bool)
     for j, theta in enumerate(grid):
-        det = EProcess(0.05, SupportingLine.pure(float(theta)), faces="both", agrapa=True)
+        det = EProcess.from_design(0.05, SupportingLine.pure(float(theta)), design or SERVICE_DESIGN)
         hit = False
         for t in range(t_max):
             hit = det.update(int(a[t]), int(b[t]), n).alarm or hit

@@ -163,7 +163,7 @@ def test_estimate_is_predictable_and_bad_input_is_refused():
     with pytest.raises(ValueError):
         EProcess(1.5, SupportingLine.pure(1.0))
     with pytest.raises(ValueError):
-        EProcess.from_state({"version": 2, "kind": "e-process"})
+        EProcess.from_state({"version": 3, "kind": "e-process"})
     state = det.to_state()
     state["log_r"] = state["log_r"][:-1]
     with pytest.raises(ValueError):
@@ -279,3 +279,148 @@ def test_agrapa_fraction_is_kellys_second_order_bet():
     mu, var = p - s * q, p * (1 - p) + s * s * q * (1 - q)
     assert float(agrapa_fraction(300, 100, 1000, s, 0.0)) == pytest.approx(min(0.8, mu / (var + mu * mu) * s))
     assert float(agrapa_fraction(100, 100, 1000, s, 0.0)) == 0.0  # no edge: no bet
+
+
+def test_predictable_face_picks_the_face_with_the_larger_standardised_gap():
+    """method.md §13.3c: z = μ̂/σ̂ of each face from the past counts (½-smoothed)."""
+    from app.stats.sequential import predictable_face
+
+    s = math.e
+    # 300 and 100 of 1000 on the first face: p̃ = 300.5/1001, q̃ = 100.5/1001
+    p, q = 300.5 / 1001, 100.5 / 1001
+    z1 = (p - s * q) / math.sqrt(p * (1 - p) + s * s * q * (1 - q))
+    z2 = ((1 - q) - s * (1 - p)) / math.sqrt(q * (1 - q) + s * s * p * (1 - p))
+    assert bool(predictable_face(300, 100, 1000, s, 0.0)) == (z2 > z1) is False
+    # p near 1: only the complement has room (1 − q vs e·(1 − p))
+    assert bool(predictable_face(950, 800, 1000, s, 0.0))
+    assert not bool(predictable_face(0, 0, 0, s, 0.0))  # no past: the first face
+
+
+def test_component_prior_weights():
+    from app.stats.sequential import component_log_prior
+
+    eq = component_log_prior(16, "both", True)
+    assert eq.shape == (34,) and np.allclose(np.exp(eq), 1 / 34)
+    w = np.exp(component_log_prior(16, "auto", True, 0.8))
+    assert w.shape == (17,) and w[-1] == pytest.approx(0.8) and np.allclose(w[:16], 0.2 / 16)
+    w2 = np.exp(component_log_prior(8, "both", True, 0.5))
+    assert w2.sum() == pytest.approx(1.0) and w2[8] == pytest.approx(0.25) == w2[17]
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError):
+            component_log_prior(16, "auto", True, bad)
+    with pytest.raises(ValueError):
+        component_log_prior(16, "auto", False, 0.5)
+
+
+def test_weighted_recursion_equals_the_equal_weight_kernel_and_the_sum_over_components():
+    from app.stats.sequential import component_log_prior, e_process_paths_from_increments, face_increments
+
+    rng = np.random.default_rng(11)
+    n, line = 100, SupportingLine.pure(0.5)
+    a = rng.binomial(n, 0.3, (3, 30))
+    b = rng.binomial(n, 0.2, (3, 30))
+    inc = face_increments(a, b, n, line, "both", True)
+    eq = e_process_paths_from_increments(inc)
+    np.testing.assert_allclose(e_process_paths_from_increments(inc, log_prior=component_log_prior(16, "both", True)),
+                               eq, rtol=0, atol=1e-10)
+    # with weights: W_t = Σ_j π_j R_t^j + cash_t, each R^j its own one-component e-process minus its cash
+    lp = component_log_prior(16, "both", True, 0.8)
+    mixed = e_process_paths_from_increments(inc, log_prior=lp)
+    w = np.array([start_weight(t) for t in range(1, 31)])
+    cash = 1 - np.cumsum(w)
+    by_component = np.stack([np.exp(e_process_paths_from_increments(inc[:, :, j:j + 1])) - cash
+                             for j in range(34)], axis=-1)
+    np.testing.assert_allclose(np.exp(mixed), by_component @ np.exp(lp) + cash, rtol=1e-9)
+    with pytest.raises(ValueError):
+        e_process_paths_from_increments(inc, log_prior=lp[:-1])
+
+
+@pytest.mark.parametrize("label", ["auto,agrapa=0.8,grid=16", "both,agrapa=0.5,grid=8", "auto,agrapa,grid=16"])
+def test_designs_class_equals_batch_and_states_round_trip(label):
+    """method.md §13.3c: the class (state saved and loaded every period) and the batch agree."""
+    from app.stats.sequential import EProcessDesign
+
+    design = EProcessDesign.parse(label)
+    assert design.label == label
+    rng = np.random.default_rng(3)
+    n, line = 200, SupportingLine.pure(1.0)
+    # the complement face is violated in the second half: the face choice has to switch
+    a = np.concatenate([rng.binomial(n, 0.5, (1, 20)), rng.binomial(n, 0.97, (1, 20))], axis=1)
+    b = np.concatenate([rng.binomial(n, 0.2, (1, 20)), rng.binomial(n, 0.8, (1, 20))], axis=1)
+    batch = design.paths(a, b, n, line)[0]
+    det = EProcess.from_design(0.05, line, design)
+    got = []
+    for t in range(40):
+        got.append(det.update(int(a[0, t]), int(b[0, t]), n).statistic)
+        state = json.loads(json.dumps(det.to_state(), allow_nan=False))
+        assert state["version"] == (1 if design.agrapa_weight is None and design.faces != "auto" else 2)
+        det = EProcess.from_state(state)
+    np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)
+    assert det.design == design and len(det.to_state()["log_r"]) == det.components
+    assert batch[-1] > math.log(20)  # the complement's violation is found
+
+
+def test_version_2_states_are_e_process_only():
+    state = EDetector(100.0, SupportingLine.pure(1.0)).to_state()
+    state["version"] = 2
+    with pytest.raises(ValueError):
+        EDetector.from_state(state)
+
+
+def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
+    """method.md §13.3c: seeded. On the boundary (vertex and edge) P(alarm within 100 periods) ≤ α;
+    after 60 periods strictly inside the null and a change, it is faster than issue 20's design."""
+    from app.stats.sequential import ISSUE20_DESIGN, SERVICE_DESIGN
+
+    rng = np.random.default_rng(20)
+    n, line, runs = 200, SupportingLine.pure(1.0), 1000
+    for p, q in ((math.e / (1 + math.e), 1 / (1 + math.e)), (math.e * 0.1, 0.1)):
+        a = rng.binomial(n, p, (runs, 100))
+        b = rng.binomial(n, q, (runs, 100))
+        far = np.mean((SERVICE_DESIGN.paths(a, b, n, line) >= math.log(20)).any(axis=1))
+        assert far <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
+    # SVT-like: p = 0.024, q = 0.0155 (inside), then p = 0.068, q = 0.0179 (scenario (f) of method.md §8)
+    a = np.concatenate([rng.binomial(n, 0.024, (200, 60)), rng.binomial(n, 0.068, (200, 100))], axis=1)
+    b = np.concatenate([rng.binomial(n, 0.0155, (200, 60)), rng.binomial(n, 0.0179, (200, 100))], axis=1)
+
+    def median_delay(design):
+        hit = design.paths(a, b, n, line) >= math.log(20)
+        first = np.where(hit.any(axis=1), hit.argmax(axis=1), 10**6)
+        return float(np.median(first)) - 60
+
+    assert median_delay(SERVICE_DESIGN) + 5 <= median_delay(ISSUE20_DESIGN)
+
+
+def test_service_design_with_oriented_lines_per_period_equals_the_batch():
+    """The class with a line per period (orientation and intercept, as (ε, δ) and GDP checks get them,
+    method.md §13.1) equals component_parts on the counts in each period's orientation."""
+    from app.stats.sequential import SERVICE_DESIGN, _discounted_past, component_parts
+
+    class Line:  # the shape of app.stats.claims.Line: orientation, slope, intercept (0-d arrays)
+        def __init__(self, orientation, slope, intercept):
+            self.orientation = np.asarray(orientation)
+            self.slope = np.asarray(slope)
+            self.intercept = np.asarray(intercept)
+
+    rng = np.random.default_rng(9)
+    n, t_max = 150, 30
+    a = rng.binomial(n, 0.35, t_max).astype(float)
+    b = rng.binomial(n, 0.15, t_max).astype(float)
+    swap = rng.random(t_max) < 0.4
+    s = np.exp(rng.uniform(0.5, 1.5, t_max))
+    d = rng.uniform(0.0, 0.02, t_max)
+    det = EProcess.from_design(0.05, SupportingLine.pure(1.0), SERVICE_DESIGN)
+    got = []
+    for t in range(t_max):
+        line = Line("lower" if swap[t] else "upper", s[t], d[t])
+        got.append(det.update(int(a[t]), int(b[t]), n, line=line).statistic)
+        det = EProcess.from_state(det.to_state())
+    r = det.ESTIMATE_DISCOUNT
+    sa, sb, sn = _discounted_past(a, r), _discounted_past(b, r), _discounted_past(np.full(t_max, float(n)), r)
+    ca, cb = np.where(swap, b, a), np.where(swap, a, b)
+    pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
+    inc = component_parts(ca, cb, np.full(t_max, float(n)), s, d, pa, pb, sn, "auto", True, SERVICE_DESIGN.grid)
+    from app.stats.sequential import e_process_paths_from_increments
+
+    batch = e_process_paths_from_increments(inc[None], log_prior=SERVICE_DESIGN.log_prior())[0]
+    np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)

@@ -51,7 +51,8 @@ def new_check(detector: str, *, violation: int = 2) -> dict:
     """The evidence the engine stores since issue 20 (app.stats.evidence.alarm_evidence): 30 periods
     on the boundary of ε = 1 (27 vs 10 of 200, e^1 ≈ 2.7), then `violation` periods at 55 vs 10. With
     2 of them the window's score bound (1.33) and exact bound (1.11) exceed the claim while the
-    anytime-valid bound (0.84) does not exclude it; with 3 at 60/65/70 vs 10 of 200 after 20 it does."""
+    anytime-valid bound (0.9 with the e-process of method.md §13.3c) does not exclude it; with 3 at
+    60/65/70 vs 10 of 200 after 20 it does."""
     if violation == 2:
         a, b = [27] * 30 + [55, 55], [10] * 32
     else:
@@ -163,7 +164,7 @@ def test_legacy_window_bound_above_the_claim_is_descriptive_not_a_refutation() -
 
 def test_e_detector_with_a_window_bound_above_the_claim_is_a_detection_not_a_refutation() -> None:
     """Issue 20: the window bound (1.33, exact 1.11) exceeds the claimed 1, the anytime-valid bound
-    (0.84) does not, and the alarm is an e-detector's: nothing valid refutes, so no "95% confidence"
+    (0.9) does not, and the alarm is an e-detector's: nothing valid refutes, so no "95% confidence"
     refutation; the sentence says it is a detection (ARL ≥ 400) awaiting confirmation."""
     alarm = new_alarm("e-detector")
     check = alarm["evidence"]["check"]
@@ -180,7 +181,7 @@ def test_e_detector_with_a_window_bound_above_the_claim_is_a_detection_not_a_ref
     assert set(names) == {"anytime_bound", "detector", "window_bound", "exact_bound"}
     assert names["detector"].label.startswith(DETECTION_PREFIX) and not names["detector"].valid
     assert "ARL" in names["detector"].label
-    assert names["anytime_bound"].figure == "ε > 0.84, not excluding the claimed 1"
+    assert names["anytime_bound"].figure == "ε > 0.9, not excluding the claimed 1"
     assert names["anytime_bound"].label.startswith(NOT_REFUTED_PREFIX)
     for name in ("window_bound", "exact_bound"):
         assert names[name].label.startswith(f"{DESCRIPTIVE_PREFIX}: {DESCRIPTIVE_WHY}")
@@ -205,7 +206,7 @@ def test_a_level_alpha_detector_refutes_and_says_that_no_valid_bound_does_yet() 
     assert v.sentence.startswith("Refuted: M_t = 6.1 > threshold 5.99 (the aggregator detector's sequential test, a "
                                  "level-0.05 test, period 32 of horizon 1), which contradicts ε = 1. No bound valid "
                                  "at the alarm excludes the claim beyond the detector yet (the anytime-valid bound at "
-                                 "the alarm: ε > 0.84, not excluding the claimed 1)")
+                                 "the alarm: ε > 0.9, not excluding the claimed 1)")
     assert "confirmation on fresh outputs follows" in v.sentence and "95% confidence" not in v.sentence
     detector = next(e for e in v.estimators if e.name == "detector")
     assert "level-0.05 test of the claim over the horizon" in detector.label
@@ -215,7 +216,7 @@ def test_the_anytime_bound_that_excludes_the_claim_leads() -> None:
     v = alarm_verdict(new_alarm("e-detector", violation=3))
     assert_consistent(v)
     assert v.refutes and v.strongest == "anytime_bound"
-    assert v.sentence.startswith("Refuted: ε > 1.04 > claimed 1 at 95% confidence (the anytime-valid bound at the "
+    assert v.sentence.startswith("Refuted: ε > 1.02 > claimed 1 at 95% confidence (the anytime-valid bound at the "
                                  "alarm, every period t = 1–23), which contradicts ε = 1.")
     v = alarm_verdict(new_alarm("e-process", violation=3, confirmation_counts=CONFIRMS))
     assert_consistent(v)

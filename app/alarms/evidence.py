@@ -25,6 +25,7 @@ from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.stats.evidence import confirmation
 from app.stats.evidence import alarm_evidence, confirmation_statement, snapshot_reading
 from app.stats.heldout import EpsilonDelta
+from app.stats.sequential import design_of_state
 
 
 def evidence_claim(claim: dict[str, Any]) -> Any:
@@ -75,8 +76,11 @@ def privacy_evidence(session: Session, monitor: Monitor, check: Check, horizon_i
     arl = None
     if detector == "e-detector" and check.detector_state and check.detector_state.get("log_threshold") is not None:
         arl = math.exp(float(check.detector_state["log_threshold"]))  # c: ARL ≥ c (method.md §13.4)
+    # An e-process check's anytime bound inverts its own e-process (older checks: §13.3b's design).
+    design = design_of_state(check.detector_state) if detector == "e-process" else None
     evidence = alarm_evidence(a, b, n, t, lag=max(1, min(lag, len(a))), claim=check_evidence_claim(monitor, check),
-                              alpha=monitor.alpha, detector=detector, arl=arl, window=monitor.horizon)
+                              alpha=monitor.alpha, detector=detector, arl=arl, window=monitor.horizon,
+                              design=design)
     return {"kind": "privacy", "statement": evidence["statement"], "check": evidence, "contract": None,
             "snapshot": None, "confirmation": None}
 

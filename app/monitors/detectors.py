@@ -36,7 +36,7 @@ import numpy as np
 
 from app.stats.aggregator import WeightedAggregator
 from app.stats.claims import PureDP, parse_claim
-from app.stats.sequential import EDetector, EProcess, SupportingLine, edetector_threshold
+from app.stats.sequential import SERVICE_DESIGN, EDetector, EProcess, SupportingLine, edetector_threshold
 
 DETECTORS = ("aggregator", "e-process", "e-detector")
 HORIZON_FREE = ("e-process", "e-detector")
@@ -76,8 +76,9 @@ def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float
     line = _pure_line(claim) or SupportingLine.pure(0.0)
     det: EProcess | EDetector
     if detector == "e-process":
-        # Both faces of the claim and the aGRAPA bet besides the grid (issue 20; method.md §13.3b).
-        det = EProcess(level, line, faces="both", agrapa=True)
+        # The predictable face, the grid and the aGRAPA bet with 0.8 of the prior (method.md §13.3c);
+        # checks created before keep their stored design (§13.3b, version-1 states).
+        det = EProcess.from_design(level, line, SERVICE_DESIGN)
     elif detector == "e-detector":
         det = EDetector(math.exp(threshold), line)
     else:
@@ -175,12 +176,19 @@ def sequential_step(state: dict[str, Any], a: int, b: int, n: int, line: Any) ->
     return DetectorStep(step.statistic, step.threshold, bool(step.alarm), lag, det.max_statistic, None, new)
 
 
+def _legacy_aggregator(state: dict[str, Any]) -> bool:
+    """A version-1 aggregator state (every prefix sum in the JSON, written before 0004s). E-process
+    and e-detector states are version 1 too (and 2 for the e-process of method.md §13.3c): they have
+    a ``kind`` and no ``prefix_sums``."""
+    return state.get("version") == 1 and "prefix_sums" in state and state.get("kind", "aggregator") == "aggregator"
+
+
 def state_t(state: dict[str, Any] | None) -> int:
     """Periods the detector has taken (0 for None)."""
     if not state:
         return 0
-    if state.get("version") == 1:
-        return len(state.get("prefix_sums", [0.0])) - 1
+    if _legacy_aggregator(state):
+        return len(state["prefix_sums"]) - 1
     return int(state.get("t", 0))
 
 
@@ -188,7 +196,7 @@ def state_lag(state: dict[str, Any] | None) -> int | None:
     """The lag the latest step pooled (None before the first)."""
     if not state:
         return None
-    if state.get("version") == 1:
+    if _legacy_aggregator(state):
         det = WeightedAggregator.from_state(state)
         return det.current_lag() if det.t else None
     lag = state.get("lag")

@@ -28,10 +28,11 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
    costs resolution (LB is a grid value). The claim is contradicted when the claimed value is
    rejected, i.e. LB_τ ≥ θ_claim.
 
-   For ε and (ε, δ) claims W_t(θ) is the service's e-process at θ (both faces of the claim, the grid
-   and the aGRAPA bet, method.md §13.3b), so at θ = the claimed ε it *is* the e-process detector's
-   statistic. For μ-GDP and ρ-zCDP it has the same components (both faces, grid + aGRAPA) on a
-   line that changes every period (:func:`curve_increments`).
+   For ε and (ε, δ) claims W_t(θ) is the service's e-process at θ (the predictable face of the claim,
+   the grid and the aGRAPA bet with 0.8 of the prior, method.md §13.3c; or the design of the check's
+   stored detector state), so at θ = the claimed ε it *is* the e-process detector's statistic. For
+   μ-GDP and ρ-zCDP it bets on both faces with the grid + aGRAPA on a line that changes every period
+   (:func:`curve_increments`).
    The line of each period is chosen before its counts: the fixed line p ≤ e^θ q + δ for ε and
    (ε, δ) claims (the orientation the detectors test, p − e^θ q; for (ε, δ) the orientation is
    chosen from the past periods' counts, :func:`predictable_orientation`); for μ-GDP and ρ-zCDP a
@@ -74,8 +75,8 @@ from scipy.signal import lfilter
 from scipy.stats import norm
 
 from app.stats.claims import ZCDP, supporting_line
-from app.stats.sequential import (SupportingLine, agrapa_fraction, bet_grid, e_process_paths_from_increments,
-                                  face_increments, log_evalues_sd)
+from app.stats.sequential import (SERVICE_DESIGN, EProcessDesign, SupportingLine, agrapa_fraction, bet_grid,
+                                  e_process_paths_from_increments, face_increments, log_evalues_sd)
 
 __all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "curve_increments", "parameter_grid",
            "predictable_orientation", "zcdp_line"]
@@ -214,12 +215,14 @@ class ConfidenceSequence:
 
 
 def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim, alpha: float = 0.05,
-                        grid: ArrayLike | None = None) -> ConfidenceSequence:
+                        grid: ArrayLike | None = None, design: EProcessDesign | None = None) -> ConfidenceSequence:
     """The anytime-valid lower confidence bound LB_t of eq. (CS) on the claim's parameter.
 
     ``a``, ``b``, ``n``: counts of shape (T,) or (R, T) (n may be a scalar), every period of the
     check since its detector started, oldest first. Cost O(G·R·T·K) (G grid values, K = 16 bets),
-    stopping at the first grid value that no run rejects.
+    stopping at the first grid value that no run rejects. ``design``: the e-process W(θ) of ε and
+    (ε, δ) claims (default :data:`~app.stats.sequential.SERVICE_DESIGN`, method.md §13.3c; a check
+    whose detector runs another design passes its own, :func:`~app.stats.sequential.design_of_state`).
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
@@ -235,15 +238,18 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     swap = predictable_orientation(a2, b2) if (claim.kind != "dp" or claim.delta > 0) else np.zeros(a2.shape, bool)
     xa, xb = np.where(swap, b2, a2), np.where(swap, a2, b2)
     bets = bet_grid()
+    des = SERVICE_DESIGN if design is None else design
+    lp = None if des.agrapa_weight is None else des.log_prior()
     log_level = math.log(1.0 / alpha)
     lower = np.full(a2.shape, -np.inf)
     alive = np.ones(a2.shape, dtype=bool)
     for theta in thetas:
-        if claim.kind == "dp":  # the service's e-process at θ: both faces, grid + aGRAPA (method.md §13.3b)
-            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), claim.delta), "both", True)
+        if claim.kind == "dp":  # the service's e-process at θ (method.md §13.3b, §13.3c)
+            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), claim.delta), des.faces,
+                                  des.agrapa, des.grid)
+            log_w = e_process_paths_from_increments(inc, log_prior=lp)
         else:  # μ-GDP, ρ-zCDP: both faces, grid + aGRAPA, on the supporting lines at the past estimates
-            inc = curve_increments(xa, xb, n2, claim, float(theta), bets)
-        log_w = e_process_paths_from_increments(inc)
+            log_w = e_process_paths_from_increments(curve_increments(xa, xb, n2, claim, float(theta), bets))
         rejected = np.maximum.accumulate(log_w, axis=1) >= log_level
         alive &= rejected
         lower[alive] = theta

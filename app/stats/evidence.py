@@ -56,6 +56,7 @@ import numpy as np
 
 from app.stats.confidence import confidence_sequence, cs_claim_of
 from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
+from app.stats.sequential import EProcessDesign
 
 __all__ = [
     "alarm_evidence",
@@ -209,7 +210,8 @@ def detection_guarantee(detector: str | None, *, alpha: float, arl: float | None
 
 def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequence[int], *,
                    lag: int, claim: Any, alpha: float = 0.05, detector: str | None = None,
-                   arl: float | None = None, window: int | None = None) -> dict[str, Any]:
+                   arl: float | None = None, window: int | None = None,
+                   design: EProcessDesign | None = None) -> dict[str, Any]:
     """The evidence of a check's alarm (JSON-ready; method.md §11.1–11.4, issue 20).
 
     ``a``, ``b``, ``n``, ``t`` are **all** the check's periods since its detector started, in order,
@@ -223,6 +225,9 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
     - ``detection``: what the detector's alarm guarantees (a level-α test, or an ARL);
     - ``confirmation``: null here; the exact test on fresh outputs drawn after the alarm is added
       by the snapshot (:func:`confirmation`).
+
+    ``design``: the e-process the anytime bound inverts (the check's own for an e-process monitor,
+    app.stats.sequential.design_of_state; None: the service's, method.md §13.3c).
     """
 
     if not (len(a) == len(b) == len(n) == len(t)) or len(a) == 0:
@@ -247,7 +252,7 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
     cs_claim = cs_claim_of(claim)
     anytime: dict[str, Any] | None = None
     if cs_claim is not None:
-        cs = confidence_sequence(np.asarray(a), np.asarray(b), np.asarray(n), cs_claim, alpha)
+        cs = confidence_sequence(np.asarray(a), np.asarray(b), np.asarray(n), cs_claim, alpha, design=design)
         lb = float(cs.lower[0, -1])
         anytime = {"method": "confidence_sequence", "parameter": param, "lower_bound": _json_float(lb),
                    "confidence": 1 - alpha, "contradicts_claim": bool(cs.claim_rejected[0, -1]),

@@ -41,6 +41,13 @@ The detectors mix F over a fixed grid of bets λ_j = c_j/(s + d) with equal weig
 
 Both keep O(K) numbers of state (K = grid size, 16 by default), whatever t is, and serialise it
 to JSON (finite floats only). ``update(a, b, n)`` costs O(K).
+
+Which components the e-process mixes, and with what prior, is an :class:`EProcessDesign`:
+the grid on one face (before issue 20), on both faces with the aGRAPA bet and equal weights
+(:data:`ISSUE20_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
+(:func:`predictable_face`) with 0.8 of the prior on the aGRAPA bet (:data:`SERVICE_DESIGN`,
+method.md §13.3c: what new e-process checks run). Any design is a test supermartingale under the
+claim; the service's wastes less evidence (docs/sequential.md, "Issue 20 follow-up").
 """
 
 from __future__ import annotations
@@ -339,8 +346,8 @@ class _MixtureBase:
         self._sums = sums
 
     @staticmethod
-    def _check_state(state: dict[str, Any], kind: str) -> None:
-        if state.get("version") != 1 or state.get("kind") != kind:
+    def _check_state(state: dict[str, Any], kind: str, versions: tuple[int, ...] = (1,)) -> None:
+        if state.get("version") not in versions or state.get("kind") != kind:
             raise ValueError(f"not a version-1 {kind} state: {state.get('kind')!r} v{state.get('version')!r}")
 
 
@@ -359,12 +366,12 @@ class EProcess(_MixtureBase):
     def __init__(self, alpha: float, line: SupportingLine, grid_size: int = DEFAULT_GRID_SIZE,
                  grid_low: float = DEFAULT_GRID_LOW, grid_high: float = DEFAULT_GRID_HIGH,
                  payoff: Payoff = "per-sample", starts: Starts = "mixture", faces: Faces = "one",
-                 agrapa: bool = False) -> None:
+                 agrapa: bool = False, agrapa_weight: float | None = None) -> None:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         start_weight(1, starts)  # validates
-        if faces not in ("one", "both"):
-            raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")
+        if faces not in ("one", "both", "auto"):
+            raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
         if (faces != "one" or agrapa) and payoff != "per-sample":
             raise ValueError("both faces and the aGRAPA bet are per-sample bets")
         super().__init__(line, 1.0 / alpha, grid_size, grid_low, grid_high, payoff)
@@ -372,11 +379,25 @@ class EProcess(_MixtureBase):
         self.starts: Starts = starts
         self.faces: Faces = faces
         self.agrapa = bool(agrapa)
-        #: Components of the mixture (method.md §13.3b): per face, the grid's bets (+ aGRAPA).
-        self.components = (2 if faces == "both" else 1) * (self.grid.size + (1 if agrapa else 0))
+        self.agrapa_weight = None if agrapa_weight is None else float(agrapa_weight)
+        #: Components of the mixture (method.md §13.3b, §13.3c): per face, the grid's bets (+ aGRAPA).
+        self.components = component_count(self.grid.size, faces, self.agrapa)
+        #: log π_j (method.md §13.3c); equal weights unless ``agrapa_weight`` is given.
+        self._log_pi = component_log_prior(self.grid.size, faces, self.agrapa, self.agrapa_weight)
         self._log_prior = -math.log(self.components)
         self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
         self._started = 0.0  # Σ_{k≤t} ω_k
+
+    @classmethod
+    def from_design(cls, alpha: float, line: SupportingLine, design: EProcessDesign,
+                    starts: Starts = "mixture") -> EProcess:
+        """The e-process of an :class:`EProcessDesign` (e.g. :data:`SERVICE_DESIGN`)."""
+        return cls(alpha, line, design.grid_size, starts=starts, faces=design.faces, agrapa=design.agrapa,
+                   agrapa_weight=design.agrapa_weight)
+
+    @property
+    def design(self) -> EProcessDesign:
+        return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size)
 
     def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
         if self.faces == "one" and not self.agrapa:
@@ -387,21 +408,10 @@ class EProcess(_MixtureBase):
         ca, cb = (b, a) if swap else (a, b)
         sa, sb, sn = self._sums
         pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
-        sides = [(ca, cb, pa, pb)]
-        if self.faces == "both":  # the complement: 1 − q ≤ s(1 − p) + d, counts (n − b, n − a)
-            sides.append((n - cb, n - ca, sn - pb, sn - pa))
-        parts = []
-        nn = np.float64(n)
-        for fa, fb, past_a, past_b in sides:
-            _check_counts(np.float64(fa), np.float64(fb), nn)
-            parts.append(log_evalues_sd(fa, fb, n, use.slope, use.intercept, self.grid))
-            if self.agrapa:
-                c = agrapa_fraction(past_a, past_b, sn, use.slope, use.intercept)
-                parts.append(np.atleast_1d(_log_evalue_fraction(np.float64(fa), np.float64(fb), nn, use.slope,
-                                                                use.intercept, c)))
+        inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa, self.grid)
         r = self.ESTIMATE_DISCOUNT
         self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
-        return np.concatenate(parts)
+        return inc
 
     @property
     def log_wealth(self) -> float:
@@ -409,7 +419,10 @@ class EProcess(_MixtureBase):
         cash = max(1.0 - self._started, 0.0)
         if self._log_r is None:
             return math.log(cash) if cash > 0 else -math.inf
-        invested = float(logsumexp(self._log_r) + self._log_prior)
+        if self.agrapa_weight is None:
+            invested = float(logsumexp(self._log_r) + self._log_prior)
+        else:
+            invested = float(logsumexp(self._log_r + self._log_pi))
         return float(np.logaddexp(invested, math.log(cash))) if cash > 0 else invested
 
     def update(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None = None) -> SequentialStep:
@@ -430,21 +443,28 @@ class EProcess(_MixtureBase):
         return self._finish(after, after - before)
 
     def to_state(self) -> dict[str, Any]:
+        """JSON state. Version 1 for the designs before issue 20's follow-up (one or both faces, equal
+        weights); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c)."""
         state = self._base_state()
         state["alpha"] = self.alpha
         state["starts"] = self.starts
         state["faces"] = self.faces
         state["agrapa"] = self.agrapa
+        if self.faces == "auto" or self.agrapa_weight is not None:
+            state["version"] = 2
+            state["agrapa_weight"] = self.agrapa_weight
         state["started"] = self._started
         state["log_r"] = None if self._log_r is None else [float(v) for v in self._log_r]
         return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EProcess:
-        cls._check_state(state, cls.kind)
+        cls._check_state(state, cls.kind, versions=(1, 2))
+        weight = state.get("agrapa_weight") if state["version"] == 2 else None
         obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
                   state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"),
-                  state.get("faces", "one"), bool(state.get("agrapa", False)))  # states before issue 20: one face
+                  state.get("faces", "one"), bool(state.get("agrapa", False)),  # states before issue 20: one face
+                  None if weight is None else float(weight))
         if state.get("log_r") is not None:
             lr = np.asarray(state["log_r"], dtype=np.float64)
             if lr.shape != (obj.components,) or not np.all(np.isfinite(lr)):
@@ -590,9 +610,13 @@ def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: Array
     return out
 
 
-def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture") -> NDArray[np.float64]:
+def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture",
+                                    log_prior: ArrayLike | None = None) -> NDArray[np.float64]:
     """log W_1..log W_T of the e-process (method.md §13.3) from per-period log e-values ``inc`` of
-    shape (R, T, K) (e.g. :func:`log_evalues_sd` with one line per period); result (R, T)."""
+    shape (R, T, K) (e.g. :func:`log_evalues_sd` with one line per period); result (R, T).
+
+    ``log_prior``: log π_j of the K components (Σ π_j = 1, :func:`component_log_prior`); None for
+    equal weights."""
     inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
     if inc_arr.ndim != 3:
         raise ValueError("inc must have shape (R, T, K)")
@@ -603,14 +627,50 @@ def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture") 
     cash = np.maximum(1.0 - np.cumsum(w), 0.0)
     with np.errstate(divide="ignore"):
         log_w = np.log(w)
-    _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0)
+    if log_prior is None:
+        _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0)
+    else:
+        lp = np.ascontiguousarray(np.asarray(log_prior, dtype=np.float64))
+        if lp.shape != (k,) or not math.isclose(float(logsumexp(lp)), 0.0, abs_tol=1e-9):
+            raise ValueError("log_prior must hold K log weights summing to 1")
+        _weighted_recursion(inc_arr, log_r, log_w, cash, lp, out)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _weighted_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, cash: np.ndarray,
+                        log_prior: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """R_t^j = F_t^j·(R_{t−1}^j + ω_t); writes log(Σ_j π_j R_t^j + cash_t) (method.md §13.3, §13.3c)."""
+    n_rows, n_cols, k = inc.shape
+    for r in range(n_rows):
+        for c in range(n_cols):
+            lw = log_w[c]
+            best = -np.inf
+            for j in range(k):
+                prev = log_r[r, j]
+                hi = prev if prev > lw else lw
+                lo = lw if prev > lw else prev
+                comb = hi if lo == -np.inf else hi + np.log1p(np.exp(lo - hi))
+                v = inc[r, c, j] + comb
+                log_r[r, j] = v
+                if v + log_prior[j] > best:
+                    best = v + log_prior[j]
+            total = 0.0
+            for j in range(k):
+                total += np.exp(log_r[r, j] + log_prior[j] - best)
+            mix = best + np.log(total)
+            if cash[c] > 0.0:
+                lc = np.log(cash[c])
+                hi = mix if mix > lc else lc
+                lo = lc if mix > lc else mix
+                mix = hi + np.log1p(np.exp(lo - hi))
+            out[r, c] = mix
 
 
 #: Bet fractions are capped like the grid's largest (w = 1 − c ≥ 0.2).
 AGRAPA_CAP = DEFAULT_GRID_HIGH
 
-Faces = Literal["one", "both"]
+Faces = Literal["one", "both", "auto"]
 
 
 def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: float, intercept: float) -> NDArray[np.float64]:
@@ -632,39 +692,109 @@ def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: float, i
 
 def _discounted_past(x: NDArray[np.float64], r: float) -> NDArray[np.float64]:
     """S_t = Σ_{τ<t} r^{t−1−τ} x_τ along the last axis (0 at t = 1): what the classes' ``_sums`` hold."""
-    out = np.zeros_like(x, dtype=np.float64)
-    acc = np.zeros(x.shape[:-1])
-    for t in range(x.shape[-1]):
-        out[..., t] = acc
-        acc = r * acc + x[..., t]
-    return out
+    from scipy.signal import lfilter
+
+    x = np.asarray(x, dtype=np.float64)
+    return lfilter([0.0, 1.0], [1.0, -r], x, axis=-1)  # S_t = r·S_{t−1} + x_{t−1}
+
+
+def predictable_face(pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, slope: ArrayLike, intercept: ArrayLike
+                     ) -> NDArray[np.bool_]:
+    """True where the period bets on the complement face (method.md §13.3c): chosen from past counts only.
+
+    With p̃ = (Σa + ½)/(Σn + 1), q̃ likewise (the past sums of :func:`agrapa_fraction`), the face
+    p ≤ s·q + d has the estimated per-pair gap μ̂₁ = p̃ − s·q̃ − d and variance
+    σ̂₁² = p̃(1 − p̃) + s²q̃(1 − q̃); the complement face 1 − q ≤ s(1 − p) + d has
+    μ̂₂ = (1 − q̃) − s(1 − p̃) − d, σ̂₂² = q̃(1 − q̃) + s²p̃(1 − p̃). The period bets on the face with the
+    larger μ̂/σ̂ (the one whose bets are expected to grow fastest, Kelly's n·μ²/(2σ²)); ties (no past:
+    p̃ = q̃ = ½) go to the first face.
+    """
+    pa, pb, pn = (np.asarray(v, dtype=np.float64) for v in (pa, pb, pn))
+    s = np.asarray(slope, dtype=np.float64)
+    d = np.asarray(intercept, dtype=np.float64)
+    p = (pa + 0.5) / (pn + 1.0)
+    q = (pb + 0.5) / (pn + 1.0)
+    vp, vq = p * (1 - p), q * (1 - q)
+    z1 = (p - s * q - d) / np.sqrt(np.maximum(vp + s * s * vq, 1e-300))
+    z2 = ((1 - q) - s * (1 - p) - d) / np.sqrt(np.maximum(vq + s * s * vp, 1e-300))
+    return z2 > z1
+
+
+def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLike, intercept: ArrayLike,
+                    pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, faces: Faces, agrapa: bool,
+                    grid: ArrayLike) -> NDArray[np.float64]:
+    """log e-values of every mixture component for counts (ca, cb) of n in this period's orientation.
+
+    ``pa``, ``pb``, ``pn`` are the past periods' discounted counts in the same orientation (what the
+    classes' ``_sums`` hold, predictable), ``slope``/``intercept`` the period's line; all broadcast
+    (shape S). Result S + (C,), the components in the order of :func:`component_log_prior`: per face
+    (the first, then the complement), the grid's bets, then the aGRAPA bet (method.md §13.3b); with
+    ``faces="auto"`` one set of components on the face :func:`predictable_face` picks (§13.3c).
+    """
+    ca, cb, nn, pa, pb, pn = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (ca, cb, nn, pa, pb, pn)))
+    s = np.asarray(slope, dtype=np.float64)
+    d = np.asarray(intercept, dtype=np.float64)
+    if faces == "one":
+        sides = [(ca, cb, pa, pb)]
+    elif faces == "both":  # the complement: 1 − q ≤ s(1 − p) + d, counts (n − b, n − a)
+        sides = [(ca, cb, pa, pb), (nn - cb, nn - ca, pn - pb, pn - pa)]
+    elif faces == "auto":
+        flip = predictable_face(pa, pb, pn, s, d)
+        sides = [(np.where(flip, nn - cb, ca), np.where(flip, nn - ca, cb),
+                  np.where(flip, pn - pb, pa), np.where(flip, pn - pa, pb))]
+    else:
+        raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
+    parts = []
+    for fa, fb, qa, qb in sides:
+        _check_counts(fa, fb, nn)
+        parts.append(log_evalues_sd(fa, fb, nn, s, d, grid))
+        if agrapa:
+            c = agrapa_fraction(qa, qb, pn, s, d)
+            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c)[..., None])
+    return np.concatenate(parts, axis=-1)
+
+
+def component_count(grid_size: int, faces: Faces, agrapa: bool) -> int:
+    """C, the number of mixture components (method.md §13.3b, §13.3c)."""
+    return (2 if faces == "both" else 1) * (int(grid_size) + (1 if agrapa else 0))
+
+
+def component_log_prior(grid_size: int, faces: Faces, agrapa: bool, agrapa_weight: float | None = None
+                        ) -> NDArray[np.float64]:
+    """log π_j of the components, in the order of :func:`component_parts` (method.md §13.3c).
+
+    ``agrapa_weight=None``: equal weights 1/C (the e-process of §13.3b). A number ρ ∈ (0, 1): the
+    aGRAPA bets share ρ (equally between the faces) and the grid's bets share 1 − ρ. Σ_j π_j = 1.
+    """
+    c = component_count(grid_size, faces, agrapa)
+    if agrapa_weight is None:
+        return np.full(c, -math.log(c))
+    rho = float(agrapa_weight)
+    if not agrapa or not (0.0 < rho < 1.0):
+        raise ValueError(f"agrapa_weight needs the aGRAPA bet and a value in (0, 1), got {agrapa_weight!r}")
+    n_faces = 2 if faces == "both" else 1
+    per_face = np.concatenate([np.full(int(grid_size), (1.0 - rho) / (n_faces * grid_size)), [rho / n_faces]])
+    return np.log(np.tile(per_face, n_faces))
 
 
 def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine, faces: Faces = "both",
                     agrapa: bool = True, grid: ArrayLike | None = None) -> NDArray[np.float64]:
-    """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b).
+    """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b, §13.3c).
 
-    Components, equally weighted: the grid bets on the face p ≤ s·q + d, then (``agrapa``) the aGRAPA
-    bet on it; with ``faces="both"`` the same on the mirrored face 1 − q ≤ s(1 − p) + d, i.e. the
-    counts (n − b, n − a) (Kairouz, Oh & Viswanath 2015: the claim bounds the event's complement too).
+    Components: the grid bets on the face p ≤ s·q + d, then (``agrapa``) the aGRAPA bet on it; with
+    ``faces="both"`` the same on the mirrored face 1 − q ≤ s(1 − p) + d, i.e. the counts (n − b, n − a)
+    (Kairouz, Oh & Viswanath 2015: the claim bounds the event's complement too); with ``faces="auto"``
+    one set on the face :func:`predictable_face` picks each period. Weights: :func:`component_log_prior`.
     """
     a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
     b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
     g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
-    s_, d_ = line.slope, line.intercept
     nn = np.broadcast_to(np.asarray(n, dtype=np.float64), a2.shape).astype(np.float64)
-    sides = [(a2, b2)] + ([(nn - b2, nn - a2)] if faces == "both" else [])
-    if faces not in ("one", "both"):
-        raise ValueError(f"faces must be 'one' or 'both', got {faces!r}")
-    parts = []
+    if faces not in ("one", "both", "auto"):
+        raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
     r = _MixtureBase.ESTIMATE_DISCOUNT
-    past_n = _discounted_past(nn, r)
-    for fa, fb in sides:
-        parts.append(log_evalues_sd(fa, fb, nn, s_, d_, g))
-        if agrapa:
-            c = agrapa_fraction(_discounted_past(fa, r), _discounted_past(fb, r), past_n, s_, d_)
-            parts.append(_log_evalue_fraction(fa, fb, nn, s_, d_, c)[..., None])
-    return np.concatenate(parts, axis=-1)
+    return component_parts(a2, b2, nn, line.slope, line.intercept, _discounted_past(a2, r), _discounted_past(b2, r),
+                           _discounted_past(nn, r), faces, agrapa, g)
 
 
 def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: float,
@@ -708,3 +838,84 @@ def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, v
     if variant not in ("sr", "cusum"):
         raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
     return _batch(a, b, n, line, grid, payoff, chunk, lambda t: 1.0, variant == "sr", lambda started: 0.0)
+
+
+@dataclass(frozen=True)
+class EProcessDesign:
+    """Which components an e-process mixes and with what weights (method.md §13.3b, §13.3c).
+
+    ``faces``: "one", "both" (each face its own components) or "auto" (one set of components on the
+    face :func:`predictable_face` picks each period); ``agrapa``: the aGRAPA bet besides the grid;
+    ``agrapa_weight``: None for equal weights over the components, else the aGRAPA bets' share ρ;
+    ``grid_size``: bets of the geometric grid from 0.005 to 0.8.
+    """
+
+    faces: Faces = "both"
+    agrapa: bool = True
+    agrapa_weight: float | None = None
+    grid_size: int = DEFAULT_GRID_SIZE
+
+    def __post_init__(self) -> None:
+        if self.faces not in ("one", "both", "auto"):
+            raise ValueError(f"faces must be 'one', 'both' or 'auto', got {self.faces!r}")
+        component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight)  # validates
+
+    @property
+    def grid(self) -> NDArray[np.float64]:
+        return bet_grid(self.grid_size)
+
+    def log_prior(self) -> NDArray[np.float64]:
+        return component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight)
+
+    @property
+    def label(self) -> str:
+        """E.g. ``both,agrapa,grid=16`` or ``auto,agrapa=0.5,grid=16`` (what :meth:`parse` reads)."""
+        ag = "" if not self.agrapa else (",agrapa" if self.agrapa_weight is None else f",agrapa={self.agrapa_weight:g}")
+        return f"{self.faces}{ag},grid={self.grid_size}"
+
+    @classmethod
+    def parse(cls, text: str) -> EProcessDesign:
+        faces, *rest = [t.strip() for t in text.split(",") if t.strip()]
+        kw: dict[str, Any] = {"faces": faces, "agrapa": False}
+        for item in rest:
+            key, _, val = item.partition("=")
+            if key == "agrapa":
+                kw["agrapa"] = True
+                kw["agrapa_weight"] = float(val) if val else None
+            elif key == "grid":
+                kw["grid_size"] = int(val)
+            else:
+                raise ValueError(f"unknown design item {item!r} in {text!r}")
+        return cls(**kw)
+
+    def paths(self, a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine,
+              starts: Starts = "mixture", cells: int = 1 << 24) -> NDArray[np.float64]:
+        """log W_1..log W_T of this e-process for counts of shape (R, T) and a fixed line (a scalar n,
+        or one per run and period); runs are taken in blocks of about ``cells`` numbers per component."""
+        a2 = np.atleast_2d(np.asarray(a))
+        b2 = np.atleast_2d(np.asarray(b))
+        n2 = np.broadcast_to(np.asarray(n), a2.shape)
+        lp = None if self.agrapa_weight is None else self.log_prior()
+        rows = max(1, cells // max(1, a2.shape[1] * component_count(self.grid_size, self.faces, self.agrapa)))
+        out = np.empty(a2.shape)
+        for lo in range(0, a2.shape[0], rows):
+            hi = min(a2.shape[0], lo + rows)
+            inc = face_increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, self.faces, self.agrapa, self.grid)
+            out[lo:hi] = e_process_paths_from_increments(inc, starts, lp)
+        return out
+
+
+#: The e-process of issue 20 (method.md §13.3b): both faces, the grid and aGRAPA, equal weights 1/34.
+ISSUE20_DESIGN = EProcessDesign("both", True, None, DEFAULT_GRID_SIZE)
+#: The service's e-process since issue 20's follow-up (method.md §13.3c): the predictable face, the
+#: grid and aGRAPA, with 0.8 of the prior on the aGRAPA bet (docs/sequential.md, "Issue 20 follow-up").
+SERVICE_DESIGN = EProcessDesign("auto", True, 0.8, DEFAULT_GRID_SIZE)
+
+
+def design_of_state(state: dict[str, Any] | None) -> EProcessDesign | None:
+    """The :class:`EProcessDesign` a stored e-process state runs (None for other detectors' states)."""
+    if not state or state.get("kind") != EProcess.kind:
+        return None
+    weight = state.get("agrapa_weight") if state.get("version") == 2 else None
+    return EProcessDesign(state.get("faces", "one"), bool(state.get("agrapa", False)),
+                          None if weight is None else float(weight), int(state.get("grid_size", DEFAULT_GRID_SIZE)))
