@@ -32,6 +32,12 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
 ``ours-v2``      ``ours-first`` betting on both faces of the claim (the event and its complement)
                  with the grid and the aGRAPA bet (issue 20; method.md §13.3b).
 ``ours-v2-mixture``  both faces + aGRAPA with the start mixture (the service's e-process).
+``ours-v3``      app.stats.onepair (method.md §13.10): a predictable *soft* payoff
+                 h_t(X_t) − s·h_t(Y_t) − d with h_t = min(1, s(r̂ − s)₊/(r̂ + s²)), r̂ a ridge
+                 logistic estimate of the likelihood ratio on pairs 1..t−1 (features u, |u|, u² of
+                 the pooled-standardised output), the face (x against x' or x' against x) with the
+                 larger past score, one ONS bet (no grid, plain product), bets from pair 3.
+``ours-v3-oneface``  the same on the first face only.
 
 Mechanisms (x = (0), x' = (0, 1), the add/remove neighbours of the González et al. study; the
 definitions are those of Kutta et al.'s comparison code, martindunsche/sequential_fdp_auditing,
@@ -62,6 +68,7 @@ import numpy as np
 from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
+from app.stats.onepair import audit_pairs
 from app.stats.sequential import EProcess, SupportingLine
 
 X_DB = (0.0,)
@@ -412,6 +419,11 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
         for m in methods:
             if m == "ours":
                 out[m].append(ours_stopping_time(x, y, claim_for(claim_kind, mech, epsilon), alpha))
+            elif m.startswith("ours-v3"):
+                claim = claim_for(claim_kind, mech, epsilon)
+                res = audit_pairs(x, y, claim.tangent(0.5) if claim_kind == "dp" else claim.tangent, alpha,
+                                  faces="one" if m == "ours-v3-oneface" else "auto")
+                out[m].append(res.rejected_at or 0)
             elif m.startswith("ours-"):  # issue 20 variants: plain product from the first bet, both faces, aGRAPA
                 opts = {"ours-first": {"starts": "first"},
                         "ours-v2": {"starts": "first", "faces": "both", "agrapa": True},
@@ -445,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--methods", nargs="+", default=["ours", "mmd"],
-                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "mmd", "mmd-tau2", "mmd-notebook",
+                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "ours-v3", "ours-v3-oneface", "mmd", "mmd-tau2", "mmd-notebook",
                              "mmd-notebook-sqrt2"])
     ap.add_argument("--claims", nargs="+", default=["dp"], choices=["dp", "apt"],
                     help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours only)")
