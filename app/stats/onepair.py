@@ -122,25 +122,25 @@ def fit_log_ratio(design: NDArray[np.float64], label: NDArray[np.float64], beta:
     pen = np.full(design.shape[1], float(ridge))
     pen[0] = 1e-3
 
-    def objective(b: NDArray[np.float64]) -> float:
-        eta = design @ b
-        return float(np.sum(label * eta - np.logaddexp(0.0, eta)) - 0.5 * np.sum(pen * b * b))
+    def objective(eta: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+        return float(label @ eta - np.logaddexp(0.0, eta).sum() - 0.5 * (pen * b) @ b)
 
     beta = np.asarray(beta, dtype=np.float64).copy()
-    current = objective(beta)
+    eta = design @ beta
+    current = objective(eta, beta)
     for _ in range(iterations):
-        eta = design @ beta
         prob = 0.5 * (1.0 + np.tanh(0.5 * eta))
         grad = design.T @ (label - prob) - pen * beta
-        w = prob * (1.0 - prob)
-        hess = (design * w[:, None]).T @ design + np.diag(pen)
+        hess = (design.T * (prob * (1.0 - prob))) @ design
+        hess[np.diag_indices_from(hess)] += pen
         step = np.linalg.solve(hess, grad)
         a = 1.0
         while a > 1e-4:
             cand = beta + a * step
-            val = objective(cand)
+            eta_c = design @ cand
+            val = objective(eta_c, cand)
             if val >= current:
-                beta, current = cand, val
+                beta, eta, current = cand, eta_c, val
                 break
             a *= 0.5
         else:
@@ -227,20 +227,22 @@ class OnePairAuditor:
         design = features((pooled - m) / sc)
         label = np.concatenate([np.ones(t), np.zeros(t)])
         self._beta = fit_log_ratio(design, label, self._beta, self.ridge)
+        lr = design @ self._beta
         # The face and the line for the next pair, from pairs 1..t only (OP5).
         best, best_face, best_line = 0.0, 0, self._tangent(0.5)
         for face in ((1, 2) if self.faces == "auto" else (1,)):
-            a_side, b_side = (xs, ys) if face == 1 else (ys, xs)
+            # face 1 bets h(X) − s h(Y) with h from r̂; face 2 bets h(Y) − s h(X) with h from 1/r̂
+            lr_a, lr_b = (lr[:t], lr[t:]) if face == 1 else (-lr[t:], -lr[:t])
             line = self._line if self._line is not None else self._tangent(0.5)
             if not isinstance(self.line, SupportingLine):
                 for _ in range(2):  # q̂ = past Y-mean of the witness, the tangent there
-                    hb = self.witness(b_side, face, line.slope)
-                    line = self._tangent(float(np.clip(hb.mean(), 1e-6, 1 - 1e-6)))
-            ha = self.witness(a_side, face, line.slope)
-            hb = self.witness(b_side, face, line.slope)
-            z = ha - line.slope * hb - line.intercept
-            d_hat = float(z.mean())
-            v_hat = float(ha.var() + line.slope ** 2 * hb.var()) + 1.0 / t
+                    q_hat = float(kelly_witness(lr_b, line.slope).mean())
+                    line = self._tangent(min(max(q_hat, 1e-6), 1 - 1e-6))
+            ha = kelly_witness(lr_a, line.slope)
+            hb = kelly_witness(lr_b, line.slope)
+            ma, mb = float(ha.mean()), float(hb.mean())
+            d_hat = ma - line.slope * mb - line.intercept
+            v_hat = float(ha @ ha) / t - ma * ma + line.slope ** 2 * (float(hb @ hb) / t - mb * mb) + 1.0 / t
             score = d_hat / math.sqrt(v_hat)
             if score > best:
                 best, best_face, best_line = score, face, line
@@ -261,8 +263,7 @@ class OnePairAuditor:
         bet, payoff = 0.0, 0.0
         if self.t >= self.warmup and self._face and self._line is not None:
             s, d = self._line.slope, self._line.intercept
-            hx = float(self.witness(x, self._face, s))
-            hy = float(self.witness(y, self._face, s))
+            hx, hy = (float(v) for v in self.witness(np.array([x, y]), self._face, s))
             payoff = (hx - s * hy - d) if self._face == 1 else (hy - s * hx - d)
             bet = min(self.bet, self.cap / (s + d))
             self.log_w += math.log1p(bet * payoff)
