@@ -38,6 +38,8 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
                  the pooled-standardised output), the face (x against x' or x' against x) with the
                  larger past score, one ONS bet (no grid, plain product), bets from pair 3.
 ``ours-v3-oneface``  the same on the first face only.
+``ours-v3-grid``, ``ours-v3-warm10``  ablations of ``ours-v3``: §13.3's 16-bet grid mixture instead of
+                 the ONS bet; no bet before pair 11 (as ``ours``).
 
 Mechanisms (x = (0), x' = (0, 1), the add/remove neighbours of the González et al. study; the
 definitions are those of Kutta et al.'s comparison code, martindunsche/sequential_fdp_auditing,
@@ -422,7 +424,9 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
             elif m.startswith("ours-v3"):
                 claim = claim_for(claim_kind, mech, epsilon)
                 res = audit_pairs(x, y, claim.tangent(0.5) if claim_kind == "dp" else claim.tangent, alpha,
-                                  faces="one" if m == "ours-v3-oneface" else "auto")
+                                  faces="one" if m == "ours-v3-oneface" else "auto",
+                                  bet_rule="grid" if m == "ours-v3-grid" else "ons",
+                                  warmup=10 if m == "ours-v3-warm10" else 2)
                 out[m].append(res.rejected_at or 0)
             elif m.startswith("ours-"):  # issue 20 variants: plain product from the first bet, both faces, aGRAPA
                 opts = {"ours-first": {"starts": "first"},
@@ -457,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--methods", nargs="+", default=["ours", "mmd"],
-                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "ours-v3", "ours-v3-oneface", "mmd", "mmd-tau2", "mmd-notebook",
+                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "ours-v3", "ours-v3-oneface", "ours-v3-grid", "ours-v3-warm10", "mmd", "mmd-tau2", "mmd-notebook",
                              "mmd-notebook-sqrt2"])
     ap.add_argument("--claims", nargs="+", default=["dp"], choices=["dp", "apt"],
                     help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours, ours-v3, ours-v3-oneface)")

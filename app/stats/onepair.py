@@ -50,9 +50,9 @@ bet) and the start mixture (a one-shot audit starts at pair 1: plain product).
 **The face** (eq. OP5). With both faces the witness of the second is (OP3) on 1/r̂; the face used
 at t is the one with the larger in-sample score D̂/√V̂ on pairs < t (none while both D̂ ≤ 0).
 
-The audit is sequential and O(1) in memory per pair of state besides the past outputs, which the
-witness is re-fitted on: at every pair up to 128 pairs, then at every ⌈t/64⌉-th pair (the witness
-of the pairs in between is the last fitted one, still a function of the past).
+The state is the past outputs (the witness is re-fitted on them after every pair up to 128, then
+after every ⌈t/64⌉-th pair; in between the last fitted witness is used, still a function of the
+past), the four coefficients, the face, the line and the bet.
 """
 
 from __future__ import annotations
@@ -65,9 +65,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from app.stats.sequential import SupportingLine
+from app.stats.sequential import SupportingLine, bet_grid
 
 Faces = Literal["one", "auto"]
+BetRule = Literal["ons", "grid"]
 LineOrTangent = SupportingLine | Callable[[float], SupportingLine]
 
 #: Features are clipped to ±U pooled MADs (OP2): far outliers (the DPLaplace mechanism divides by
@@ -172,7 +173,8 @@ class OnePairAuditor:
     ``line`` is the claim's line (s, d), or a function q₀ ↦ tangent line of a concave boundary at
     q₀ (taken at q̂ = the past Y-mean of the witness, a fixed point iterated twice; predictable).
     ``cap`` c < 1 bounds the bet fraction λ(s + d); ``ridge`` is ρ of eq. OP2; ``warmup`` pairs are
-    read without a bet (at least 2, so both sides have outputs to fit on).
+    read without a bet (at least 2, so both sides have outputs to fit on). ``bet_rule="grid"``
+    (an ablation) replaces the ONS bet by the equal-weight mixture of §13.3's 16 constant bets.
     """
 
     alpha: float
@@ -181,6 +183,7 @@ class OnePairAuditor:
     cap: float = 0.9
     warmup: int = 2
     faces: Faces = "auto"
+    bet_rule: BetRule = "ons"
     t: int = 0
     log_w: float = 0.0
     bet: float = 0.0
@@ -192,6 +195,7 @@ class OnePairAuditor:
     _std: tuple[float, float] = (0.0, 1.0)
     _face: int = 0  # 0: none, 1: Z = h(X) − s h(Y) − d, 2: Z = h(Y) − s h(X) − d
     _line: SupportingLine | None = None
+    _grid_log_w: NDArray[np.float64] = field(default_factory=lambda: np.zeros(16))
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -265,9 +269,14 @@ class OnePairAuditor:
             s, d = self._line.slope, self._line.intercept
             hx, hy = (float(v) for v in self.witness(np.array([x, y]), self._face, s))
             payoff = (hx - s * hy - d) if self._face == 1 else (hy - s * hx - d)
-            bet = min(self.bet, self.cap / (s + d))
-            self.log_w += math.log1p(bet * payoff)
-            self.bet, self.a_sum = ons_step(bet, payoff, self.a_sum, self.cap / (s + d))
+            if self.bet_rule == "grid":  # ablation: the equal-weight mixture of §13.3's 16 bets
+                self._grid_log_w += np.log1p(bet_grid() / (s + d) * payoff)
+                top = float(self._grid_log_w.max())
+                self.log_w = top + math.log(float(np.mean(np.exp(self._grid_log_w - top))))
+            else:
+                bet = min(self.bet, self.cap / (s + d))
+                self.log_w += math.log1p(bet * payoff)
+                self.bet, self.a_sum = ons_step(bet, payoff, self.a_sum, self.cap / (s + d))
         self._store(float(x), float(y))
         if self.rejected_at is None and self.log_w >= self.threshold:
             self.rejected_at = self.t
