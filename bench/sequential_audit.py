@@ -53,6 +53,10 @@ the claim):
 ``TightLaplace``    mean(x) + Lap(0.5/ε): exactly ε-DP for this pair (on the boundary)
 ``TightGaussian``   mean(x) + N(0, σ²), σ the analytic Gaussian (Balle & Wang 2018) for sensitivity
                     0.5 at (ε, 10⁻⁵): exactly on the (ε, δ) boundary for this pair
+``NonDPShiftLaplace``   mean(x) + Lap(0.25/ε): a pure location shift, 2ε-DP, claim ε-DP — violates it
+``NonDPShiftGaussian``  TightGaussian with half its σ, claim (ε, 10⁻⁵)-DP — violates it
+                    (not in González et al.: a violation by a shift, whose log-ratio is not in
+                    ours-v3's model, to check that v3 is not fitted to the scale violations)
 """
 
 from __future__ import annotations
@@ -136,6 +140,14 @@ def _tight_gaussian(rng: np.random.Generator, x: tuple[float, ...], size: int, e
     return sum(x) / len(x) + rng.normal(0.0, _analytic_gaussian_sigma(eps, GAUSSIAN_DELTA, 0.5), size)
 
 
+def _shift_laplace(rng: np.random.Generator, x: tuple[float, ...], size: int, eps: float) -> np.ndarray:
+    return sum(x) / len(x) + rng.laplace(0.0, 0.25 / eps, size)
+
+
+def _shift_gaussian(rng: np.random.Generator, x: tuple[float, ...], size: int, eps: float) -> np.ndarray:
+    return sum(x) / len(x) + rng.normal(0.0, _analytic_gaussian_sigma(eps, GAUSSIAN_DELTA, 0.5) / 2, size)
+
+
 MECHANISMS = {
     "NonDPLaplace1": Mechanism("NonDPLaplace1", _nondp1("laplace"), 0.0, False),
     "NonDPGaussian1": Mechanism("NonDPGaussian1", _nondp1("gaussian"), GAUSSIAN_DELTA, False),
@@ -143,6 +155,8 @@ MECHANISMS = {
     "DPGaussian": Mechanism("DPGaussian", _dp("gaussian"), GAUSSIAN_DELTA, True),
     "TightLaplace": Mechanism("TightLaplace", _tight_laplace, 0.0, True),
     "TightGaussian": Mechanism("TightGaussian", _tight_gaussian, GAUSSIAN_DELTA, True),
+    "NonDPShiftLaplace": Mechanism("NonDPShiftLaplace", _shift_laplace, 0.0, False),
+    "NonDPShiftGaussian": Mechanism("NonDPShiftGaussian", _shift_gaussian, GAUSSIAN_DELTA, False),
 }
 
 

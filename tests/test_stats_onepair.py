@@ -56,8 +56,8 @@ def test_kelly_witness_hand_values() -> None:
 
 
 def test_features_and_standardiser() -> None:
-    np.testing.assert_allclose(features(2.0), [1.0, 2.0, 2.0, 4.0])
-    np.testing.assert_allclose(features(-50.0), [1.0, -10.0, 10.0, 100.0])  # clipped at ±10
+    np.testing.assert_allclose(features(2.0), [1.0, 2.0, 2.0, 1.0, 3.0, 4.0])
+    np.testing.assert_allclose(features(-50.0), [1.0, -10.0, 10.0, 11.0, 9.0, 100.0])  # clipped at ±10
     assert standardiser(np.array([0.0, 1.0, 2.0, 10.0])) == pytest.approx((1.5, 1.0))
     assert standardiser(np.array([3.0, 3.0, 3.0])) == (3.0, 1.0)
 
@@ -78,11 +78,12 @@ def test_fit_log_ratio_reaches_the_penalised_optimum() -> None:
     m, sc = standardiser(pooled)
     design = features((pooled - m) / sc)
     label = np.concatenate([np.ones(300), np.zeros(300)])
-    beta = fit_log_ratio(design, label, np.zeros(4), 1.0, iterations=30)
+    beta = fit_log_ratio(design, label, np.zeros(design.shape[1]), 1.0, iterations=30)
     prob = 1 / (1 + np.exp(-(design @ beta)))
-    pen = np.array([1e-3, 1.0, 1.0, 1.0])
+    pen = np.array([1e-3] + [1.0] * (design.shape[1] - 1))
     assert np.max(np.abs(design.T @ (label - prob) - pen * beta)) < 1e-6
-    assert beta[2] > 0  # the wider side (x) wins the tails: log r̂ grows with |u|
+    lr = features(np.array([0.0, 5.0, -5.0])) @ beta
+    assert lr[1] > lr[0] and lr[2] > lr[0]  # the wider side (x) wins the tails
 
 
 def test_pair_t_is_bet_with_what_pairs_before_t_chose() -> None:

@@ -31,12 +31,14 @@ that keeps a factor positive):
 
 with r̂_t a ridge-penalised logistic regression of "came from X" on past outputs of both sides:
 
-    log r̂_t(v) = β₀ + β₁u + β₂|u| + β₃u²,  u = clip((v − m_t)/σ_t, ±10),                 (OP2)
+    log r̂_t(v) = β₀ + β₁u + β₂|u| + β₃|u − 1| + β₄|u + 1| + β₅u²,  u = clip((v − m_t)/σ_t, ±10),   (OP2)
 
-m_t the pooled median and σ_t the pooled median absolute deviation of pairs 1..t−1. The model
-contains the exact log-ratio of two Laplace or two Gaussian outputs with a common centre (location
-and scale differences); for other shapes it is an approximation, which costs power, never level.
-The penalty ρ·Σ_{k≥1} β_k²/2 shrinks r̂ towards 1 (h = 0: no bet) while data are few.
+m_t the pooled median and σ_t the pooled median absolute deviation of pairs 1..t−1: a linear spline
+with knots at 0 and ±1 pooled MAD plus a quadratic term. It contains the exact log-ratio of two
+Gaussian laws and of two Laplace laws with a common centre (scale differences), approximates a
+Laplace shift (kinks at both centres) with its hinges, and approximates anything else, which costs
+power, never level. The penalty ρ·Σ_{k≥1} β_k²/2 shrinks r̂ towards 1 (h = 0: no bet) while data
+are few.
 
 **The bet** (eq. OP4): online Newton step (Cutkosky & Orabona 2018, as used for testing by betting
 in Shekhar & Ramdas 2023, Algorithm 1), on the realised (out-of-sample) payoffs:
@@ -52,7 +54,7 @@ at t is the one with the larger in-sample score D̂/√V̂ on pairs < t (none wh
 
 The state is the past outputs (the witness is re-fitted on them after every pair up to 128, then
 after every ⌈t/64⌉-th pair; in between the last fitted witness is used, still a function of the
-past), the four coefficients, the face, the line and the bet.
+past), the six coefficients, the face, the line and the bet.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ LineOrTangent = SupportingLine | Callable[[float], SupportingLine]
 #: Features are clipped to ±U pooled MADs (OP2): far outliers (the DPLaplace mechanism divides by
 #: a noisy count that may be 10⁻¹²) cannot make the design matrix overflow.
 FEATURE_CLIP = 10.0
+#: Number of features of eq. OP2.
+N_FEATURES = 6
 #: The ONS constant 2/(2 − log 3) of Cutkosky & Orabona (2018) (OP4).
 ONS_CONSTANT = 2.0 / (2.0 - math.log(3.0))
 
@@ -96,9 +100,9 @@ def kelly_witness(log_ratio: ArrayLike, slope: float) -> NDArray[np.float64]:
 
 
 def features(u: ArrayLike) -> NDArray[np.float64]:
-    """(1, u, |u|, u²) of the standardised output u (method.md §13.10, eq. OP2)."""
+    """(1, u, |u|, |u − 1|, |u + 1|, u²) of the standardised output u (method.md §13.10, eq. OP2)."""
     ua = np.clip(np.asarray(u, dtype=np.float64), -FEATURE_CLIP, FEATURE_CLIP)
-    return np.stack([np.ones_like(ua), ua, np.abs(ua), ua * ua], axis=-1)
+    return np.stack([np.ones_like(ua), ua, np.abs(ua), np.abs(ua - 1.0), np.abs(ua + 1.0), ua * ua], axis=-1)
 
 
 def standardiser(pooled: NDArray[np.float64]) -> tuple[float, float]:
@@ -191,7 +195,7 @@ class OnePairAuditor:
     rejected_at: int | None = None
     _xs: NDArray[np.float64] = field(default_factory=lambda: np.empty(64))
     _ys: NDArray[np.float64] = field(default_factory=lambda: np.empty(64))
-    _beta: NDArray[np.float64] = field(default_factory=lambda: np.zeros(4))
+    _beta: NDArray[np.float64] = field(default_factory=lambda: np.zeros(N_FEATURES))
     _std: tuple[float, float] = (0.0, 1.0)
     _face: int = 0  # 0: none, 1: Z = h(X) − s h(Y) − d, 2: Z = h(Y) − s h(X) − d
     _line: SupportingLine | None = None
