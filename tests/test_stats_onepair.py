@@ -157,3 +157,17 @@ def test_options_are_checked() -> None:
         OnePairAuditor(0.05, SupportingLine.pure(0.1), warmup=1)
     with pytest.raises(ValueError):
         audit_pairs(np.zeros(3), np.zeros(4), SupportingLine.pure(0.1), 0.05)
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1)).update(float("nan"), 0.0)
+
+
+def test_extreme_outputs_keep_the_witness_in_range() -> None:
+    # The DPLaplace mechanism can divide by a count of 10⁻¹²: outputs of 10¹² must not break the fit.
+    rng = np.random.default_rng(23)
+    x, y = rng.laplace(0, 1, 200), rng.laplace(0, 1, 200)
+    x[::17] = 1e12
+    y[5::23] = -1e12
+    res = audit_pairs(x, y, SupportingLine.pure(0.5), 0.05, stop=False)
+    assert np.all(np.isfinite(res.log_wealth))
+    assert np.all((res.bets >= 0) & (res.bets <= 0.9 / math.exp(0.5) + 1e-12))
+    assert np.all(res.payoffs >= -math.exp(0.5) - 1e-12) and np.all(res.payoffs <= 1.0)

@@ -268,6 +268,8 @@ class OnePairAuditor:
 
         Returns (λ_t, Z_t) (0, 0 when no bet). Sets ``rejected_at`` at the first W_t ≥ 1/α.
         """
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise ValueError("outputs must be finite numbers")
         bet, payoff = 0.0, 0.0
         if self.t >= self.warmup and self._face and self._line is not None:
             s, d = self._line.slope, self._line.intercept
