@@ -32,6 +32,14 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
 ``ours-v2``      ``ours-first`` betting on both faces of the claim (the event and its complement)
                  with the grid and the aGRAPA bet (issue 20; method.md §13.3b).
 ``ours-v2-mixture``  both faces + aGRAPA with the start mixture (the service's e-process).
+``ours-v3``      app.stats.onepair (method.md §13.10): a predictable *soft* payoff
+                 h_t(X_t) − s·h_t(Y_t) − d with h_t = min(1, s(r̂ − s)₊/(r̂ + s²)), r̂ a ridge
+                 logistic estimate of the likelihood ratio on pairs 1..t−1 (features u, |u|, u² of
+                 the pooled-standardised output), the face (x against x' or x' against x) with the
+                 larger past score, one ONS bet (no grid, plain product), bets from pair 3.
+``ours-v3-oneface``  the same on the first face only.
+``ours-v3-grid``, ``ours-v3-warm10``  ablations of ``ours-v3``: §13.3's 16-bet grid mixture instead of
+                 the ONS bet; no bet before pair 11 (as ``ours``).
 
 Mechanisms (x = (0), x' = (0, 1), the add/remove neighbours of the González et al. study; the
 definitions are those of Kutta et al.'s comparison code, martindunsche/sequential_fdp_auditing,
@@ -45,6 +53,10 @@ the claim):
 ``TightLaplace``    mean(x) + Lap(0.5/ε): exactly ε-DP for this pair (on the boundary)
 ``TightGaussian``   mean(x) + N(0, σ²), σ the analytic Gaussian (Balle & Wang 2018) for sensitivity
                     0.5 at (ε, 10⁻⁵): exactly on the (ε, δ) boundary for this pair
+``NonDPShiftLaplace``   mean(x) + Lap(0.25/ε): a pure location shift, 2ε-DP, claim ε-DP — violates it
+``NonDPShiftGaussian``  TightGaussian with half its σ, claim (ε, 10⁻⁵)-DP — violates it
+                    (not in González et al.: a violation by a shift, whose log-ratio is not in
+                    ours-v3's model, to check that v3 is not fitted to the scale violations)
 """
 
 from __future__ import annotations
@@ -62,6 +74,7 @@ import numpy as np
 from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
+from app.stats.onepair import audit_pairs
 from app.stats.sequential import EProcess, SupportingLine
 
 X_DB = (0.0,)
@@ -127,6 +140,14 @@ def _tight_gaussian(rng: np.random.Generator, x: tuple[float, ...], size: int, e
     return sum(x) / len(x) + rng.normal(0.0, _analytic_gaussian_sigma(eps, GAUSSIAN_DELTA, 0.5), size)
 
 
+def _shift_laplace(rng: np.random.Generator, x: tuple[float, ...], size: int, eps: float) -> np.ndarray:
+    return sum(x) / len(x) + rng.laplace(0.0, 0.25 / eps, size)
+
+
+def _shift_gaussian(rng: np.random.Generator, x: tuple[float, ...], size: int, eps: float) -> np.ndarray:
+    return sum(x) / len(x) + rng.normal(0.0, _analytic_gaussian_sigma(eps, GAUSSIAN_DELTA, 0.5) / 2, size)
+
+
 MECHANISMS = {
     "NonDPLaplace1": Mechanism("NonDPLaplace1", _nondp1("laplace"), 0.0, False),
     "NonDPGaussian1": Mechanism("NonDPGaussian1", _nondp1("gaussian"), GAUSSIAN_DELTA, False),
@@ -134,6 +155,8 @@ MECHANISMS = {
     "DPGaussian": Mechanism("DPGaussian", _dp("gaussian"), GAUSSIAN_DELTA, True),
     "TightLaplace": Mechanism("TightLaplace", _tight_laplace, 0.0, True),
     "TightGaussian": Mechanism("TightGaussian", _tight_gaussian, GAUSSIAN_DELTA, True),
+    "NonDPShiftLaplace": Mechanism("NonDPShiftLaplace", _shift_laplace, 0.0, False),
+    "NonDPShiftGaussian": Mechanism("NonDPShiftGaussian", _shift_gaussian, GAUSSIAN_DELTA, False),
 }
 
 
@@ -412,6 +435,13 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
         for m in methods:
             if m == "ours":
                 out[m].append(ours_stopping_time(x, y, claim_for(claim_kind, mech, epsilon), alpha))
+            elif m.startswith("ours-v3"):
+                claim = claim_for(claim_kind, mech, epsilon)
+                res = audit_pairs(x, y, claim.tangent(0.5) if claim_kind == "dp" else claim.tangent, alpha,
+                                  faces="one" if m == "ours-v3-oneface" else "auto",
+                                  bet_rule="grid" if m == "ours-v3-grid" else "ons",
+                                  warmup=10 if m == "ours-v3-warm10" else 2)
+                out[m].append(res.rejected_at or 0)
             elif m.startswith("ours-"):  # issue 20 variants: plain product from the first bet, both faces, aGRAPA
                 opts = {"ours-first": {"starts": "first"},
                         "ours-v2": {"starts": "first", "faces": "both", "agrapa": True},
@@ -445,10 +475,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS))
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--methods", nargs="+", default=["ours", "mmd"],
-                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "mmd", "mmd-tau2", "mmd-notebook",
+                    choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "ours-v3", "ours-v3-oneface", "ours-v3-grid", "ours-v3-warm10", "mmd", "mmd-tau2", "mmd-notebook",
                              "mmd-notebook-sqrt2"])
     ap.add_argument("--claims", nargs="+", default=["dp"], choices=["dp", "apt"],
-                    help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours only)")
+                    help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours, ours-v3, ours-v3-oneface)")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--max-pairs", type=int, default=3000)
     ap.add_argument("--alpha", type=float, default=0.05)
@@ -463,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     cells = [(name, eps, kind) for name in args.mechanisms for eps in args.epsilons for kind in args.claims]
     for name, eps, kind in cells:
         mech = MECHANISMS[name]
-        methods = args.methods if kind == "dp" else ["ours"]
+        methods = args.methods if kind == "dp" else ([m for m in args.methods if m in ("ours", "ours-v3", "ours-v3-oneface")]
+                                                      or ["ours"])
         t0 = time.perf_counter()
         cell = run_cell(mech, eps, methods, args.runs, args.max_pairs, args.alpha, args.seed, kind)
         label = claim_for(kind, mech, eps).label

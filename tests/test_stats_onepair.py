@@ -1,0 +1,173 @@
+"""The one-pair audit (app/stats/onepair.py, method.md §13.10): exact values, predictability,
+level on a mechanism exactly on the claim's boundary, power on a violation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.stats.onepair import (
+    ONS_CONSTANT,
+    OnePairAuditor,
+    audit_pairs,
+    features,
+    fit_log_ratio,
+    kelly_witness,
+    ons_step,
+    soft_payoff,
+    standardiser,
+)
+from app.stats.sequential import SupportingLine, gdp_supporting_line
+
+
+def test_soft_payoff_hand_values() -> None:
+    s = math.exp(0.1)
+    assert soft_payoff(0.5, 0.25, s, 0.0) == pytest.approx(0.5 - 0.25 * 1.1051709180756477)
+    assert soft_payoff(1.0, 0.0, 2.0, 0.01) == pytest.approx(0.99)
+    assert soft_payoff(0.0, 1.0, 2.0, 0.01) == pytest.approx(-2.01)
+    with pytest.raises(ValueError):
+        soft_payoff(1.2, 0.0, 1.0, 0.0)
+
+
+def test_soft_payoff_mean_obeys_the_claim_for_any_witness() -> None:
+    # Exact means on a finite space: P ≤ s·Q pointwise (ε-DP), any h ∈ [0, 1] (eq. OP1).
+    rng = np.random.default_rng(0)
+    s = math.exp(0.5)
+    for _ in range(200):
+        q = rng.dirichlet(np.ones(6))
+        p = q * rng.uniform(math.exp(-0.5), s, 6)
+        p /= p.sum()
+        if np.any(p > s * q + 1e-12) or np.any(q > s * p + 1e-12):
+            continue
+        h = rng.uniform(0, 1, 6)
+        assert p @ h - s * (q @ h) <= 1e-12
+
+
+def test_kelly_witness_hand_values() -> None:
+    # h = min(1, s (r − s)₊/(r + s²)) (eq. OP3)
+    assert kelly_witness(math.log(3.0), 1.0) == pytest.approx(0.5)       # (3 − 1)/(3 + 1)
+    assert kelly_witness(math.log(4.0), 1.5) == pytest.approx(0.6)       # 1.5·2.5/6.25
+    assert kelly_witness(math.log(10.0), 2.0) == pytest.approx(1.0)      # 2·8/14 > 1: capped
+    assert kelly_witness(0.0, 1.2) == 0.0                                 # r ≤ s: no bet
+    assert kelly_witness(800.0, 1.2) == pytest.approx(1.0)               # no overflow
+    assert kelly_witness(-800.0, 1.2) == 0.0
+
+
+def test_features_and_standardiser() -> None:
+    np.testing.assert_allclose(features(2.0), [1.0, 2.0, 2.0, 1.0, 3.0, 4.0])
+    np.testing.assert_allclose(features(-50.0), [1.0, -10.0, 10.0, 11.0, 9.0, 100.0])  # clipped at ±10
+    assert standardiser(np.array([0.0, 1.0, 2.0, 10.0])) == pytest.approx((1.5, 1.0))
+    assert standardiser(np.array([3.0, 3.0, 3.0])) == (3.0, 1.0)
+
+
+def test_ons_step_hand_values() -> None:
+    # g = −0.5, A = 1.25, λ = 0 + (2/(2 − log 3))·0.5/1.25 (eq. OP4)
+    lam, a = ons_step(0.0, 0.5, 1.0, 0.9)
+    assert a == pytest.approx(1.25)
+    assert lam == pytest.approx(ONS_CONSTANT * 0.4) and lam == pytest.approx(0.88752, abs=1e-5)
+    assert ons_step(0.0, 2.0, 1.0, 0.5)[0] == 0.5  # capped
+    assert ons_step(0.1, -1.0, 1.0, 0.5)[0] == 0.0  # a loss pushes the bet to 0
+
+
+def test_fit_log_ratio_reaches_the_penalised_optimum() -> None:
+    rng = np.random.default_rng(1)
+    x, y = rng.laplace(0, 2, 300), rng.laplace(0, 1, 300)
+    pooled = np.concatenate([x, y])
+    m, sc = standardiser(pooled)
+    design = features((pooled - m) / sc)
+    label = np.concatenate([np.ones(300), np.zeros(300)])
+    beta = fit_log_ratio(design, label, np.zeros(design.shape[1]), 1.0, iterations=30)
+    prob = 1 / (1 + np.exp(-(design @ beta)))
+    pen = np.array([1e-3] + [1.0] * (design.shape[1] - 1))
+    assert np.max(np.abs(design.T @ (label - prob) - pen * beta)) < 1e-6
+    lr = features(np.array([0.0, 5.0, -5.0])) @ beta
+    assert lr[1] > lr[0] and lr[2] > lr[0]  # the wider side (x) wins the tails
+
+
+def test_pair_t_is_bet_with_what_pairs_before_t_chose() -> None:
+    rng = np.random.default_rng(2)
+    x, y = rng.laplace(0, 20, 60), rng.laplace(0.5, 10, 60)
+    aud = OnePairAuditor(0.05, SupportingLine.pure(0.1))
+    for t in range(60):
+        face, line, bet = aud._face, aud._line, aud.bet
+        if t >= 2 and face:
+            s, d = line.slope, line.intercept
+            hx, hy = float(aud.witness(x[t], face, s)), float(aud.witness(y[t], face, s))
+            expected = (hx - s * hy - d) if face == 1 else (hy - s * hx - d)
+            got_bet, got = aud.update(x[t], y[t])
+            assert got == pytest.approx(expected) and got_bet == pytest.approx(min(bet, 0.9 / (s + d)))
+        else:
+            assert aud.update(x[t], y[t]) == (0.0, 0.0)
+    # Changing later pairs does not change the earlier path.
+    x2, y2 = x.copy(), y.copy()
+    x2[40:], y2[40:] = -x2[40:], 3 * y2[40:]
+    a = audit_pairs(x, y, SupportingLine.pure(0.1), 0.05, stop=False)
+    b = audit_pairs(x2, y2, SupportingLine.pure(0.1), 0.05, stop=False)
+    np.testing.assert_array_equal(a.log_wealth[:40], b.log_wealth[:40])
+    assert not np.array_equal(a.log_wealth[40:], b.log_wealth[40:])
+
+
+def test_level_on_the_boundary_tight_laplace() -> None:
+    # mean(x) + Lap(0.5/ε) on x = (0), x' = (0, 1): exactly ε-DP for this pair, and every event in
+    # the tail beyond both centres has p = e^ε q. P(ever reject) ≤ α by Ville; 400 runs of 80 pairs.
+    eps, alpha, runs = 0.1, 0.05, 400
+    rng = np.random.default_rng(20)
+    rejected = 0
+    for _ in range(runs):
+        x = rng.laplace(0.0, 0.5 / eps, 80)
+        y = rng.laplace(0.5, 0.5 / eps, 80)
+        rejected += audit_pairs(x, y, SupportingLine.pure(eps), alpha).rejected_at is not None
+    # 0.05 + 2.5 binomial sd (0.011) at 400 runs.
+    assert rejected / runs <= 0.078
+
+
+def test_power_nondp_laplace() -> None:
+    # NonDPLaplace1 at ε = 0.1: Lap(0, 20) against 0.5 + Lap(0, 10), claim ε-DP.
+    rng = np.random.default_rng(21)
+    times = []
+    for _ in range(20):
+        x, y = rng.laplace(0.0, 20.0, 400), rng.laplace(0.5, 10.0, 400)
+        res = audit_pairs(x, y, SupportingLine.pure(0.1), 0.05)
+        times.append(res.rejected_at or 10**9)
+        if res.rejected_at is not None:
+            assert res.log_wealth[-1] >= math.log(20) > res.log_wealth[-2]
+            assert len(res.log_wealth) == res.rejected_at
+    assert sum(t <= 400 for t in times) >= 19
+    assert np.median(times) < 150
+
+
+def test_tangent_claim_gdp_rejects_a_violation() -> None:
+    # A supporting-line claim given as q₀ ↦ tangent of the μ-GDP curve (eq. OP1 with (s_t, d_t)).
+    rng = np.random.default_rng(22)
+    hits = 0
+    for _ in range(10):
+        x, y = rng.normal(0.0, 20.0, 400), rng.normal(0.5, 10.0, 400)
+        hits += audit_pairs(x, y, lambda q0: gdp_supporting_line(0.1, q0), 0.05).rejected_at is not None
+    assert hits >= 9
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.0, SupportingLine.pure(0.1))
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1), cap=1.0)
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1), warmup=1)
+    with pytest.raises(ValueError):
+        audit_pairs(np.zeros(3), np.zeros(4), SupportingLine.pure(0.1), 0.05)
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1)).update(float("nan"), 0.0)
+
+
+def test_extreme_outputs_keep_the_witness_in_range() -> None:
+    # The DPLaplace mechanism can divide by a count of 10⁻¹²: outputs of 10¹² must not break the fit.
+    rng = np.random.default_rng(23)
+    x, y = rng.laplace(0, 1, 200), rng.laplace(0, 1, 200)
+    x[::17] = 1e12
+    y[5::23] = -1e12
+    res = audit_pairs(x, y, SupportingLine.pure(0.5), 0.05, stop=False)
+    assert np.all(np.isfinite(res.log_wealth))
+    assert np.all((res.bets >= 0) & (res.bets <= 0.9 / math.exp(0.5) + 1e-12))
+    assert np.all(res.payoffs >= -math.exp(0.5) - 1e-12) and np.all(res.payoffs <= 1.0)
