@@ -34,7 +34,7 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
 ``ours-v2-mixture``  both faces + aGRAPA with the start mixture (the service's e-process).
 ``ours-v3``      app.stats.onepair (method.md §13.10): a predictable *soft* payoff
                  h_t(X_t) − s·h_t(Y_t) − d with h_t = min(1, s(r̂ − s)₊/(r̂ + s²)), r̂ a ridge
-                 logistic estimate of the likelihood ratio on pairs 1..t−1 (features u, |u|, u² of
+                 logistic estimate of the likelihood ratio on pairs 1..t−1 (features u, |u|, |u ∓ 1|, u² of
                  the pooled-standardised output), the face (x against x' or x' against x) with the
                  larger past score, one ONS bet (no grid, plain product), bets from pair 3.
 ``ours-v3-oneface``  the same on the first face only.

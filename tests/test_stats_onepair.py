@@ -111,13 +111,13 @@ def test_pair_t_is_bet_with_what_pairs_before_t_chose() -> None:
 
 def test_level_on_the_boundary_tight_laplace() -> None:
     # mean(x) + Lap(0.5/ε) on x = (0), x' = (0, 1): exactly ε-DP for this pair, and every event in
-    # the tail beyond both centres has p = e^ε q. P(ever reject) ≤ α by Ville; 400 runs of 80 pairs.
+    # the tail beyond both centres has p = e^ε q. P(ever reject) ≤ α by Ville; 400 runs of 60 pairs.
     eps, alpha, runs = 0.1, 0.05, 400
     rng = np.random.default_rng(20)
     rejected = 0
     for _ in range(runs):
-        x = rng.laplace(0.0, 0.5 / eps, 80)
-        y = rng.laplace(0.5, 0.5 / eps, 80)
+        x = rng.laplace(0.0, 0.5 / eps, 60)
+        y = rng.laplace(0.5, 0.5 / eps, 60)
         rejected += audit_pairs(x, y, SupportingLine.pure(eps), alpha).rejected_at is not None
     # 0.05 + 2.5 binomial sd (0.011) at 400 runs.
     assert rejected / runs <= 0.078
