@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -422,10 +423,15 @@ def audit(
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML "
                                                       "report (a failure when refuted, an error when sampling fails).")] = None,
+    sequential: Annotated[bool, typer.Option("--sequential", help="Bet on one pair (x, x') one output pair at a time "
+                                             "and stop at the first rejection (scalar real outputs; method.md §13.10).")] = False,
+    max_pairs: Annotated[int, typer.Option(help="With --sequential: output pairs at most.")] = 10_000,
+    pair_batch: Annotated[int, typer.Option(help="With --sequential: outputs drawn per request on each database.")] = 100,
 ) -> None:
     """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
     the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
-    samples used and the seconds.
+    samples used and the seconds. With --sequential, one pair is tested pair by pair with an anytime-valid
+    test that stops at the first rejection (docs/audit.md §7).
 
     Exits 1 when the claim is refuted, 0 when it is not, 2 on usage errors.
     """
@@ -480,6 +486,22 @@ def audit(
     except ValueError as exc:
         _fail(str(exc).splitlines()[0] if "validation error" not in str(exc) else str(exc))
 
+    if sequential:
+        if claim is None:
+            _fail("--sequential tests a claim: give --epsilon E [--delta D], --mu M or --rho R")
+        if len(candidates) != 1:
+            _fail(f"--sequential audits one pair; --pairs gave {len(candidates)}")
+        if declared is not None and (declared.container != "scalar" or declared.values == "label"):
+            _fail("--sequential needs one number per output (a scalar shape)")
+        if max_pairs < 3 or pair_batch < 1:
+            _fail("--max-pairs must be at least 3 and --pair-batch at least 1")
+        spec = ({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
+                else {"epsilon": epsilon, **({"delta": delta} if delta else {})})
+        _sequential_audit(sampling_url, candidates[0], spec, alpha=alpha, max_pairs=max_pairs, batch=pair_batch,
+                          secret=the_secret, max_batch=max_batch, binary=binary, http_config=http_config,
+                          as_json=as_json, progress_bar=progress_bar, junit_xml=junit_xml, shape=declared)
+        return
+
     async def run() -> object:
         nonlocal declared
         probe_endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, timeout_seconds=60)
@@ -523,6 +545,49 @@ def audit(
         write_junit(junit_xml, "dpwatch audit", [audit_case(result.to_dict(), sampling_url, report,  # type: ignore[attr-defined]
                                                             claimed=claim is not None)])
     if claim is not None and result.refuted:  # type: ignore[attr-defined]
+        raise typer.Exit(code=1)
+
+
+def _sequential_audit(sampling_url: str, pair: tuple[Any, Any], claim: dict[str, Any], *, alpha: float, max_pairs: int,
+                      batch: int, secret: str, max_batch: int, binary: bool, http_config: Any, as_json: bool,
+                      progress_bar: bool, junit_xml: Path | None, shape: Any = None) -> None:
+    """``dpwatch audit --sequential`` (app.audit.sequential): exits 1 when the claim is rejected."""
+    import asyncio
+
+    from app.audit.sequential import sequential_pair_audit
+    from app.reporting.junit import audit_case, error_case, shown_url, write_junit
+    from app.sampling.client import MechanismEndpoint
+    from app.sampling.protocol import SamplingError
+    from app.stats.shapes import OutputShape
+
+    endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=secret, max_batch=max_batch, timeout_seconds=60,
+                                 prefer_binary=binary, shape=shape if shape is not None else OutputShape())
+
+    def on_progress(pairs: int, log_w: float) -> None:
+        if progress_bar:
+            _err(f"pairs {pairs:,}/{max_pairs:,}: log wealth {log_w:.3g} (rejects at {math.log(1 / alpha):.3g})")
+
+    try:
+        result = asyncio.run(sequential_pair_audit(endpoint, pair[0], pair[1], claim, alpha=alpha,
+                                                   max_pairs=max_pairs, batch=batch, http_config=http_config,
+                                                   progress=on_progress))
+    except (SamplingError, ValueError) as exc:
+        problem = f"sampling failed ({exc.reason}): {exc.detail}" if isinstance(exc, SamplingError) else str(exc)
+        if junit_xml is not None:
+            write_junit(junit_xml, "dpwatch audit", [error_case(f"sequential audit of {shown_url(sampling_url)}",
+                                                                 "dpwatch.audit", problem)])
+        _fail(problem)
+    r = result.to_dict()
+    report = (f"verdict: {result.statement}\n\npair: x = {json.dumps(pair[0])}, x' = {json.dumps(pair[1])}\n"
+              f"pairs read: {result.pairs_used:,}; outputs drawn per database: {result.pairs_drawn:,} "
+              f"(at most {max_pairs:,}) in {result.seconds:.1f} s")
+    typer.echo(json.dumps(r, indent=2) if as_json else report)
+    if junit_xml is not None:
+        write_junit(junit_xml, "dpwatch audit", [audit_case(
+            {"claim": result.claim, "refuted": result.rejected, "alpha": alpha, "lower_bound": None,
+             "seconds": result.seconds, "samples_used": 2 * result.pairs_drawn,
+             "stopped": "rejected" if result.rejected else "budget"}, sampling_url, report)])
+    if result.rejected:
         raise typer.Exit(code=1)
 
 
