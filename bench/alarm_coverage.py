@@ -44,7 +44,7 @@ from scipy.special import ndtr, ndtri
 from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
-from app.stats.claims import ZCDP, GaussianDP
+from app.stats.claims import ZCDP
 from app.stats.evidence import confirmation
 from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence, curve_increments
 from app.stats.evidence import score_lower_bound
