@@ -550,15 +550,16 @@ class EDetector(_MixtureBase):
 
 @numba.njit(cache=True, nogil=True)
 def _mixture_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, cash: np.ndarray,
-                       sr: bool, out: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
+                       sr: bool, out: np.ndarray, offset: int,
+                       log_prior: np.ndarray) -> None:  # pragma: no cover - compiled
     """Run R_t^j = F_t^j·(R_{t−1}^j + w_t) (or CUSUM: F_t^j·max(R_{t−1}^j, w_t)) over a chunk.
 
     ``inc`` is (R, C, K) of log F, ``log_r`` (R, K) the carried log R (−inf for 0), ``log_w`` (C,)
-    the log start weights, ``cash`` (C,) the uninvested weight after each period. Writes
-    log(mean_j R_t^j + cash_t) into ``out[:, offset + c]``.
+    the log start weights, ``cash`` (C,) the uninvested weight after each period, ``log_prior`` (K,)
+    the components' log weights log π_j (−log K each for equal weights; method.md §13.3, §13.3c).
+    Writes log(Σ_j π_j R_t^j + cash_t) into ``out[:, offset + c]``.
     """
     n_rows, n_cols, k = inc.shape
-    log_k = np.log(k)
     for r in range(n_rows):
         for c in range(n_cols):
             lw = log_w[c]
@@ -573,18 +574,23 @@ def _mixture_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, ca
                     comb = prev if prev > lw else lw
                 v = inc[r, c, j] + comb
                 log_r[r, j] = v
-                if v > best:
-                    best = v
+                if v + log_prior[j] > best:
+                    best = v + log_prior[j]
             total = 0.0
             for j in range(k):
-                total += np.exp(log_r[r, j] - best)
-            mix = best + np.log(total) - log_k
+                total += np.exp(log_r[r, j] + log_prior[j] - best)
+            mix = best + np.log(total)
             if cash[c] > 0.0:
                 lc = np.log(cash[c])
                 hi = mix if mix > lc else lc
                 lo = lc if mix > lc else mix
                 mix = hi + np.log1p(np.exp(lo - hi))
             out[r, offset + c] = mix
+
+
+def _equal_prior(k: int) -> NDArray[np.float64]:
+    """log π_j = −log K: the equal-weight mixture of K components."""
+    return np.full(k, -math.log(k))
 
 
 def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: ArrayLike | None, payoff: Payoff,
@@ -606,7 +612,7 @@ def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: Array
             cash[i] = cash_of(started)
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
-        _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo)
+        _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo, _equal_prior(g.size))
     return out
 
 
@@ -628,43 +634,15 @@ def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture",
     with np.errstate(divide="ignore"):
         log_w = np.log(w)
     if log_prior is None:
-        _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0)
+        lp = _equal_prior(k)
     else:
         lp = np.ascontiguousarray(np.asarray(log_prior, dtype=np.float64))
         if lp.shape != (k,) or not math.isclose(float(logsumexp(lp)), 0.0, abs_tol=1e-9):
             raise ValueError("log_prior must hold K log weights summing to 1")
-        _weighted_recursion(inc_arr, log_r, log_w, cash, lp, out)
+    _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0, lp)
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _weighted_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, cash: np.ndarray,
-                        log_prior: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """R_t^j = F_t^j·(R_{t−1}^j + ω_t); writes log(Σ_j π_j R_t^j + cash_t) (method.md §13.3, §13.3c)."""
-    n_rows, n_cols, k = inc.shape
-    for r in range(n_rows):
-        for c in range(n_cols):
-            lw = log_w[c]
-            best = -np.inf
-            for j in range(k):
-                prev = log_r[r, j]
-                hi = prev if prev > lw else lw
-                lo = lw if prev > lw else prev
-                comb = hi if lo == -np.inf else hi + np.log1p(np.exp(lo - hi))
-                v = inc[r, c, j] + comb
-                log_r[r, j] = v
-                if v + log_prior[j] > best:
-                    best = v + log_prior[j]
-            total = 0.0
-            for j in range(k):
-                total += np.exp(log_r[r, j] + log_prior[j] - best)
-            mix = best + np.log(total)
-            if cash[c] > 0.0:
-                lc = np.log(cash[c])
-                hi = mix if mix > lc else lc
-                lo = lc if mix > lc else mix
-                mix = hi + np.log1p(np.exp(lo - hi))
-            out[r, c] = mix
 
 
 #: Bet fractions are capped like the grid's largest (w = 1 − c ≥ 0.2).
@@ -817,7 +795,8 @@ def e_detector_paths_from_increments(inc: ArrayLike, variant: EDetectorKind = "s
         raise ValueError("inc must have shape (R, T, K)")
     r, horizon, k = inc_arr.shape
     out = np.empty((r, horizon))
-    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros(horizon), np.zeros(horizon), variant == "sr", out, 0)
+    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros(horizon), np.zeros(horizon), variant == "sr", out, 0,
+                       _equal_prior(k))
     return out
 
 
