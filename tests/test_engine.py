@@ -247,6 +247,9 @@ def test_a_smaller_noise_scale_raises_an_alarm_and_a_signed_webhook(client, db, 
     # its pooled counts, and an exact bound on epsilon above the claimed 1.
     evidence = data["evidence"]
     assert evidence["kind"] == "privacy" and data["labels"]["kind"] == "privacy"
+    # the fresh outputs the snapshot drew after the alarm confirm it: the label a receiver routes on
+    assert evidence["confirmation"]["confirms"] is True
+    assert data["labels"]["confirmed"] == "true" and data["verdict"]["confirmed"] is True
     check = evidence["check"]
     assert check["exceeds_claim"] is True and check["epsilon_lower_bound"] > 1.0, check
     assert check["window"]["to_t"] == m.t and check["window"]["from_t"] == m.t - check["window"]["lag"] + 1

@@ -145,6 +145,15 @@ def _evidence_statement(alarm: Alarm) -> str | None:
     return evidence.get("statement") if isinstance(evidence, dict) else None
 
 
+def _crossed(monitor: Monitor) -> str:
+    """What crossed its threshold, in the alarm's description, by the monitor's detector."""
+    if monitor.detector == "e-process":
+        return f"The e-process reached 1/α at level {monitor.horizon_alpha:g} (valid at every period)"
+    if monitor.detector == "e-detector":
+        return "The e-detector crossed its threshold (an ARL-controlled detection)"
+    return f"The weighted statistic crossed the level-{monitor.horizon_alpha:g} threshold"
+
+
 def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settings: Settings) -> dict[str, Any]:
     """The data of ``alarm.firing`` / ``alarm.resolved``, shaped like an Alertmanager alert.
 
@@ -183,8 +192,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
         )
         description = (
             f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
-            f"the check's event (z={alarm.z:.3f}). The weighted statistic crossed the level-"
-            f"{monitor.horizon_alpha:g} threshold, so the mechanism is unlikely to satisfy "
+            f"the check's event (z={alarm.z:.3f}). {_crossed(monitor)}, so the mechanism is unlikely to satisfy "
             f"{'epsilon=' + format(claim['epsilon'], 'g') + '-DP' if pure else claimed} on this pair."
         )
         if statement:
@@ -194,6 +202,9 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
     annotations = {"summary": summary, "description": description}
     if verdict is not None:  # the one conclusion (app/alarms/verdict.py)
         annotations = {"verdict": verdict.sentence, **annotations}
+        if alarm.kind != "contract":
+            # route on it: "true" when the fresh outputs drawn after the alarm contradict the claim (issue 20)
+            labels["confirmed"] = {True: "true", False: "false"}.get(verdict.confirmed, "none")
     return {
         "status": status,
         "labels": labels,
