@@ -105,6 +105,34 @@ def features(u: ArrayLike) -> NDArray[np.float64]:
     return np.stack([np.ones_like(ua), ua, np.abs(ua), np.abs(ua - 1.0), np.abs(ua + 1.0), ua * ua], axis=-1)
 
 
+#: The past outputs are read as atoms (eq. OP2b) when at most this share of the pooled past outputs
+#: are distinct values: integer outputs, lattices, outputs rounded to a grid.
+ATOM_SHARE = 0.5
+#: Pseudo-count of each side at every atom seen (eq. OP2b).
+ATOM_PSEUDO = 1.0
+
+
+def atom_log_ratio(xs: ArrayLike, ys: ArrayLike, pseudo: float = ATOM_PSEUDO
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The atoms seen (sorted) and log r̂ at each, log((c_x + κ)/(c_y + κ)) (method.md §13.10, eq. OP2b).
+
+    For outputs that repeat (integers, a lattice) a smooth model of log r cannot see a support that
+    differs atom by atom; the counts of each value on each side can. An atom never seen gets
+    log r̂ = 0 (:func:`atom_lookup`), hence h = 0: no bet on it."""
+    xa, ya = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+    vals, inv = np.unique(np.concatenate([xa, ya]), return_inverse=True)
+    cx = np.bincount(inv[:xa.size], minlength=vals.size)
+    cy = np.bincount(inv[xa.size:], minlength=vals.size)
+    return vals, np.log((cx + pseudo) / (cy + pseudo))
+
+
+def atom_lookup(vals: NDArray[np.float64], log_ratio: NDArray[np.float64], v: ArrayLike) -> NDArray[np.float64]:
+    """log r̂ at the outputs ``v``: the atom's value, 0 where ``v`` is no atom seen (eq. OP2b)."""
+    va = np.asarray(v, dtype=np.float64)
+    idx = np.clip(np.searchsorted(vals, va), 0, vals.size - 1)
+    return np.where(vals[idx] == va, log_ratio[idx], 0.0)
+
+
 def standardiser(pooled: NDArray[np.float64]) -> tuple[float, float]:
     """(m, σ): the pooled median and median absolute deviation (1 if it is 0) (eq. OP2)."""
     m = float(np.median(pooled))
@@ -188,6 +216,7 @@ class OnePairAuditor:
     warmup: int = 2
     faces: Faces = "auto"
     bet_rule: BetRule = "ons"
+    atoms: bool = True  # eq. OP2b for outputs that repeat (False: the spline of OP2 always; an ablation)
     t: int = 0
     log_w: float = 0.0
     bet: float = 0.0
@@ -197,6 +226,7 @@ class OnePairAuditor:
     _ys: NDArray[np.float64] = field(default_factory=lambda: np.empty(64))
     _beta: NDArray[np.float64] = field(default_factory=lambda: np.zeros(N_FEATURES))
     _std: tuple[float, float] = (0.0, 1.0)
+    _atoms: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None  # eq. OP2b when outputs repeat
     _face: int = 0  # 0: none, 1: Z = h(X) − s h(Y) − d, 2: Z = h(Y) − s h(X) − d
     _line: SupportingLine | None = None
     _grid_log_w: NDArray[np.float64] = field(default_factory=lambda: np.zeros(16))
@@ -218,6 +248,8 @@ class OnePairAuditor:
         return self.line if isinstance(self.line, SupportingLine) else self.line(q0)
 
     def _log_ratio(self, v: ArrayLike) -> NDArray[np.float64]:
+        if self._atoms is not None:
+            return atom_lookup(*self._atoms, v)
         m, sc = self._std
         return features((np.asarray(v, dtype=np.float64) - m) / sc) @ self._beta
 
@@ -230,12 +262,17 @@ class OnePairAuditor:
         t = self.t
         xs, ys = self._xs[:t], self._ys[:t]
         pooled = np.concatenate([xs, ys])
-        self._std = standardiser(pooled)
-        m, sc = self._std
-        design = features((pooled - m) / sc)
-        label = np.concatenate([np.ones(t), np.zeros(t)])
-        self._beta = fit_log_ratio(design, label, self._beta, self.ridge)
-        lr = design @ self._beta
+        if self.atoms and np.unique(pooled).size <= ATOM_SHARE * pooled.size:  # outputs repeat: atoms (OP2b)
+            self._atoms = atom_log_ratio(xs, ys)
+            lr = atom_lookup(*self._atoms, pooled)
+        else:
+            self._atoms = None
+            self._std = standardiser(pooled)
+            m, sc = self._std
+            design = features((pooled - m) / sc)
+            label = np.concatenate([np.ones(t), np.zeros(t)])
+            self._beta = fit_log_ratio(design, label, self._beta, self.ridge)
+            lr = design @ self._beta
         # The face and the line for the next pair, from pairs 1..t only (OP5).
         best, best_face, best_line = 0.0, 0, self._tangent(0.5)
         for face in ((1, 2) if self.faces == "auto" else (1,)):
