@@ -98,7 +98,8 @@ def alarm_periods(name: str, a: NDArray[np.int64], b: NDArray[np.int64], n: int,
         return _first_at_least(log_w, math.log(1 / cfg.alpha)), 1 / cfg.alpha
     if name == "e-detector":
         c = edetector_threshold(cfg.alpha, horizon)
-        return _first_at_least(e_detector_paths(a, b, n, line), math.log(c)), c
+        # the service's e-detector: the predictable face (method.md §13.3c, §13.4)
+        return _first_at_least(e_detector_paths(a, b, n, line, faces="auto"), math.log(c)), c
     raise ValueError(f"unknown detector {name!r}")
 
 

@@ -51,8 +51,9 @@ from app.stats.evidence import score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.heldout import EpsilonDelta
 from app.stats.period import period_statistic
-from app.stats.sequential import (SERVICE_DESIGN, SupportingLine, bet_grid, e_detector_paths_from_increments,
-                                  e_process_paths_from_increments, edetector_threshold, log_evalues_sd)
+from app.stats.sequential import (SERVICE_DESIGN, SupportingLine, _discounted_past, _MixtureBase, bet_grid,
+                                  component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
+                                  edetector_threshold, log_evalues_sd)
 from app.stats.thresholds import threshold_for
 
 
@@ -125,14 +126,19 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
     inc = log_evalues_sd(a, b, n, s, d, bet_grid())
     # The e-process as the service ships it: pure ε, the design the anytime bound inverts (method.md §13.3c);
     # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
-    # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: one face, the grid.
+    # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: the grid on the predictable face.
     if kind == "dp":
         log_w = SERVICE_DESIGN.paths(a, b, n, SupportingLine.pure(claimed))
     else:
         log_w = e_process_paths_from_increments(curve_increments(
             a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed), claimed))
     out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
-    log_m = e_detector_paths_from_increments(inc)
+    # the service's e-detector: the same 16 bets on the predictable face (method.md §13.3c, §13.4)
+    r = _MixtureBase.ESTIMATE_DISCOUNT
+    nn = np.full(a.shape, float(n))
+    log_m = e_detector_paths_from_increments(component_parts(
+        a.astype(float), b.astype(float), nn, s, d, _discounted_past(a.astype(float), r),
+        _discounted_past(b.astype(float), r), _discounted_past(nn, r), "auto", False, bet_grid()))
     out["e-detector"] = (first_at_least(log_m, math.log(edetector_threshold(alpha, horizon))), None)
     return out
 

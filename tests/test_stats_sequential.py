@@ -360,11 +360,13 @@ def test_designs_class_equals_batch_and_states_round_trip(label):
     assert batch[-1] > math.log(20)  # the complement's violation is found
 
 
-def test_version_2_states_are_e_process_only():
+def test_unknown_e_detector_states_are_refused():
     state = EDetector(100.0, SupportingLine.pure(1.0)).to_state()
-    state["version"] = 2
     with pytest.raises(ValueError):
-        EDetector.from_state(state)
+        EDetector.from_state({**state, "version": 3})
+    with pytest.raises(ValueError):  # version 2 is the predictable face's; "both" is no e-detector design
+        EDetector.from_state({**state, "version": 2, "faces": "both"})
+    assert EDetector.from_state({**state, "version": 2, "faces": "auto"}).faces == "auto"
 
 
 def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
@@ -424,3 +426,47 @@ def test_service_design_with_oriented_lines_per_period_equals_the_batch():
 
     batch = e_process_paths_from_increments(inc[None], log_prior=SERVICE_DESIGN.log_prior())[0]
     np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)
+
+
+def test_the_e_detector_on_the_predictable_face_finds_the_complement_and_round_trips() -> None:
+    """method.md §13.3c, §13.4: faces="auto" bets the same 16 bets on the face the past points to; the class
+    equals the batch form, its state (version 2) round-trips, version-1 states still load as one face, and a
+    violation of the complement face (1 − q > e^ε(1 − p)), which one face never sees, is detected."""
+    from app.stats.sequential import EDetector, e_detector_paths_from_increments, face_increments
+
+    line = SupportingLine.pure(1.0)
+    rng = np.random.default_rng(8)
+    n, horizon = 200, 60
+    p = np.full(horizon, 0.95)
+    q = np.r_[np.full(10, 1 - math.e * 0.05), np.full(horizon - 10, 1 - math.exp(1.5) * 0.05)]
+    a, b = rng.binomial(n, p), rng.binomial(n, q)
+    batch = e_detector_paths_from_increments(face_increments(a, b, n, line, "auto", False))[0]
+    det, one = EDetector(edetector_threshold(0.05, 100), line, faces="auto"), EDetector(
+        edetector_threshold(0.05, 100), line)
+    stats, ones = [], []
+    for t in range(horizon):
+        step = det.update(int(a[t]), int(b[t]), n)
+        stats.append(step.statistic)
+        ones.append(one.update(int(a[t]), int(b[t]), n).statistic)
+        det = EDetector.from_state(json.loads(json.dumps(det.to_state())))
+    np.testing.assert_allclose(stats, batch, rtol=1e-9, atol=1e-9)
+    assert det.to_state()["version"] == 2 and det.to_state()["faces"] == "auto"
+    assert det.alarm_t is not None and det.alarm_t > 10  # found after the change
+    assert max(ones) < math.log(edetector_threshold(0.05, 100))  # one face never sees it
+    legacy = EDetector(100.0, line).to_state()
+    assert legacy["version"] == 1 and "faces" not in legacy and EDetector.from_state(legacy).faces == "one"
+    with pytest.raises(ValueError):
+        EDetector(100.0, line, faces="both")  # type: ignore[arg-type]
+
+
+def test_e_detector_paths_on_the_predictable_face_in_blocks_of_runs() -> None:
+    from app.stats.sequential import e_detector_paths, e_detector_paths_from_increments, face_increments
+
+    rng = np.random.default_rng(9)
+    a, b = rng.binomial(100, 0.3, (7, 40)), rng.binomial(100, 0.12, (7, 40))
+    line = SupportingLine.pure(1.0)
+    whole = e_detector_paths_from_increments(face_increments(a, b, 100, line, "auto", False))
+    np.testing.assert_allclose(e_detector_paths(a, b, 100, line, faces="auto", chunk=1), whole)  # 1 run a block
+    np.testing.assert_allclose(e_detector_paths(a, b, 100, line, faces="auto"), whole)
+    with pytest.raises(ValueError):
+        e_detector_paths(a, b, 100, line, faces="both")  # type: ignore[arg-type]

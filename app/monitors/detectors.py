@@ -6,12 +6,13 @@ A monitor chooses with ``detector`` (docs/sequential.md, method.md §13):
                 periods, against q_{1−α_j/m}(T, γ); renewed or completed after T.
 ``e-process``   :class:`app.stats.sequential.EProcess` at level α/m: alarm when W_t ≥ m/α.
                 P(any false alarm, ever) ≤ α; no horizon, never renewed (``horizon`` is ignored).
-                Since issue 20 it bets on both faces of the claim (the event and its complement)
-                with the grid and an aGRAPA bet (34 components); states written before keep one face.
+                New checks run :data:`SERVICE_DESIGN` (the predictable face, the grid and the aGRAPA
+                bet with 0.8 of the prior, method.md §13.3c); states written before keep their design.
 ``e-detector``  :class:`app.stats.sequential.EDetector` (mixture e-SR) with c = T·m/α
                 (:func:`edetector_threshold` at α/m over a window of T periods): P(false alarm
                 within T periods) ≤ α and ARL ≥ T·m/α. It keeps running after T (never renewed);
-                ``horizon`` is only the window of that guarantee.
+                ``horizon`` is only the window of that guarantee. New checks bet on the predictable
+                face (``faces="auto"``, the same 16 bets); states written before keep one face.
 
 State kept on the check (``checks.detector_state``) is a few numbers whatever t is:
 
@@ -80,7 +81,8 @@ def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float
         # checks created before keep their stored design (§13.3b, version-1 states).
         det = EProcess.from_design(level, line, SERVICE_DESIGN)
     elif detector == "e-detector":
-        det = EDetector(math.exp(threshold), line)
+        # the predictable face (method.md §13.3c, §13.4): the same 16 bets, on the face the past points to
+        det = EDetector(math.exp(threshold), line, faces="auto")
     else:
         raise ValueError(f"unknown detector {detector!r}")
     state = det.to_state()

@@ -288,6 +288,9 @@ class _MixtureBase:
         self.alarm_t: int | None = None
         self.max_statistic = -math.inf
         self._sums = [0.0, 0.0, 0.0]  # discounted a, b, n
+        #: the faces bet on and the aGRAPA bet (method.md §13.3b, §13.3c); the subclasses set them
+        self.faces: Faces = "one"
+        self.agrapa = False
 
     def estimate(self) -> tuple[float, float]:
         """(p̃, q̃) from the past periods' counts (discounted, add-½ smoothed): predictable.
@@ -308,11 +311,19 @@ class _MixtureBase:
         return self._sums[0], self._sums[1], self._sums[2]
 
     def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
+        """log e-values of the period for every component (one face and the grid; or, with ``faces`` and
+        ``agrapa``, :func:`component_parts` on the past sums, which are predictable)."""
         if isinstance(a, bool) or isinstance(b, bool) or isinstance(n, bool):
             raise ValueError("counts must be integers")
         use, swap = resolve_line(line if line is not None else self.line)
         ca, cb = (b, a) if swap else (a, b)
-        inc = log_period_evalues(ca, cb, n, use, self.grid, self.payoff)
+        if self.faces == "one" and not self.agrapa:
+            inc = log_period_evalues(ca, cb, n, use, self.grid, self.payoff)
+        else:
+            sa, sb, sn = self._sums
+            pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
+            inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa,
+                                  self.grid)
         r = self.ESTIMATE_DISCOUNT
         self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
         return inc
@@ -399,19 +410,6 @@ class EProcess(_MixtureBase):
     def design(self) -> EProcessDesign:
         return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size)
 
-    def _log_increments(self, a: int, b: int, n: int, line: SupportingLine | OrientedLine | None) -> np.ndarray:
-        if self.faces == "one" and not self.agrapa:
-            return super()._log_increments(a, b, n, line)
-        if isinstance(a, bool) or isinstance(b, bool) or isinstance(n, bool):
-            raise ValueError("counts must be integers")
-        use, swap = resolve_line(line if line is not None else self.line)
-        ca, cb = (b, a) if swap else (a, b)
-        sa, sb, sn = self._sums
-        pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
-        inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa, self.grid)
-        r = self.ESTIMATE_DISCOUNT
-        self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
-        return inc
 
     @property
     def log_wealth(self) -> float:
@@ -497,11 +495,20 @@ class EDetector(_MixtureBase):
 
     def __init__(self, threshold: float, line: SupportingLine, variant: EDetectorKind = "sr",
                  grid_size: int = DEFAULT_GRID_SIZE, grid_low: float = DEFAULT_GRID_LOW,
-                 grid_high: float = DEFAULT_GRID_HIGH, payoff: Payoff = "per-sample") -> None:
+                 grid_high: float = DEFAULT_GRID_HIGH, payoff: Payoff = "per-sample",
+                 faces: Literal["one", "auto"] = "one") -> None:
         if variant not in ("sr", "cusum"):
             raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
+        if faces not in ("one", "auto"):
+            raise ValueError(f"an e-detector bets on faces 'one' or 'auto', got {faces!r}")
+        if faces != "one" and payoff != "per-sample":
+            raise ValueError("the predictable face is a per-sample bet")
         super().__init__(line, threshold, grid_size, grid_low, grid_high, payoff)
         self.variant: EDetectorKind = variant
+        #: "auto": each period bets on the face :func:`predictable_face` picks from the past counts
+        #: (method.md §13.3c): every period's e-values stay e-values given the past, so the ARL bound
+        #: of §13.4 holds as it is, with the same 16 components.
+        self.faces = faces
         self._log_m: np.ndarray | None = None  # None before the first period (M_0 = 0)
 
     @property
@@ -524,16 +531,22 @@ class EDetector(_MixtureBase):
         return self._finish(stat, float(logsumexp(inc) + self._log_prior))
 
     def to_state(self) -> dict[str, Any]:
+        """JSON state: version 1 for one face (as before), version 2 with ``faces`` for the predictable face."""
         state = self._base_state()
         state["variant"] = self.variant
+        if self.faces != "one":
+            state["version"] = 2
+            state["faces"] = self.faces
         state["log_m"] = None if self._log_m is None else [float(v) for v in self._log_m]
         return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EDetector:
-        cls._check_state(state, cls.kind)
+        cls._check_state(state, cls.kind, versions=(1, 2))
+        faces = state.get("faces", "one") if state["version"] == 2 else "one"
         obj = cls(math.exp(state["log_threshold"]), SupportingLine(state["slope"], state["intercept"]),
-                  state["variant"], state["grid_size"], state["grid_low"], state["grid_high"], state["payoff"])
+                  state["variant"], state["grid_size"], state["grid_low"], state["grid_high"], state["payoff"],
+                  faces)
         if state.get("log_m") is not None:
             lm = np.asarray(state["log_m"], dtype=np.float64)
             if lm.shape != obj.grid.shape or not np.all(np.isfinite(lm)):
@@ -809,14 +822,26 @@ def e_process_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, gr
 
 def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, variant: EDetectorKind = "sr",
                      grid: ArrayLike | None = None, payoff: Payoff = "per-sample",
-                     chunk: int = 4096) -> NDArray[np.float64]:
+                     chunk: int = 4096, faces: Literal["one", "auto"] = "one") -> NDArray[np.float64]:
     """log M_1..log M_T of the mixture e-detector for counts of shape (R, T); result (R, T).
 
     SR: M_t^j = F_t^j·(M_{t−1}^j + 1); CUSUM: F_t^j·max(M_{t−1}^j, 1) (M_0 = 0, so M_1 = F_1).
+    ``faces="auto"``: each period on the predictable face, as :class:`EDetector` (the service's since
+    issue 20's follow-up); computed in blocks of runs of about ``chunk``·10³ numbers each.
     """
     if variant not in ("sr", "cusum"):
         raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
-    return _batch(a, b, n, line, grid, payoff, chunk, lambda t: 1.0, variant == "sr", lambda started: 0.0)
+    if faces == "one":
+        return _batch(a, b, n, line, grid, payoff, chunk, lambda t: 1.0, variant == "sr", lambda started: 0.0)
+    if faces != "auto" or payoff != "per-sample":
+        raise ValueError("an e-detector bets on faces 'one' or 'auto', per sample")
+    a2, b2 = np.atleast_2d(np.asarray(a)), np.atleast_2d(np.asarray(b))
+    g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+    rows = max(1, (chunk * 1000) // max(1, a2.shape[1] * g.size))
+    return np.concatenate([
+        e_detector_paths_from_increments(face_increments(a2[i:i + rows], b2[i:i + rows], n, line, "auto", False, g),
+                                         variant)
+        for i in range(0, a2.shape[0], rows)], axis=0)
 
 
 @dataclass(frozen=True)
