@@ -529,16 +529,12 @@ def audit(
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
                                         progress=on_progress)
 
-    from app.reporting.junit import audit_case, error_case, shown_url, write_junit
+    from app.reporting.junit import audit_case, shown_url, write_junit
 
     try:
         result = asyncio.run(run())
     except (SamplingError, ValueError) as exc:
-        problem = f"sampling failed ({exc.reason}): {exc.detail}" if isinstance(exc, SamplingError) else str(exc)
-        if junit_xml is not None:
-            write_junit(junit_xml, "dpwatch audit", [error_case(f"audit of {shown_url(sampling_url)}", "dpwatch.audit",
-                                                                 problem)])
-        _fail(problem)
+        _audit_failed(exc, junit_xml, f"audit of {shown_url(sampling_url)}")
     report = format_report(result)  # type: ignore[arg-type]
     typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else report)  # type: ignore[attr-defined]
     if junit_xml is not None:
@@ -548,6 +544,17 @@ def audit(
         raise typer.Exit(code=1)
 
 
+def _audit_failed(exc: Exception, junit_xml: Path | None, case: str) -> None:
+    """An audit that could not sample (or was refused): the JUnit error case when asked for, then exit 2."""
+    from app.reporting.junit import error_case, write_junit
+    from app.sampling.protocol import SamplingError
+
+    problem = f"sampling failed ({exc.reason}): {exc.detail}" if isinstance(exc, SamplingError) else str(exc)
+    if junit_xml is not None:
+        write_junit(junit_xml, "dpwatch audit", [error_case(case, "dpwatch.audit", problem)])
+    _fail(problem)
+
+
 def _sequential_audit(sampling_url: str, pair: tuple[Any, Any], claim: dict[str, Any], *, alpha: float, max_pairs: int,
                       batch: int, secret: str, max_batch: int, binary: bool, http_config: Any, as_json: bool,
                       progress_bar: bool, junit_xml: Path | None, shape: Any = None) -> None:
@@ -555,7 +562,7 @@ def _sequential_audit(sampling_url: str, pair: tuple[Any, Any], claim: dict[str,
     import asyncio
 
     from app.audit.sequential import sequential_pair_audit
-    from app.reporting.junit import audit_case, error_case, shown_url, write_junit
+    from app.reporting.junit import audit_case, shown_url, write_junit
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError
     from app.stats.shapes import OutputShape
@@ -572,11 +579,7 @@ def _sequential_audit(sampling_url: str, pair: tuple[Any, Any], claim: dict[str,
                                                    max_pairs=max_pairs, batch=batch, http_config=http_config,
                                                    progress=on_progress))
     except (SamplingError, ValueError) as exc:
-        problem = f"sampling failed ({exc.reason}): {exc.detail}" if isinstance(exc, SamplingError) else str(exc)
-        if junit_xml is not None:
-            write_junit(junit_xml, "dpwatch audit", [error_case(f"sequential audit of {shown_url(sampling_url)}",
-                                                                 "dpwatch.audit", problem)])
-        _fail(problem)
+        _audit_failed(exc, junit_xml, f"sequential audit of {shown_url(sampling_url)}")
     r = result.to_dict()
     report = (f"verdict: {result.statement}\n\npair: x = {json.dumps(pair[0])}, x' = {json.dumps(pair[1])}\n"
               f"pairs read: {result.pairs_used:,}; outputs drawn per database: {result.pairs_drawn:,} "

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.claims.schemas import CLAIM_DESCRIPTION, ClaimSpec
 from app.monitors.schedule import parse_cron
@@ -26,6 +26,17 @@ DETECTOR_DESCRIPTION = (
 )
 
 MAX_CHECKS = 64
+
+
+def _normalised_cron(value: str) -> str:
+    """A crontab with its whitespace collapsed, refused (422) when it does not parse or never fires."""
+    value = " ".join(value.split())
+    parse_cron(value)
+    return value
+
+
+#: A 5-field crontab in UTC, as MonitorCreate and MonitorUpdate take it.
+Cron = Annotated[str, AfterValidator(_normalised_cron)]
 CheckOrigin = Literal["given", "auto", "rediscovery", "search"]
 _ORIGIN = ("`given` (the event sent), `auto` (chosen by discovery while calibrating; still `auto` when no candidate "
            "was worth adopting), `rediscovery` (added during a horizon by re-discovery) or `search` (a pair and event "
@@ -139,7 +150,7 @@ class MonitorCreate(BaseModel):
     period_seconds: int | None = Field(
         None, ge=1, le=366 * 24 * 3600, description="Run a period every this many seconds (or give `cron`)."
     )
-    cron: str | None = Field(
+    cron: Cron | None = Field(
         None, max_length=200, description="5-field crontab expression, in UTC (or give `period_seconds`)."
     )
     variance: Variance = Field(
@@ -191,15 +202,6 @@ class MonitorCreate(BaseModel):
     search_budget: int | None = Field(
         None, ge=20_000, le=200_000_000,
         description="Outputs each of the monitor's searches draws in all (default 2,000,000).")
-
-    @field_validator("cron")
-    @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = " ".join(value.split())
-        parse_cron(value)
-        return value
 
     @model_validator(mode="after")
     def _one_schedule(self) -> MonitorCreate:
@@ -269,7 +271,7 @@ class MonitorUpdate(BaseModel):
         None, ge=1, le=366 * 24 * 3600,
         description="Run a period every this many seconds from the last period's slot (replaces a `cron`). The "
         "next period is the first slot of the new schedule from now.")
-    cron: str | None = Field(None, max_length=200, description="A 5-field crontab in UTC (replaces `period_seconds`).")
+    cron: Cron | None = Field(None, max_length=200, description="A 5-field crontab in UTC (replaces `period_seconds`).")
     outputs_window: int = Field(None, ge=0, le=10_000, description="Raw outputs kept for MPL snapshots, "  # type: ignore[assignment]
                                 "in periods (0 keeps none).")
     snapshot_every: int | None = Field(None, ge=1, le=100_000, description="An MPL snapshot every this-many "
@@ -305,15 +307,6 @@ class MonitorUpdate(BaseModel):
     kappa: float = Field(None, gt=0, le=1, description=_TEST_FIELD)  # type: ignore[assignment]
     symmetric: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
     renew: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
-
-    @field_validator("cron")
-    @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = " ".join(value.split())
-        parse_cron(value)
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> MonitorUpdate:

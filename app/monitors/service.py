@@ -435,8 +435,6 @@ def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> st
     value, current = getattr(data, name), getattr(monitor, name)
     if value == current:
         return None
-    if name == "horizon" and monitor.detector == "e-process":
-        return None  # the e-process has no horizon: T is stored and ignored, so it changes in place
     if name == "horizon" and monitor.detector == "e-detector":
         return (f"horizon cannot change in place ({current!r} → {value!r}): T is the e-detector's window, which sets "
                 "its threshold c = T/α and so its guarantee (ARL ≥ c). Create a new monitor with the new value "
@@ -467,7 +465,12 @@ def update_monitor(session: Session, monitor: Monitor, data: MonitorUpdate, *,
     anchor when none ran), and the next period is its first slot from now."""
     now = now or utcnow()
     given = data.model_fields_set
-    conflicts = [(name, why) for name in TEST_FIELDS if name in given
+    # the e-process has no horizon: T is stored and ignored, so for it `horizon` is a safe field
+    test_fields, safe_fields = TEST_FIELDS, SAFE_FIELDS
+    if monitor.detector == "e-process":
+        test_fields = tuple(f for f in TEST_FIELDS if f != "horizon")
+        safe_fields = (*SAFE_FIELDS, "horizon")
+    conflicts = [(name, why) for name in test_fields if name in given
                  and (why := _test_field_conflict(monitor, name, data)) is not None]
     for name in ("rediscover_every", "search_every"):
         if name in given and bool(getattr(data, name)) != bool(getattr(monitor, name)):
@@ -482,11 +485,7 @@ def update_monitor(session: Session, monitor: Monitor, data: MonitorUpdate, *,
             errors=[field_problem(["body", name], why, "test_field") for name, why in conflicts])
 
     changed: list[str] = []
-    if "horizon" in given and monitor.detector == "e-process" and data.horizon is not None \
-            and data.horizon != monitor.horizon:
-        monitor.horizon = data.horizon  # stored for the record; the e-process ignores it (no horizon)
-        changed.append("horizon")
-    for name in SAFE_FIELDS:
+    for name in safe_fields:
         if name in given and name not in ("period_seconds", "cron") and getattr(monitor, name) != getattr(data, name):
             setattr(monitor, name, getattr(data, name))
             changed.append(name)

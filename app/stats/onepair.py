@@ -121,9 +121,15 @@ def atom_log_ratio(xs: ArrayLike, ys: ArrayLike, pseudo: float = ATOM_PSEUDO
     log r̂ = 0 (:func:`atom_lookup`), hence h = 0: no bet on it."""
     xa, ya = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
     vals, inv = np.unique(np.concatenate([xa, ya]), return_inverse=True)
-    cx = np.bincount(inv[:xa.size], minlength=vals.size)
-    cy = np.bincount(inv[xa.size:], minlength=vals.size)
-    return vals, np.log((cx + pseudo) / (cy + pseudo))
+    return vals, _atom_counts_log_ratio(inv, xa.size, vals.size, pseudo)
+
+
+def _atom_counts_log_ratio(inv: NDArray[np.intp], n_x: int, n_vals: int, pseudo: float = ATOM_PSEUDO
+                           ) -> NDArray[np.float64]:
+    """log((c_x + κ)/(c_y + κ)) per atom from the pooled outputs' atom indices, x's first (eq. OP2b)."""
+    cx = np.bincount(inv[:n_x], minlength=n_vals)
+    cy = np.bincount(inv[n_x:], minlength=n_vals)
+    return np.log((cx + pseudo) / (cy + pseudo))
 
 
 def atom_lookup(vals: NDArray[np.float64], log_ratio: NDArray[np.float64], v: ArrayLike) -> NDArray[np.float64]:
@@ -262,9 +268,11 @@ class OnePairAuditor:
         t = self.t
         xs, ys = self._xs[:t], self._ys[:t]
         pooled = np.concatenate([xs, ys])
-        if self.atoms and np.unique(pooled).size <= ATOM_SHARE * pooled.size:  # outputs repeat: atoms (OP2b)
-            self._atoms = atom_log_ratio(xs, ys)
-            lr = atom_lookup(*self._atoms, pooled)
+        vals, inv = np.unique(pooled, return_inverse=True)
+        if self.atoms and vals.size <= ATOM_SHARE * pooled.size:  # outputs repeat: atoms (OP2b)
+            atom_lr = _atom_counts_log_ratio(inv, t, vals.size)
+            self._atoms = (vals, atom_lr)
+            lr = atom_lr[inv]
         else:
             self._atoms = None
             self._std = standardiser(pooled)
