@@ -82,33 +82,12 @@ def request_of(i: int, mid: uuid.UUID) -> tuple[str, str]:
 
 async def open_loop(env: st.Env, ids: list[uuid.UUID], rate: float, seconds: float) -> list[tuple[str, float, int]]:
     """One request every 1/rate s (fixed arrival times, not waiting for answers), for ``seconds``."""
-    out: list[tuple[str, float, int]] = []
-    headers = {"Authorization": f"Bearer {env.api_key}"}
-    rng = random.Random(7)
-    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=60,
-                                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)) as client:
-
-        async def one(kind: str, path: str) -> None:
-            t0 = time.perf_counter()
-            code = 0
-            try:
-                code = (await client.get(path)).status_code
-            except httpx.HTTPError:
-                pass
-            out.append((kind, time.perf_counter() - t0, code))
-
-        start = time.perf_counter()
-        tasks = []
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(*request_of(i, rng.choice(ids)))))
-        await asyncio.gather(*tasks)
-    return out
+    return await st.open_loop_get(env, rate, seconds, lambda i, rng: request_of(i, rng.choice(ids)), seed=7,
+                                  connections=200, timeout=60, grace=None)
 
 
 async def clients(env: st.Env, ids: list[uuid.UUID], n: int, seconds: float) -> list[tuple[str, float, int]]:
+    """``n`` closed-loop clients, each sending its next request when the last one has answered."""
     out: list[tuple[str, float, int]] = []
     headers = {"Authorization": f"Bearer {env.api_key}"}
     end = time.perf_counter() + seconds
@@ -119,16 +98,8 @@ async def clients(env: st.Env, ids: list[uuid.UUID], n: int, seconds: float) -> 
             rng = random.Random(j)
             i = j
             while time.perf_counter() < end:
-                mid = rng.choice(ids)
-                kind, path = request_of(i, mid)
+                await st.timed_get(client, *request_of(i, rng.choice(ids)), out)
                 i += 1
-                t0 = time.perf_counter()
-                code = 0
-                try:
-                    code = (await client.get(path)).status_code
-                except httpx.HTTPError:
-                    pass
-                out.append((kind, time.perf_counter() - t0, code))
 
         await asyncio.gather(*(loop(j) for j in range(n)))
     return out

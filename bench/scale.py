@@ -35,7 +35,6 @@ import asyncio
 import os
 import subprocess
 import random
-import statistics
 import sys
 import threading
 import time
@@ -45,7 +44,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import httpx  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 import service_throughput as st  # noqa: E402
@@ -81,37 +79,12 @@ def create_monitors(env: st.Env, engine, count: int, n: int, detector: str, star
 
 async def poll(env: st.Env, ids: list[uuid.UUID], rate: float, seconds: float) -> list[tuple[str, float, int]]:
     """Open loop (request i leaves at start + i/rate whatever the earlier ones did)."""
-    headers = {"Authorization": f"Bearer {env.api_key}"}
-    out: list[tuple[str, float, int]] = []
-    rng = random.Random(3)
-    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=30,
-                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=64)) as client:
+    def request(i: int, rng: random.Random) -> tuple[str, str]:
+        mid = rng.choice(ids)
+        return (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
+                ("list", "/v1/monitors?limit=50"))[i % 3]
 
-        async def one(kind: str, path: str) -> None:
-            t0 = time.perf_counter()
-            code = 0
-            try:
-                code = (await client.get(path)).status_code
-            except httpx.HTTPError:
-                pass
-            finally:
-                out.append((kind, time.perf_counter() - t0, code))
-
-        tasks = []
-        start = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            mid = rng.choice(ids)
-            kind, path = (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
-                          ("list", "/v1/monitors?limit=50"))[i % 3]
-            tasks.append(asyncio.create_task(one(kind, path)))
-        _, pending = await asyncio.wait(tasks, timeout=st.API_GRACE_SECONDS)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-    return out
+    return await st.open_loop_get(env, rate, seconds, request, seed=3)
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ import os
 import pathlib
 import platform
 import random
+from collections.abc import Callable
 import secrets
 import signal
 import socket
@@ -274,8 +275,9 @@ def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str]
     database (``--dbname``, or a random name with ``prefix``; ``--pg``), the reference endpoint and
     ``dpwatch serve --no-worker`` on ``--port-base`` and the next port (or free ports), and the
     tenant with its mechanisms. Yields ``(env, engine, procs)``."""
-    dbname = args.dbname or f"{prefix}_{secrets.token_hex(4)}"
-    ref_port, api_port = ((args.port_base, args.port_base + 1) if args.port_base else (free_port(), free_port()))
+    dbname = getattr(args, "dbname", None) or f"{prefix}_{secrets.token_hex(4)}"
+    port_base = getattr(args, "port_base", None)
+    ref_port, api_port = ((port_base, port_base + 1) if port_base else (free_port(), free_port()))
     env = Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
               secret=generate_secret(), ref_port=ref_port, api_port=api_port)
     log_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix.replace("_", "-") + "-"))
@@ -292,6 +294,7 @@ def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str]
         create_database(env)
         created = True
         engine = make_engine(env.db_url)
+        say(f"reference endpoint on :{env.ref_port}, API on :{env.api_port} (logs in {log_dir})")
         procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
                                   str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
         procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
@@ -307,9 +310,12 @@ def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str]
         if created:
             say(f"dropping database {dbname}")
             drop_database(env)
-        for path in log_dir.iterdir():
-            path.unlink()
-        log_dir.rmdir()
+        if getattr(args, "keep_logs", False):
+            say(f"logs kept in {log_dir}")
+        else:
+            for path in log_dir.iterdir():
+                path.unlink()
+            log_dir.rmdir()
 
 
 def common_env(env: Env) -> dict[str, str]:
@@ -471,46 +477,58 @@ async def bare_sampling(env: Env, binary: bool, n: int, pairs: int, concurrency:
 API_GRACE_SECONDS = 10.0
 
 
-async def poll_api(env: Env, monitor_ids: list[uuid.UUID], rate: float, seconds: float) -> list[tuple[str, float, int]]:
-    """Open loop: request i is sent at start + i/rate whether or not earlier ones have answered
-    (no coordinated omission). Alternates GET /v1/monitors?limit=50 and GET /v1/monitors/{id}/status.
+async def timed_get(client: httpx.AsyncClient, kind: str, path: str, out: list[tuple[str, float, int]]) -> None:
+    """GET ``path`` and record (kind, seconds, status); status 0 for a transport error, and also when the
+    request is abandoned (cancelled), with the time it had waited (a lower bound of its latency)."""
+    t0 = time.perf_counter()
+    status = 0
+    try:
+        status = (await client.get(path)).status_code
+    except httpx.HTTPError:
+        pass
+    finally:
+        out.append((kind, time.perf_counter() - t0, status))
 
-    Requests still unanswered API_GRACE_SECONDS after the last one was sent are abandoned and
-    recorded with status 0 and the time they had waited (a lower bound of their latency)."""
+
+async def open_loop_get(env: Env, rate: float, seconds: float, request: Callable[[int, random.Random], tuple[str, str]],
+                        *, seed: int, connections: int = 64, timeout: float = 30.0,
+                        grace: float | None = API_GRACE_SECONDS) -> list[tuple[str, float, int]]:
+    """Open loop: request i (``request(i, rng)`` → (kind, path)) is sent at start + i/rate whether or not
+    earlier ones have answered (no coordinated omission), for ``seconds``.
+
+    Requests still unanswered ``grace`` seconds after the last one was sent are abandoned and recorded
+    with status 0 (:func:`timed_get`); ``grace=None`` waits for every answer."""
     headers = {"Authorization": f"Bearer {env.api_key}"}
     out: list[tuple[str, float, int]] = []
-    rng = random.Random(1)
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=30,
+    rng = random.Random(seed)
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=env.api, headers=headers, trust_env=False, timeout=timeout,
                                  limits=limits) as client:
-
-        async def one(kind: str, path: str) -> None:
-            t0 = time.perf_counter()
-            status = 0
-            try:
-                r = await client.get(path)
-                status = r.status_code
-            except httpx.HTTPError:
-                pass
-            finally:  # also when abandoned (cancelled)
-                out.append((kind, time.perf_counter() - t0, status))
-
         tasks = []
         start = time.perf_counter()
-        total = int(rate * seconds)
-        for i in range(total):
+        for i in range(int(rate * seconds)):
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if i % 2 == 0:
-                tasks.append(asyncio.create_task(one("list", "/v1/monitors?limit=50")))
-            else:
-                tasks.append(asyncio.create_task(one("status", f"/v1/monitors/{rng.choice(monitor_ids)}/status")))
-        _, pending = await asyncio.wait(tasks, timeout=API_GRACE_SECONDS)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+            tasks.append(asyncio.create_task(timed_get(client, *request(i, rng), out)))
+        if grace is None:
+            await asyncio.gather(*tasks)
+        else:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
     return out
+
+
+async def poll_api(env: Env, monitor_ids: list[uuid.UUID], rate: float, seconds: float) -> list[tuple[str, float, int]]:
+    """:func:`open_loop_get` alternating GET /v1/monitors?limit=50 and GET /v1/monitors/{id}/status."""
+    def request(i: int, rng: random.Random) -> tuple[str, str]:
+        if i % 2 == 0:
+            return "list", "/v1/monitors?limit=50"
+        return "status", f"/v1/monitors/{rng.choice(monitor_ids)}/status"
+
+    return await open_loop_get(env, rate, seconds, request, seed=1)
 
 
 def api_service_times(env: Env, monitor_ids: list[uuid.UUID], repeats: int = 20) -> dict[str, float]:
@@ -785,34 +803,9 @@ def main() -> None:
             parser.error("--py-spy needs py-spy in the venv: .venv/bin/pip install py-spy")
         pathlib.Path(args.py_spy).mkdir(parents=True, exist_ok=True)
 
-    dbname = f"dpwatch_bench_{secrets.token_hex(4)}"
-    env = Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
-              secret=generate_secret(), ref_port=free_port(), api_port=free_port())
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-bench-"))
-    procs = Procs(log_dir)
-    engine = None
-    created = False
     results: list[RunResult] = []
     bare: dict[str, dict[str, float]] = {}
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        say(f"database {dbname}: create + migrate")
-        create_database(env)
-        created = True
-        engine = make_engine(env.db_url)
-        say(f"reference endpoint on :{env.ref_port}, API on :{env.api_port} (logs in {log_dir})")
-        procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port", str(env.ref_port),
-                                  "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
-        procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port", str(env.api_port)],
-                    common_env(env))
-        wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
-        wait_http(f"{env.api}/healthz", 60, procs)
-        setup_tenant_and_mechanisms(env, engine)
-
+    with bench_service(args, "dpwatch_bench") as (env, engine, procs):
         # Idle API latency (monitors exist, no worker).
         ids = reset_monitors(env, engine, args.formats[0], args.monitors, args.samples,
                              datetime.now(UTC) + timedelta(days=1), True, args.start_t)
@@ -835,20 +828,6 @@ def main() -> None:
             for fmt in args.formats:
                 results.append(run_one(env, engine, procs, args, workers, fmt))
         print_tables(results, bare, idle_api, service_times, args)
-    finally:
-        procs.close()
-        if engine is not None:
-            engine.dispose()
-        if created:
-            say(f"dropping database {dbname}")
-            drop_database(env)
-        if args.keep_logs:
-            say(f"logs kept in {log_dir}")
-        else:
-            for p in log_dir.iterdir():
-                p.unlink()
-            log_dir.rmdir()
-
 
 if __name__ == "__main__":
     main()
