@@ -1,6 +1,6 @@
 """False-alarm rates of the service's detectors on checks with keyed events, at the claim's boundary.
 
-    nice -n 10 .venv/bin/python bench/keyed_far.py                        # the table in docs/audit.md §2.4
+    nice -n 10 .venv/bin/python bench/keyed_far.py                        # the table in docs/audit.md §8
     .venv/bin/python bench/keyed_far.py --replications 300 --ns 10        # a quick look
 
 Cells (app.reference.keyed.KEYED_BOUNDARY_CELLS): partition selection (Laplace counts above

@@ -1,5 +1,5 @@
 """False alarms of the service's detectors on checks with keyed events at the claim's boundary
-(app.simulation_keyed; bench/keyed_far.py prints the full table recorded in docs/audit.md §2.4)."""
+(app.simulation_keyed; bench/keyed_far.py prints the full table recorded in docs/audit.md §8)."""
 
 from __future__ import annotations
 

@@ -196,3 +196,25 @@ def test_monitors_with_keyed_events_alarm_on_the_leak_and_check_the_contract(cli
     assert pair["statistic"]["kind"] in ("key", "key_set", "count")
     assert snap["epsilon_hat"] > 0 and pair["suggested_event"]["kind"] in ("key_value", "key", "key_sets",
                                                                            "key_count")
+
+
+def test_the_search_certifies_a_key_set_from_the_data_and_not_the_correct_histogram():
+    """`dpwatch search`'s run on keyed outputs (screening through the engine's candidates), in process."""
+    import asyncio
+
+    from app.search.domain import InputDomain
+    from app.search.draws import function_sampler
+    from app.search.run import SearchSettings, run_search
+    from app.stats.heldout import EpsilonDelta
+
+    domain = InputDomain.model_validate({"records": {"type": "category", "values": ["a", "b", "c", "d"]},
+                                         "size": {"min": 0, "max": 12}, "neighbours": ["add_remove"]})
+    correct = LaplaceHistogram(epsilon=1.0, keys=("a", "b", "c", "d"))
+    verdicts = {}
+    for mech in (LEAKY, correct):
+        result = asyncio.run(run_search(function_sampler(mech.sample, mech.shape, 3), domain, EpsilonDelta(1.0),
+                                        mech.shape, SearchSettings(budget=60_000, max_candidates=16, refine_trials=4)))
+        verdicts[mech.name] = result.certified
+        for f in result.findings:
+            assert domain.relation(f["x"], f["x_prime"]) is not None
+    assert verdicts == {"leaky-histogram": True, "laplace-histogram": False}

@@ -227,7 +227,7 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:  
     return None
 
 
-#: The events of keyed outputs (app.stats.events, docs/audit.md §2.4).
+#: The events of keyed outputs (app.stats.events, docs/audit.md §8).
 KEYED_EVENT_KINDS = frozenset({"key", "key_value", "key_count", "key_set", "key_sets"})
 
 

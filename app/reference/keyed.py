@@ -1,6 +1,6 @@
 """Keyed reference mechanisms: a group-by count released with partition selection, a pure-ε
 histogram over a public key set, and a histogram whose key set is taken from the private data;
-with the exact probabilities of their keyed events (docs/audit.md §2.4, docs/protocol.md §3.2).
+with the exact probabilities of their keyed events (docs/audit.md §8, docs/protocol.md §3.2).
 
 A database is a JSON list of group keys, one record each (``["a", "a", "b"]``; integer keys
 are read as their decimal string); a neighbour adds or removes one record, so one key's count

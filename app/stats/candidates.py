@@ -18,7 +18,7 @@ choose the threshold that maximises the lower confidence bound) applied to every
   regression (scikit-learn) of "x or x′ given the output" on the feature map φ of
   :func:`app.stats.events.feature_map`, whose score is thresholded (DP-Sniper §IV-A). The
   classifier is stored as numbers in a ``linear`` projection, never as a pickle;
-- keyed outputs (a set of keys with values; docs/audit.md §2.4): each key of either choosing
+- keyed outputs (a set of keys with values; docs/audit.md §8): each key of either choosing
   sample released or not released; a key outside the keys x's (or x′'s) choosing sample released
   (the *new-key* events that catch key sets taken from the private data, scored by cross-fitting);
   the value of the most released keys through the scalar families above (an output that does not

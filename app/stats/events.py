@@ -30,7 +30,7 @@ Events (pydantic v2 models, frozen, unknown fields rejected, told apart by ``kin
 List outputs (``app.stats.shapes.ListSamples``) are accepted by row sets and projections.
 
 Keyed outputs (``app.stats.keyed.KeyedSamples``: a set of keys with values, keys may be absent)
-have events of their own (docs/audit.md §2.4). A key is *released* by an output that holds it
+have events of their own (docs/audit.md §8). A key is *released* by an output that holds it
 (with a value, or ``null``); *absent* otherwise:
 
 - :class:`KeyReleased` (``kind="key"``): key ``a`` released, or (``released=false``) not released;

@@ -1,5 +1,5 @@
 """Keyed outputs in memory: a set of keys with values per output, where keys may be absent (a
-group-by released with partition selection; docs/protocol.md §3.2, docs/audit.md §2.4).
+group-by released with partition selection; docs/protocol.md §3.2, docs/audit.md §8).
 
 :class:`KeyedSamples` holds n keyed outputs in compressed sparse rows (CSR):
 
