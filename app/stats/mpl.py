@@ -742,18 +742,17 @@ class KeyedStatistic:
 
 def keyed_statistics(samples_x: Any, samples_xp: Any) -> list[KeyedStatistic]:
     """The statistics tried on keyed outputs (:class:`KeyedStatistic`), chosen on these samples."""
-    x, y = samples_x, samples_xp
     stats = [KeyedStatistic("key_set"), KeyedStatistic("count")]
-    union = sorted(set(x.keys) | set(y.keys))
-    rx, vx = x.dense(union)
-    ry, vy = y.dense(union)
-    pooled = rx.sum(axis=0) + ry.sum(axis=0)
+    union = tuple(sorted(set(samples_x.keys) | set(samples_xp.keys)))
+    x, y = samples_x.reindexed(union), samples_xp.reindexed(union)
+    pooled = x.key_frequencies() + y.key_frequencies()  # sparse: the union may hold a key per output
     for j in np.argsort(-pooled, kind="stable")[:KEYED_MPL_KEYS]:
         if pooled[j] < KEYED_MPL_MIN_RELEASES:
             break
-        values = np.concatenate([vx[:, j][rx[:, j]], vy[:, j][ry[:, j]]])
+        (rx, vx), (ry, vy) = x.column(union[int(j)]), y.column(union[int(j)])
+        values = np.concatenate([vx[rx], vy[ry]])
         values = values[np.isfinite(values)]
-        always = bool(rx[:, j].all() and ry[:, j].all())
+        always = bool(rx.all() and ry.all())
         distinct = np.unique(values).size
         discrete = bool(values.size and (np.all(values == np.round(values)) or distinct <= 64))
         if always and not discrete:
