@@ -218,3 +218,28 @@ def test_the_search_certifies_a_key_set_from_the_data_and_not_the_correct_histog
         for f in result.findings:
             assert domain.relation(f["x"], f["x_prime"]) is not None
     assert verdicts == {"leaky-histogram": True, "laplace-histogram": False}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_auto_events_on_keyed_outputs_are_discovered_under_pure_and_approximate_claims(client, db, make_worker, arun):
+    """Calibration's discovery on keyed outputs: the engine's candidates for a pure-ε claim, the
+    claim-aware key-set events for an (ε, δ) claim; both adopt a keyed event and alarm on the leak."""
+    with _server() as base:
+        mech = client.post("/v1/mechanisms", json={"name": "leaky", "sampling_url": f"{base}/leaky",
+                                                   "output_kind": "keyed", "secret": SECRET}).json()
+        monitors = []
+        for claim in ({"epsilon": 1.0}, {"epsilon": 1.0, "delta": 0.01}):
+            made = client.post("/v1/monitors", json={
+                "name": f"auto-{len(monitors)}", "mechanism_id": mech["id"], "claim": claim, "horizon": 30,
+                "samples_per_period": 200, "period_seconds": 60, "outputs_window": 0, "alarm_snapshot_samples": 0,
+                "discovery_samples": 8000,
+                "checks": [{"x": X, "x_prime": X_PRIME, "event": {"kind": "auto"}}]})
+            assert made.status_code == 201, made.text
+            monitors.append(made.json()["id"])
+        worker, clock = make_worker()
+        for _ in range(4):
+            _tick(worker, clock, arun, jobs=False)
+    for monitor_id in monitors:
+        monitor, checks = _monitor_state(db, monitor_id)
+        assert checks[0].event["kind"] in ("key", "key_value", "key_count", "key_set", "key_sets"), checks[0].event
+        assert monitor.state == "alarm", (checks[0].event, monitor.t)
