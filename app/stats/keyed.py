@@ -325,8 +325,8 @@ def keyed_from_rows(samples: Sequence[Any], *, nullable: bool, integer: bool,
         i = output_of(pos)
         raise KeyedInputError("type", f"output {i} holds an integer too large for float64 at key {keys[pos]!r}",
                               i, samples[i]) from None
-    nonfinite = np.isinf(values) | (np.isnan(values) & (not nullable) & np.fromiter(
-        (v is not None for v in raw), dtype=bool, count=len(raw)))
+    # None (allowed only when nullable) became NaN: NaN is null when nullable, else non-finite
+    nonfinite = np.isinf(values) if nullable else ~np.isfinite(values)
     if nonfinite.any():
         pos = int(np.flatnonzero(nonfinite)[0])
         i = output_of(pos)
@@ -341,12 +341,9 @@ def keyed_from_rows(samples: Sequence[Any], *, nullable: bool, integer: bool,
                                   f"{float(values[pos])!r} at key {keys[pos]!r}", i, samples[i])
     if not keys:
         return KeyedSamples((), indptr, np.empty(0, dtype=np.int64), np.empty(0))
-    table: dict[str, int] = {}
-    codes = np.fromiter((table.setdefault(k, len(table)) for k in keys), dtype=np.int64, count=len(keys))
-    names = sorted(table)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[np.fromiter((table[k] for k in names), dtype=np.int64, count=len(names))] = np.arange(len(names))
-    codes = rank[codes]
+    names = sorted(dict.fromkeys(keys))  # the distinct keys, at C speed
+    table = {k: i for i, k in enumerate(names)}
+    codes = np.fromiter(map(table.__getitem__, keys), dtype=np.int64, count=len(keys))
     rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
     order = np.lexsort((codes, rows))  # keys increasing within each output
     return KeyedSamples(tuple(names), indptr, codes[order], values[order])
