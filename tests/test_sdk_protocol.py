@@ -11,7 +11,7 @@ import pytest
 
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.safe_http import SafeHttpConfig
-from app.stats.shapes import ListSamples, OutputShape
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape
 from dpwatch_sdk import Endpoint, Output, generate_secret
 
 SECRET = generate_secret()
@@ -27,6 +27,11 @@ CASES = [
      lambda a: isinstance(a, ListSamples) and a.lengths.tolist()[:4] == [0, 1, 2, 3]),
     (Output("vector", 2, nullable=True), lambda db, n, rng: [[None, 1.5]] * n,
      lambda a: np.isnan(a[:, 0]).all() and (a[:, 1] == 1.5).all()),
+    # keyed outputs (always JSON): integer keys become strings, and batches with other keys concatenate
+    (Output("keyed", keys=[7, "b", "c"], nullable=True),
+     lambda db, n, rng: [{7: np.float64(i)} if i % 2 else ({"b": None} if i % 3 else {}) for i in range(n)],
+     lambda a: isinstance(a, KeyedSamples) and a.keys == ("7", "b") and a.tolist()[:4] == [{}, {"7": 1.0}, {"b": None},
+                                                                                          {"7": 3.0}]),
 ]
 
 

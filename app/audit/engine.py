@@ -39,7 +39,7 @@ import numpy as np
 from app.stats.candidates import Candidate, ProposalSettings, propose
 from app.stats.events import event_contains
 from app.stats.heldout import Claim, Counts, EpsilonDelta, test_claim
-from app.stats.shapes import ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
 
 __all__ = ["AuditCancelled", "AuditResult", "AuditSettings", "Progress", "Sampler", "run_engine", "round_schedule"]
 
@@ -216,6 +216,8 @@ def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float
 
     x = _cap(x, MPL_SAMPLES)
     y = _cap(y, MPL_SAMPLES)
+    if shape.container == "keyed":
+        return _mpl_keyed(x, y)
     try:
         if shape.container == "scalar":
             sx, sy = np.asarray(x), np.asarray(y)
@@ -271,6 +273,23 @@ def _mpl_estimate(x: Any, y: Any, shape: OutputShape, region: tuple[float, float
     except (ValueError, FloatingPointError) as exc:
         log.info("mpl estimate skipped: %s", exc)
         return None
+
+
+def _mpl_keyed(x: KeyedSamples, y: KeyedSamples) -> dict[str, Any] | None:
+    """MPL's ε̂ on keyed outputs: on the statistic (key set, count, one key) with the largest ε̂
+    (app.stats.mpl.dpl_best_keyed)."""
+    from app.stats.mpl import MPLParams, dpl_best_keyed
+
+    n = min(len(x), len(y))
+    if n < 100:
+        return None
+    try:
+        stat, res = dpl_best_keyed(x[:n], y[:n], MPLParams(n=max(2, n), N=2, tau=1e-4 if n >= 50_000 else 1e-3))
+    except (ValueError, FloatingPointError) as exc:
+        log.info("mpl estimate skipped: %s", exc)
+        return None
+    return {"epsilon_hat": float(res.epsilon_hat), "kind": stat.estimator, "on": stat.describe(),
+            "t_hat": res.to_dict(include_curve=False)["t_hat"], "samples": int(n)}
 
 
 async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: OutputShape,
@@ -483,6 +502,6 @@ def local_sampler(function: Callable[[Any, int, np.random.Generator], Any], seed
 
     async def sample(database: Any, n: int) -> Any:
         out = await asyncio.to_thread(function, database, n, rng)
-        return out if isinstance(out, ListSamples) else np.asarray(out)
+        return out if isinstance(out, (ListSamples, KeyedSamples)) else np.asarray(out)
 
     return sample

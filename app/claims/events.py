@@ -24,6 +24,7 @@ from app.stats.claim_period import anchor_line, line_statistic
 from app.claims.heldout import HeldOutClaim
 from app.stats.claims import clopper_pearson, parse_claim, refutes
 from app.stats.empirical import NestedEvents, nested_events, outputs_kind
+from app.stats.keyed import KeyedSamples
 from app.stats.mpl import PairSamples, kind_for_output
 
 
@@ -44,11 +45,20 @@ def _event_json(events: NestedEvents, k: int, coordinate: int | None, dim: int |
     return {"kind": "box", "low": low, "high": high}
 
 
+def _as_arrays(values: tuple[Any, ...]) -> tuple[tuple[np.ndarray, ...], bool]:
+    """The four samples as arrays; keyed outputs become the label of their released key set (the
+    outcome where partition selection spends its δ), with True to say so."""
+    if isinstance(values[0], KeyedSamples):
+        return tuple(v.key_set_labels() for v in values), True
+    return tuple(np.asarray(v) for v in values), False
+
+
 def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: float = 0.05) -> dict[str, Any]:
-    """The pair's best event for ``claim``, scored on the bounding samples."""
+    """The pair's best event for ``claim``, scored on the bounding samples. Keyed outputs are read
+    as their set of released keys, and the event is a ``key_sets`` event."""
     claim = parse_claim(claim)
-    cx, cxp, bx, bxp = (np.asarray(v) for v in (pair.choose_x, pair.choose_xp, pair.bound_x, pair.bound_xp))
-    kind = outputs_kind(cx, kind_for_output(output_kind))
+    (cx, cxp, bx, bxp), keyed = _as_arrays((pair.choose_x, pair.choose_xp, pair.bound_x, pair.bound_xp))
+    kind = "discrete" if keyed else outputs_kind(cx, kind_for_output(output_kind))
     nb = min(len(bx), len(bxp))
     nc = min(len(cx), len(cxp))
     coordinate = dim = None
@@ -89,13 +99,21 @@ def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: floa
     z = float(line_statistic(a, b, nb, line).z)
     return {
         **{k_: v for k_, v in pair.label.items() if k_ in ("x", "x_prime")},
-        "event": _event_json(events, k, coordinate, dim),
+        "event": _keyed_event(_event_json(events, k, coordinate, dim)) if keyed else _event_json(events, k, coordinate,
+                                                                                                  dim),
         "claim": claim.to_dict(),
         "p_hat": float(a / nb), "q_hat": float(b / nb),
         "z": z,
         "refutes": bool(refutes(claim, a, b, nb, alpha)) or bool(refutes(claim, b, a, nb, alpha)),
         "samples": {"choose": int(nc), "bound": int(nb)},
     }
+
+
+def _keyed_event(event: dict[str, Any]) -> dict[str, Any]:
+    """A set of key-set labels as the ``key_sets`` event it stands for."""
+    import json
+
+    return {"kind": "key_sets", "sets": [json.loads(v) for v in event["values"]]}
 
 
 def rank_claim_candidates(pairs: list[PairSamples], output_kind: str, claim: Any,
@@ -123,10 +141,11 @@ async def discover_for_claim(client: Any, endpoint: Any, shape: Any, pairs: list
             keys.setdefault(json.dumps(db, sort_keys=True), db)
     total = max(4, int(budget))
     half = total // 2
-    drawn: dict[str, np.ndarray] = {}
+    drawn: dict[str, Any] = {}
     for i, (key, db) in enumerate(keys.items()):
-        drawn[key] = np.asarray(await client.sample(endpoint, db, total, monitor_id=label, period=period,
-                                                    request_id_prefix=f"{label}-{i}"))
+        out = await client.sample(endpoint, db, total, monitor_id=label, period=period,
+                                  request_id_prefix=f"{label}-{i}")
+        drawn[key] = out if isinstance(out, KeyedSamples) else np.asarray(out)
         if progress:
             progress(f"drew {total} outputs on database {i + 1}/{len(keys)}")
     samples = []

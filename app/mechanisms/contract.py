@@ -8,7 +8,7 @@ offending output, once per breach kind until the monitor is reset, and asks an `
 to look for events again (the outputs' shape changed).
 
 Periods are sampled with a *lenient* form of the contract (numbers as reals, nulls allowed, no
-lattice, bounds or labels), so that outputs which break the strict contract are still counted in
+lattice, bounds, labels, key universe or key limit), so that outputs which break the strict contract are still counted in
 the checks' events: a contract breach must not blind the privacy checks. Only outputs that even
 the lenient form cannot read (another container or length) fail the period; the failure's
 breach then raises the contract alarm.
@@ -38,20 +38,33 @@ def contract_of(mechanism: Mechanism) -> OutputShape | None:
 
 
 def _legacy_readable(shape: OutputShape) -> bool:
-    """Whether the mechanism's ``output_kind`` parser reads this contract's outputs already."""
+    """Whether the mechanism's ``output_kind`` parser reads this contract's outputs already (and
+    as leniently: vectors are read with the lenient shape, so that a ``null`` a contract detected
+    without nulls breaches the contract without failing the period)."""
     if shape.nullable:
         return False
-    if shape.container == "scalar":
-        return shape.values in ("real", "integer", "discrete", "label")
-    return shape.container == "vector" and shape.values in ("real", "integer")
+    return shape.container == "scalar" and shape.values in ("real", "integer", "discrete", "label")
+
+
+def kind_shape(mechanism: Mechanism) -> OutputShape | None:
+    """The shape a mechanism without a contract is read in: a vector or keyed ``output_kind``'s
+    (``null`` entries allowed: a kind names the container, not whether entries may be null), or
+    None for the ``output_kind`` parser of real and discrete outputs."""
+    if mechanism.output_kind in ("vector", "keyed"):
+        return OutputShape.from_output_kind(mechanism.output_kind, mechanism.dim)
+    return None
 
 
 def parsing_shape(mechanism: Mechanism) -> OutputShape | None:
     """The lenient shape periods are sampled with, or None to use the ``output_kind`` parser."""
     contract = contract_of(mechanism)
-    if contract is None or _legacy_readable(contract):
+    if contract is None:
+        return kind_shape(mechanism)
+    if _legacy_readable(contract):
         return None
     values = "real" if contract.values in ("real", "integer") else contract.values
+    if contract.container == "keyed":  # any key, any number of them: the contract checks those
+        return OutputShape(container="keyed", nullable=True)
     if contract.container == "vector":
         return OutputShape(container="vector", length=contract.length, values=values, nullable=True)  # type: ignore[arg-type]
     if contract.container == "list":
@@ -134,6 +147,11 @@ def breach_of_error(error: SamplingError, contract: OutputShape | None, period: 
         "observed_shape": None,
         "period": period,
     }
+
+
+def strict_shape(mechanism: Mechanism) -> OutputShape | None:
+    """The shape a validation probe reads answers in: the contract, else the kind's."""
+    return contract_of(mechanism) or kind_shape(mechanism)
 
 
 def sampling_endpoint(mechanism: Mechanism, shape: OutputShape | None) -> MechanismEndpoint:

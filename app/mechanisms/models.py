@@ -11,14 +11,14 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, JSONType, new_uuid, utcnow
 
-OUTPUT_KINDS = ("real", "discrete", "vector")
+OUTPUT_KINDS = ("real", "discrete", "vector", "keyed")
 
 
 class Mechanism(Base):
     __tablename__ = "mechanisms"
     __table_args__ = (
         UniqueConstraint("tenant_id", "name"),
-        CheckConstraint("output_kind IN ('real', 'discrete', 'vector')", name="output_kind"),
+        CheckConstraint("output_kind IN ('real', 'discrete', 'vector', 'keyed')", name="output_kind"),
         CheckConstraint("(output_kind = 'vector') = (dim IS NOT NULL)", name="dim_iff_vector"),
         CheckConstraint("max_batch >= 1", name="max_batch_positive"),
         CheckConstraint("timeout_seconds > 0", name="timeout_positive"),

@@ -13,7 +13,7 @@ from app.stats.shapes import OutputShape
 from app.auth.schemas import SigningSecret
 from app.search.domain import DOMAIN_DESCRIPTION, InputDomain
 
-OutputKind = Literal["real", "discrete", "vector"]
+OutputKind = Literal["real", "discrete", "vector", "keyed"]
 HttpUrl = Annotated[
     str,
     Field(
@@ -44,7 +44,7 @@ def _check_shape(shape: OutputShape, output_kind: str, dim: int | None) -> None:
     expected = shape.length if shape.container == "vector" else shape.max_length
     if shape.container == "list" and shape.max_length is None:
         raise ValueError("a list output_shape needs max_length (the longest answer), given as dim too")
-    if shape.container != "scalar" and dim != expected:
+    if shape.container in ("vector", "list") and dim != expected:
         what = "length" if shape.container == "vector" else "max_length"
         raise ValueError(f"dim ({dim}) must equal the output_shape's {what} ({expected})")
 
@@ -52,7 +52,7 @@ def _check_shape(shape: OutputShape, output_kind: str, dim: int | None) -> None:
 def _check_dim(output_kind: str | None, dim: int | None) -> None:
     if output_kind == "vector" and dim is None:
         raise ValueError("dim is required when output_kind is 'vector' (the length of each output vector)")
-    if output_kind in ("real", "discrete") and dim is not None:
+    if output_kind in ("real", "discrete", "keyed") and dim is not None:
         raise ValueError(f"dim must be null unless output_kind is 'vector' (got output_kind '{output_kind}')")
 
 
@@ -63,7 +63,10 @@ class MechanismCreate(BaseModel):
     sampling_url: HttpUrl
     output_kind: OutputKind = Field(
         description="What one output is: `real` (a number), `discrete` (an integer or label), "
-        "`vector` (a list of `dim` numbers)."
+        "`vector` (a list of `dim` numbers; `null` entries allowed unless `output_shape` says otherwise), "
+        "`keyed` (a JSON object from string keys to numbers, a key left out being a key not released: a group-by "
+        "with partition selection; docs/protocol.md §3.2). A keyed mechanism's `output_shape` may declare its key "
+        "universe (`keys`) and `max_keys`; without one, the keys are open."
     )
     dim: int | None = Field(None, ge=1, le=10_000, description="Length of each output vector; only for `vector`.")
     max_batch: int = Field(10_000, ge=1, le=10_000_000, description="Most outputs the endpoint returns per request.")
@@ -78,9 +81,11 @@ class MechanismCreate(BaseModel):
     output_shape: OutputShape | None = Field(
         None,
         description="The output contract (a real/integer/label scalar, a real on a lattice, a vector of `length`, a "
-        "list, with or without `null`s). Optional: without it, the shape is detected from the first period's "
-        "outputs. Periods whose outputs break it raise a `contract` alarm. It must agree with `output_kind`/`dim` "
-        "(a list gives its `max_length` as `dim`).",
+        "list, keyed outputs with a declared or open key universe, with or without `null`s). Optional: without it, "
+        "the shape is detected from the first period's outputs (keyed outputs: with open keys). Periods whose "
+        "outputs break it raise a `contract` alarm (a key outside the declared `keys`, too many keys, a value of "
+        "the wrong type, an output that is not an object). It must agree with `output_kind`/`dim` (a list gives "
+        "its `max_length` as `dim`; a keyed shape goes with `output_kind: keyed` and no `dim`).",
     )
     probe_database: Any = Field(
         None,

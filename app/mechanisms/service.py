@@ -240,9 +240,9 @@ Prober = Callable[..., Awaitable[ProbeResult]]
 
 
 def _strict_shape(mechanism: Mechanism) -> Any:
-    from app.mechanisms.contract import contract_of
+    from app.mechanisms.contract import strict_shape
 
-    return contract_of(mechanism)
+    return strict_shape(mechanism)
 
 
 def _finite_json(value: Any) -> Any:

@@ -10,7 +10,20 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.claims.schemas import CLAIM_DESCRIPTION, ClaimSpec
 from app.monitors.schedule import parse_cron
-from app.stats.events import Box, DiscreteSet, Interval, IntervalUnion, LatticeSet, Projected, RowSet
+from app.stats.events import (
+    Box,
+    DiscreteSet,
+    Interval,
+    IntervalUnion,
+    KeyCount,
+    KeyReleased,
+    KeySet,
+    KeySets,
+    KeyValue,
+    LatticeSet,
+    Projected,
+    RowSet,
+)
 
 MonitorState = Literal["calibrating", "active", "alarm", "completed", "paused", "degraded"]
 Variance = Literal["score", "wald"]
@@ -52,13 +65,18 @@ class AutoEvent(BaseModel):
 
 
 CheckEvent = Annotated[
-    Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | AutoEvent,
+    Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount
+    | KeySet | KeySets | AutoEvent,
     Field(
         discriminator="kind",
         description="The event E whose probability under x and x' is compared: `interval`, `union` "
         "(of intervals), `set` (of values, or of tuples for vectors), `lattice` (points of a lattice "
         "output), `box`, `rows` (whole vector or list outputs) and `projection` (a statistic of a vector or "
-        "list output in a scalar event) for vectors and lists, or `auto` (chosen by discovery before the "
+        "list output in a scalar event) for vectors and lists; for keyed outputs `key` (a key released, or not), "
+        "`key_value` (a key's value in a scalar event; a key not released is no member unless `absent`), "
+        "`key_count` (the number of released keys in a scalar event), `key_set` (the released keys contain a set, "
+        "or some key outside a set is released) and `key_sets` (the released keys are exactly one of some sets); "
+        "or `auto` (chosen by discovery before the "
         "first horizon starts, and again as the deployment changes). Discovery's candidates paste as is.",
     ),
 ]

@@ -192,6 +192,8 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:  
     useless = useless_event(event, mechanism.output_kind, mechanism.output_shape)
     if useless is not None:
         return useless
+    if output == "keyed" or kind in KEYED_EVENT_KINDS:
+        return _keyed_mismatch(event, mechanism)
     if kind in ("rows", "projection"):
         return None if output == "vector" else f"a `{kind}` event applies to vector or list outputs, but the " \
             f"mechanism's outputs are {output}"
@@ -222,6 +224,28 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:  
             return f"a `set` of tuples applies to vector outputs, but the mechanism's outputs are {output}"
         if isinstance(first, str) and output == "real":
             return "a `set` of strings cannot contain real outputs; use an `interval` or a set of numbers"
+    return None
+
+
+#: The events of keyed outputs (app.stats.events, docs/audit.md §8).
+KEYED_EVENT_KINDS = frozenset({"key", "key_value", "key_count", "key_set", "key_sets"})
+
+
+def _keyed_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
+    """Keyed events on keyed outputs only; a key outside the declared universe is never released."""
+    kind = event["kind"]
+    if mechanism.output_kind != "keyed":
+        return f"a `{kind}` event applies to keyed outputs, but the mechanism's outputs are {mechanism.output_kind}"
+    if kind not in KEYED_EVENT_KINDS:
+        return (f"the mechanism's outputs are keyed (objects from keys to values); use a `key`, `key_value`, "
+                f"`key_count`, `key_set` or `key_sets` event (got `{kind}`)")
+    universe = (mechanism.output_shape or {}).get("keys")
+    if universe is not None and kind in ("key", "key_value") and event["key"] not in set(universe):
+        if kind == "key" and not event.get("released", True) or kind == "key_value" and event.get("absent"):
+            return (f"the key {event['key']!r} is not a declared key: no output releases it, so the event holds "
+                    "every output (p = q = 1) and can never show a violation")
+        return (f"the key {event['key']!r} is not a declared key of the mechanism's output_shape: no output releases "
+                "it, so the event holds no output (p = q = 0)")
     return None
 
 

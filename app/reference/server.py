@@ -10,7 +10,10 @@ Routes (all ``POST``):
   (app.reference.corpus) in its output shape, at ε = ``corpus_epsilon`` (0.1, the published
   evaluations' setting);
 - ``/reference/search/<slug>`` for the search's corpus (app.reference.search_corpus): mechanisms
-  whose bugs show only on some inputs of their declared domain, and their correct counterparts.
+  whose bugs show only on some inputs of their declared domain, and their correct counterparts;
+- ``/reference/keyed/<name>`` for the keyed mechanisms (app.reference.keyed) at ε = ``epsilon``:
+  ``partition-counts`` (δ = 10⁻³), ``laplace-histogram`` (keys a–d) and ``leaky-histogram`` (the
+  keys of the data, no threshold: ε = ∞).
 
 Used by ``dpwatch serve-reference``, mounted under ``/reference`` by ``dpwatch demo``, and by the
 end-to-end tests.
@@ -29,6 +32,7 @@ from app.reference.mechanisms import REFERENCE_MECHANISMS, get_mechanism
 from app.reference.scenarios import SCENARIOS, Scenario
 from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import OutputKind
+from app.stats.shapes import OutputShape
 
 #: The period at which the scenario endpoints switch, unless told otherwise.
 DEFAULT_CHANGE_PERIOD = 20
@@ -79,6 +83,11 @@ def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_P
 
     for slug, entry in search_corpus().items():
         routes[f"/search/{slug}"] = (entry.sample, entry.shape)
+    from app.reference.keyed import LaplaceHistogram, LeakyHistogram, PartitionCounts
+
+    for keyed in (PartitionCounts(epsilon=epsilon, delta=1e-3),
+                  LaplaceHistogram(epsilon=epsilon, keys=("a", "b", "c", "d")), LeakyHistogram(epsilon=epsilon)):
+        routes[f"/keyed/{keyed.name}"] = (keyed.sample, OutputShape(container="keyed"))
     return routes
 
 

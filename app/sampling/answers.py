@@ -32,7 +32,7 @@ import typing
 import ijson
 import numpy as np
 
-from app.stats.shapes import ListSamples, OutputShape, concat_outputs
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
 
 from .protocol import (
     BINARY_MEDIA_TYPE,
@@ -61,7 +61,7 @@ _SCALAR_EVENTS = frozenset({"number", "string", "boolean", "null"})
 _EVENT_TYPE = {"number": "a number", "string": "a string", "boolean": "a boolean", "null": "null",
                "start_map": "an object", "start_array": "an array"}
 # States of the JSON stream.
-_ROOT, _IN_ROOT, _EXPECT_SAMPLES, _IN_SAMPLES, _IN_ROW, _SKIP, _DONE = range(7)
+_ROOT, _IN_ROOT, _EXPECT_SAMPLES, _IN_SAMPLES, _IN_ROW, _SKIP, _DONE, _IN_OBJECT = range(8)
 
 
 _INDEX = re.compile(r"\b(sample|output) (\d+)")
@@ -134,9 +134,13 @@ class _JsonStream:
         self.output_kind = output_kind
         self.dim = dim
         self.shape = shape
+        if shape is None and output_kind == "keyed":
+            shape = self.shape = OutputShape.from_output_kind("keyed")
+        #: keyed outputs: each output is a JSON object (key → number), read key by key
+        self.objects = shape is not None and shape.container == "keyed"
         if shape is not None:
-            self.rows = shape.container != "scalar"
-            width = shape.length if shape.container == "vector" else shape.max_length
+            self.rows = shape.container in ("vector", "list")
+            width = {"vector": shape.length, "list": shape.max_length, "keyed": shape.max_keys}.get(shape.container)
             values = shape.values
             self.scalar_events = ({"string"} if values == "label" else {"number", "string"} if values == "discrete"
                                   else {"number"}) | ({"null"} if shape.nullable else set())
@@ -157,6 +161,8 @@ class _JsonStream:
         self.offset = 0  # index of the piece's first output
         self.parts: list[typing.Any] = []
         self.row: list[typing.Any] = []
+        self.object: dict[str, typing.Any] = {}
+        self.key: str | None = None
 
     # ------------------------------------------------------------------ input
 
@@ -200,7 +206,8 @@ class _JsonStream:
         if not events:
             return
         scalar_events = self.scalar_events
-        if self.state == _IN_SAMPLES and not self.rows and set(map(_EVENT, events)) <= scalar_events:
+        if self.state == _IN_SAMPLES and not self.rows and not self.objects \
+                and set(map(_EVENT, events)) <= scalar_events:
             # The common case, at C speed: a run of scalar outputs of the expected JSON types.
             values = list(map(_VALUE, events))
             del events[:]
@@ -215,8 +222,15 @@ class _JsonStream:
         try:
             for event, value in events:
                 state = self.state
-                if state == _IN_SAMPLES:
-                    if event in _SCALAR_EVENTS:
+                if state == _IN_OBJECT:
+                    self._object_event(event, value)
+                elif state == _IN_SAMPLES:
+                    if self.objects and event == "start_map":
+                        self.object = {}
+                        self.state = _IN_OBJECT
+                    elif self.objects and event != "end_array":
+                        self._refuse_item(value if event in _SCALAR_EVENTS else [], event)
+                    elif event in _SCALAR_EVENTS:
                         if self.rows or event not in scalar_events:
                             self._refuse_item(value if event in _SCALAR_EVENTS else None, event)
                         self._item(value, 1)
@@ -279,6 +293,34 @@ class _JsonStream:
         finally:
             del events[:]
 
+    def _object_event(self, event: str, value: typing.Any) -> None:
+        """One event inside a keyed output: a key (refused when repeated or one too many), its
+        value (a number, or null when the shape allows it), or the output's end."""
+        obj = self.object
+        if event == "map_key":
+            if value in obj:
+                raise SamplingError("invalid_json", f"output {self.count} holds the key {value!r} twice; a keyed "
+                                    "output releases each key once")
+            if len(obj) >= self.width:
+                raise self._type_error(f"keyed output {self.count} releases more than {self.width} keys",
+                                       self.count, "length")
+            self.key = value
+        elif event in _SCALAR_EVENTS:
+            if event not in self.scalar_events:
+                obj[self.key] = value  # type: ignore[index]
+                self._item(obj, len(obj) + 1)
+                self._flush()  # names the offending value as coerce_samples does
+                raise self._type_error(f"output {self.count - 1} holds {_EVENT_TYPE[event]} at key {self.key!r}",
+                                       self.count - 1)
+            obj[self.key] = value  # type: ignore[index]
+        elif event == "end_map":
+            self._item(obj, len(obj) + 1)
+            self.state = _IN_SAMPLES
+        else:  # a container as a value
+            kind = "array" if event == "start_array" else "object"
+            raise self._type_error(f"output {self.count} holds an {kind} at key {self.key!r}; values must be numbers",
+                                   self.count)
+
     def _item(self, value: typing.Any, values: int) -> None:
         self.count += 1
         if self.count > self.n:
@@ -295,7 +337,7 @@ class _JsonStream:
         self._flush()
         raise self._type_error(f"output {self.count - 1} is {_EVENT_TYPE.get(event, event)}", self.count - 1)
 
-    def _too_wide(self) -> SamplingError:
+    def _too_wide(self) -> SamplingError:  # rows only; keyed outputs say it in _object_event
         what = "vector" if self.fixed_width else "list"
         return self._type_error(f"{what} output {self.count} has more than {self.width} entries", self.count, "length")
 
@@ -331,7 +373,7 @@ class _JsonStream:
         parts = self.parts
         if len(parts) == 1:
             return parts[0]
-        if isinstance(parts[0], ListSamples):
+        if isinstance(parts[0], (ListSamples, KeyedSamples)):
             return concat_outputs(parts)
         kinds = {p.dtype.kind for p in parts}
         if "O" in kinds and len(kinds) > 1:  # strings in one piece, numbers in another
@@ -363,7 +405,7 @@ def answer_reader(
         return parse_samples(body, content_type, n, output_kind, header_dim, shape=shape)
 
     needs_dim = shape.container != "scalar" if shape is not None else output_kind == "vector"
-    binary_capable = shape.binary_capable if shape is not None else output_kind != "discrete"
+    binary_capable = shape.binary_capable if shape is not None else output_kind in ("real", "vector")
     if not binary_capable or (needs_dim and header_dim is None):
         return _Buffered(parse, max_bytes, lambda size: SamplingError("oversized", f"{size} bytes"))  # parse() names it
     row = header_dim or 1

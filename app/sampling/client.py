@@ -41,7 +41,7 @@ from .protocol import (
     sign_headers,
     validate_secret,
 )
-from app.stats.shapes import ListSamples, OutputShape, concat_outputs
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
 
 from .answers import answer_reader
 from .logs import get_logger
@@ -284,7 +284,7 @@ class SamplingClient:
         started = time.monotonic()
 
         semaphore = anyio.Semaphore(self.config.max_concurrency)
-        results: list[np.ndarray | ListSamples | None] = [None] * len(sizes)
+        results: list[np.ndarray | ListSamples | KeyedSamples | None] = [None] * len(sizes)
 
         async def run(index: int, size: int) -> None:
             request_id = f"{prefix}-{index}"
@@ -326,7 +326,7 @@ class SamplingClient:
     def _concatenate(mechanism: MechanismEndpoint, parts: list[typing.Any]) -> typing.Any:
         if len(parts) == 1:
             return parts[0]
-        if isinstance(parts[0], ListSamples):
+        if isinstance(parts[0], (ListSamples, KeyedSamples)):
             return concat_outputs(parts)
         if mechanism.shape is not None and mechanism.shape.container == "scalar" and mechanism.shape.nullable:
             # a nullable integer batch without nulls is int64; one with nulls is float64

@@ -44,7 +44,7 @@ from .protocol import (
     encode_shaped_json,
     validate_secret,
 )
-from app.stats.shapes import ListSamples, OutputShape, ShapeBreach, conformance, to_canonical
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, ShapeBreach, conformance, n_outputs, to_canonical
 
 __all__ = [
     "MechanismFunction",
@@ -124,11 +124,12 @@ def to_samples(output: typing.Any, n: int, output_kind: OutputKind) -> np.ndarra
     raise SamplingError("wrong_type", f"discrete outputs must be integers or strings, got dtype {arr.dtype}")
 
 
-def to_shaped_samples(output: typing.Any, n: int, shape: OutputShape) -> np.ndarray | ListSamples:
+def to_shaped_samples(output: typing.Any, n: int, shape: OutputShape) -> np.ndarray | ListSamples | KeyedSamples:
     """A mechanism function's output as the canonical outputs of ``shape``: a
-    :class:`ListSamples`, a numeric array (NaN for null) or a list of JSON-like
-    outputs (``None`` for null).  Raises :class:`SamplingError` (with ``.breach``)."""
-    if isinstance(output, ListSamples):
+    :class:`ListSamples` or :class:`KeyedSamples`, a numeric array (NaN for null)
+    or a list of JSON-like outputs (``None`` for null; dicts with string keys for
+    keyed outputs).  Raises :class:`SamplingError` (with ``.breach``)."""
+    if isinstance(output, (ListSamples, KeyedSamples)):
         out: typing.Any = output
     elif isinstance(output, np.ndarray) and output.dtype.kind in "iuf":
         out = output.astype(np.float64) if output.dtype.kind != "f" else output
@@ -141,7 +142,7 @@ def to_shaped_samples(output: typing.Any, n: int, shape: OutputShape) -> np.ndar
             out = to_canonical(shape, items)
         except ShapeBreach as exc:
             raise SamplingError("wrong_type", exc.breach.detail, breach=exc.breach) from None
-    count = len(out) if isinstance(out, ListSamples) else int(np.asarray(out).shape[0]) if np.ndim(out) else 0
+    count = n_outputs(out) if isinstance(out, (ListSamples, KeyedSamples)) or np.ndim(out) else 0
     if count != n:
         raise SamplingError("wrong_count", f"expected {n} samples, got {count}")
     breach = conformance(shape, out)
@@ -196,7 +197,8 @@ def _make_handler(
     rng_factory: _RngFactory,
     name: str,
 ) -> Callable[[Request], typing.Awaitable[Response]]:
-    shape = output_kind if isinstance(output_kind, OutputShape) else None
+    shape = output_kind if isinstance(output_kind, OutputShape) else (
+        OutputShape.from_output_kind("keyed") if output_kind == "keyed" else None)
     if shape is None and output_kind not in OUTPUT_KINDS:
         raise ValueError(f"output_kind must be one of {OUTPUT_KINDS} or an OutputShape, got {output_kind!r}")
     if not callable(f):

@@ -18,6 +18,7 @@ from standardwebhooks import Webhook
 
 from app.stats.shapes import (
     Breach,
+    KeyedSamples,
     ListSamples,
     OutputShape,
     ShapeBreach,
@@ -54,7 +55,7 @@ __all__ = [
     "validate_secret",
 ]
 
-OutputKind = typing.Literal["real", "discrete", "vector"]
+OutputKind = typing.Literal["real", "discrete", "vector", "keyed"]
 OUTPUT_KINDS: tuple[str, ...] = typing.get_args(OutputKind)
 
 JSON_MEDIA_TYPE = "application/json"
@@ -160,7 +161,7 @@ class SampleResponse(BaseModel):
     samples themselves is done by :func:`parse_samples`, which is stricter and
     much faster for large ``n``)."""
 
-    samples: list[float | int | str | list[float]]
+    samples: list[float | int | str | list[float | None] | dict[str, float | None] | None]
 
 
 def encode_database(database: typing.Any) -> str:
@@ -399,7 +400,7 @@ def shape_of(output_kind: OutputKind | None, dim: int | None = None,
     return OutputShape.from_output_kind(output_kind, dim)
 
 
-def _coerce_shaped(samples: list, shape: OutputShape) -> np.ndarray | ListSamples:
+def _coerce_shaped(samples: list, shape: OutputShape) -> np.ndarray | ListSamples | KeyedSamples:
     try:
         return to_canonical(shape, samples)
     except ShapeBreach as exc:
@@ -409,7 +410,7 @@ def _coerce_shaped(samples: list, shape: OutputShape) -> np.ndarray | ListSample
 def coerce_samples(
     samples: typing.Any, n: int, output_kind: OutputKind | None, dim: int | None = None,
     *, shape: OutputShape | None = None,
-) -> np.ndarray | ListSamples:
+) -> np.ndarray | ListSamples | KeyedSamples:
     """Validate decoded JSON samples (a list) and convert them to the canonical
     array: real -> float64 (n,), discrete -> int64 (n,) or object array of str
     (n,), vector -> float64 (n, d); with a ``shape``, its canonical form
@@ -417,6 +418,8 @@ def coerce_samples(
     :class:`SamplingError`; a shape breach carries ``.breach``."""
     if shape is None and output_kind not in OUTPUT_KINDS:
         raise ValueError(f"unknown output kind {output_kind!r}")
+    if shape is None and output_kind == "keyed":
+        shape = OutputShape.from_output_kind("keyed")
     if not isinstance(samples, list):
         raise SamplingError("invalid_json", f"'samples' must be an array, got {_type_name(samples)}")
     if len(samples) != n:
@@ -454,7 +457,7 @@ def _binary_rows(body: bytes, n: int, d: int) -> np.ndarray:
 
 
 def _parse_binary(body: bytes, n: int, output_kind: OutputKind, dim: int | None) -> np.ndarray:
-    if output_kind == "discrete":
+    if output_kind in ("discrete", "keyed"):
         raise SamplingError(
             "invalid_binary", f"{BINARY_MEDIA_TYPE} answers are only allowed for real and vector outputs"
         )
@@ -563,14 +566,48 @@ def _parse_binary_shaped(body: bytes, n: int, shape: OutputShape, dim: int | Non
     return out
 
 
-def encode_shaped_json(samples: np.ndarray | ListSamples, shape: OutputShape) -> bytes:
+def _no_duplicate_keys(pairs: list[tuple[str, typing.Any]]) -> dict[str, typing.Any]:
+    """``object_pairs_hook`` of keyed answers: JSON lets an object repeat a key (RFC 8259 §4 leaves
+    its meaning open, and most parsers keep the last); a keyed output releases each key once, so
+    a repeated key is refused rather than one of its values silently dropped."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise SamplingError("invalid_json", f"an object of the answer holds the key {repeated!r} twice; a keyed "
+                            "output releases each key once")
+    return out
+
+
+def _parse_keyed_json(text: str, shown_type: str) -> typing.Any:
+    """A keyed answer, parsed with duplicate keys refused (pydantic-core's parser keeps the last)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise SamplingError(
+            "invalid_json",
+            f"the answer ({shown_type}) is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+            f"{_excerpt(text)}",
+        ) from None
+    except RecursionError:
+        raise SamplingError("invalid_json", "the answer is nested too deeply") from None
+    except SamplingError:
+        raise
+    except ValueError as exc:
+        raise SamplingError("invalid_json", f"the answer ({shown_type}) cannot be decoded: {exc}") from None
+
+
+def encode_shaped_json(samples: np.ndarray | ListSamples | KeyedSamples, shape: OutputShape) -> bytes:
     """The JSON answer body for canonical outputs of ``shape``: NaN becomes ``null``, integer
-    shapes are written as integers, list rows stop at their length."""
+    shapes are written as integers, list rows stop at their length, keyed outputs are objects."""
     def num(v: float) -> typing.Any:
         if v != v:
             return None
         return int(v) if shape.values == "integer" else v
 
+    if isinstance(samples, KeyedSamples):
+        keyed = [{k: num(v) if v is not None else None for k, v in row.items()} for row in samples.tolist()]
+        return pydantic_core.to_json({"samples": keyed})
     if isinstance(samples, ListSamples):
         body = [[num(v) for v in samples.values[i, : int(samples.lengths[i])].tolist()] for i in range(len(samples))]
     else:
@@ -601,7 +638,7 @@ def parse_samples(
     dim: int | None = None,
     *,
     shape: OutputShape | None = None,
-) -> np.ndarray | ListSamples:
+) -> np.ndarray | ListSamples | KeyedSamples:
     """Strictly validate a ``200`` answer body and return the samples.
 
     ``content_type``: the answer's Content-Type; ``application/x-dpwatch-float64``
@@ -634,11 +671,15 @@ def parse_samples(
         raise SamplingError(
             "invalid_json", f"the answer ({shown_type}) is not UTF-8 text: {_excerpt(body_bytes)}"
         ) from None
-    try:
-        # jiter (pydantic-core) is ~5x faster than json.loads on large answers.
-        doc = pydantic_core.from_json(body_bytes, allow_inf_nan=False)
-    except ValueError as fast_error:
-        doc = _explain_bad_json(text, shown_type, str(fast_error))
+    keyed = (shape.container == "keyed") if shape is not None else output_kind == "keyed"
+    if keyed:
+        doc = _parse_keyed_json(text, shown_type)
+    else:
+        try:
+            # jiter (pydantic-core) is ~5x faster than json.loads on large answers.
+            doc = pydantic_core.from_json(body_bytes, allow_inf_nan=False)
+        except ValueError as fast_error:
+            doc = _explain_bad_json(text, shown_type, str(fast_error))
     if not isinstance(doc, dict) or "samples" not in doc:
         raise SamplingError(
             "invalid_json",

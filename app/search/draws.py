@@ -169,7 +169,7 @@ def function_sampler(function: Callable[..., Any], shape: Any, seed: int | None 
     import numpy as np
 
     from app.sampling.protocol import SamplingError
-    from app.stats.shapes import ListSamples
+    from app.stats.shapes import KeyedSamples, ListSamples, ShapeBreach, to_canonical
 
     rng = np.random.default_rng(seed)
 
@@ -179,13 +179,21 @@ def function_sampler(function: Callable[..., Any], shape: Any, seed: int | None 
         except Exception as exc:  # noqa: BLE001 - what an endpoint would answer with a 500
             raise SamplingError("http_status", f"the mechanism raised {type(exc).__name__}: {exc}",
                                 status_code=500) from None
-        if isinstance(out, ListSamples):
+        if getattr(shape, "container", None) == "keyed" and isinstance(out, list):
+            try:  # dicts from keys to numbers, read as the protocol reads them
+                out = to_canonical(shape, out)
+            except ShapeBreach as exc:
+                raise SamplingError("wrong_type", exc.breach.detail, breach=exc.breach) from None
+        if isinstance(out, KeyedSamples):
+            values = out.values
+        elif isinstance(out, ListSamples):
             values = out.values[out.valid_mask()]
         else:
             out = np.asarray(out)
             values = out if out.dtype != object else None
         if values is not None and values.dtype.kind == "f":
-            bad = np.isinf(values) if (shape.nullable or isinstance(out, ListSamples)) else ~np.isfinite(values)
+            bad = np.isinf(values) if (shape.nullable or isinstance(out, (ListSamples, KeyedSamples))) \
+                else ~np.isfinite(values)
             if bad.any():
                 raise SamplingError("non_finite", "an output is NaN or infinite")
         return out

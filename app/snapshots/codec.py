@@ -8,6 +8,9 @@
 - strings: JSON, then zlib.
 - variable-length lists (``app.stats.shapes.ListSamples``): the lengths as int32 and the
   NaN-padded values as float32, then zlib (``list``).
+- keyed outputs (``app.stats.keyed.KeyedSamples``): the key table as JSON, the row pointers and
+  key indices as int32 and the values as float32 (NaN: null), then zlib (``keyed``; the shape is
+  ``[n, entries, bytes of the key table]``).
 
 At n = 1000 outputs per database, a real-valued check costs 8 kB per period for x and x'
 (``docs/mpl.md`` has measured sizes).
@@ -26,8 +29,13 @@ _INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
 
 def encode_outputs(outputs: Any) -> tuple[str, list[int], bytes]:
     """(encoding, shape, bytes) for an array of outputs as the sampling client returns it."""
-    from app.stats.shapes import ListSamples
+    from app.stats.shapes import KeyedSamples, ListSamples
 
+    if isinstance(outputs, KeyedSamples):
+        table = json.dumps(list(outputs.keys), separators=(",", ":")).encode()
+        body = (table + np.asarray(outputs.indptr, dtype="<i4").tobytes()
+                + np.asarray(outputs.key_index, dtype="<i4").tobytes() + np.asarray(outputs.values, dtype="<f4").tobytes())
+        return "keyed", [len(outputs), outputs.nnz, len(table)], zlib.compress(body, 6)
     if isinstance(outputs, ListSamples):
         values = np.asarray(outputs.values, dtype="<f4")
         body = np.asarray(outputs.lengths, dtype="<i4").tobytes() + values.tobytes()
@@ -48,6 +56,17 @@ def encode_outputs(outputs: Any) -> tuple[str, list[int], bytes]:
 
 
 def decode_outputs(encoding: str, shape: list[int], data: bytes) -> Any:
+    if encoding == "keyed":
+        from app.stats.keyed import KeyedSamples
+
+        raw = zlib.decompress(data)
+        n, nnz, size = shape
+        keys = tuple(json.loads(raw[:size]))
+        at = size + 4 * (n + 1)
+        indptr = np.frombuffer(raw[size:at], dtype="<i4").astype(np.int64)
+        key_index = np.frombuffer(raw[at: at + 4 * nnz], dtype="<i4").astype(np.int64)
+        entries = np.frombuffer(raw[at + 4 * nnz:], dtype="<f4").astype(np.float64)
+        return KeyedSamples(keys, indptr, key_index, entries)
     if encoding == "list":
         from app.stats.shapes import ListSamples
 

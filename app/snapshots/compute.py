@@ -20,7 +20,18 @@ import numpy as np
 
 from app.stats.empirical import claim_terms, nested_events, outputs_kind, privacy_profile
 from app.stats.evidence import snapshot_reading
-from app.stats.mpl import MPLParams, PairSamples, dpl, dpl_best_coordinate, kind_for_output, mpl_lower_bound, real_rows
+from app.stats.mpl import (
+    KeyedStatistic,
+    MPLParams,
+    PairSamples,
+    dpl,
+    dpl_best_coordinate,
+    dpl_best_keyed,
+    kind_for_output,
+    mpl_lower_bound,
+    real_rows,
+)
+from app.stats.shapes import concat_outputs
 
 #: ε grid of the stored privacy profile.
 PROFILE_EPSILONS = tuple(round(0.1 * i, 2) for i in range(0, 41))
@@ -34,7 +45,7 @@ def split_periods(series: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.
         raise ValueError("a snapshot without fresh samples needs the outputs of at least two periods")
     choose = [a for i, (_, a) in enumerate(series) if i % 2 == 0]
     bound = [a for i, (_, a) in enumerate(series) if i % 2 == 1]
-    return np.concatenate(choose), np.concatenate(bound)
+    return concat_outputs(choose), concat_outputs(bound)
 
 
 def _thin_curve(result: dict[str, Any]) -> dict[str, Any]:
@@ -78,11 +89,14 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
     kind = kind_for_output(output_kind)
     rows = []
     for pair in pairs:
+        statistic = None
+        if output_kind == "keyed":
+            pair, statistic = _keyed_pair(pair, alpha, tau)
         n_bound = min(len(pair.bound_x), len(pair.bound_xp))
         params = MPLParams.for_output_kind(
             output_kind, n=max(2, min(len(pair.choose_x), len(pair.choose_xp))), N=max(2, n_bound), alpha=alpha,
             **({"tau": tau} if tau is not None else {}))
-        on, pair_kind = None, kind
+        on, pair_kind = None, kind if statistic is None else statistic.estimator
         if output_kind == "vector" and real_rows(pair.choose_x, pair.choose_xp):
             # vectors of reals are not table rows: MPL on the coordinate with the largest ε̂
             on, _ = dpl_best_coordinate(pair.choose_x, pair.choose_xp, params)
@@ -101,10 +115,12 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
             "lower_bound": bound.lower_bound,
             "exceeds_claim": None if epsilon is None else bound.exceeds(epsilon),
             "x_denser_at_t_hat": density_orientation(chosen),
-            "suggested_event": suggested_event(output_kind, chosen) if on is None else
+            "suggested_event": statistic.event(chosen) if statistic is not None else
+            suggested_event(output_kind, chosen) if on is None else
             {"kind": "projection", "projection": {"kind": "coordinate", "index": on},
              "event": suggested_event("real", chosen)},
             "coordinate": on,
+            **({} if statistic is None else {"statistic": statistic.to_dict()}),
             "samples": {"choose": [len(pair.choose_x), len(pair.choose_xp)], "bound": n_bound},
             "params": params.to_dict(),
             "loss_curve": _thin_curve(chosen.to_dict(include_curve=True)),
@@ -134,6 +150,17 @@ def compute_snapshot(pairs: list[PairSamples], output_kind: str, *, alpha: float
         "statement": statement,
         "pairs": rows,
     }
+
+
+def _keyed_pair(pair: PairSamples, alpha: float, tau: float | None) -> tuple[PairSamples, KeyedStatistic]:
+    """Keyed outputs as the statistic MPL works on (docs/mpl.md "Keyed outputs"): the one with the
+    largest ε̂ on the choosing samples, applied to all four samples (the bounding ones never
+    chose it)."""
+    n = max(2, min(len(pair.choose_x), len(pair.choose_xp)))
+    params = MPLParams(n=n, N=2, alpha=alpha) if tau is None else MPLParams(n=n, N=2, alpha=alpha, tau=tau)
+    statistic, _ = dpl_best_keyed(pair.choose_x, pair.choose_xp, params)
+    arrays = (statistic.apply(a) for a in (pair.choose_x, pair.choose_xp, pair.bound_x, pair.bound_xp))
+    return PairSamples(pair.label, *arrays), statistic
 
 
 def _claim_terms(pair: PairSamples, kind: str, alpha: float, n_bound: int) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
 from app.snapshots.models import Snapshot
 from app.stats.events import event_contains, parse_event
+from app.stats.shapes import concat_outputs
 from app.snapshots.service import database_digest, load_window
 from app.claims.service import effective_claim
 
@@ -205,7 +206,7 @@ class SnapshotRunner:
                 # choose t̂ (the two parts are independent draws).
                 half = plan.extra_samples // 2
                 fx, fxp = fresh[pair["x_key"]], fresh[pair["xp_key"]]
-                choose_x, choose_xp = np.concatenate([*window_x, fx[:half]]), np.concatenate([*window_xp, fxp[:half]])
+                choose_x, choose_xp = concat_outputs([*window_x, fx[:half]]), concat_outputs([*window_xp, fxp[:half]])
                 bound_x, bound_xp = fx[half:], fxp[half:]
             else:
                 if not window_x or not window_xp:

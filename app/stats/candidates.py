@@ -17,7 +17,13 @@ choose the threshold that maximises the lower confidence bound) applied to every
   of a value), sets of whole outputs for discrete vectors, and **learned events**: a logistic
   regression (scikit-learn) of "x or x′ given the output" on the feature map φ of
   :func:`app.stats.events.feature_map`, whose score is thresholded (DP-Sniper §IV-A). The
-  classifier is stored as numbers in a ``linear`` projection, never as a pickle.
+  classifier is stored as numbers in a ``linear`` projection, never as a pickle;
+- keyed outputs (a set of keys with values; docs/audit.md §8): each key of either choosing
+  sample released or not released; a key outside the keys x's (or x′'s) choosing sample released
+  (the *new-key* events that catch key sets taken from the private data, scored by cross-fitting);
+  the value of the most released keys through the scalar families above (an output that does not
+  release the key is no member, unless the event says so); the number of released keys; and sets
+  of whole released key sets, ratio-sorted like the discrete outcomes.
 
 No event that holds no choosing output, or every one, is ever proposed. The held-out samples are
 never seen here: the caller tests the events on fresh samples.
@@ -32,9 +38,17 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from scipy.special import ndtri
+
 from app.stats.events import (
+    MAX_EVENT_KEYS,
     DiscreteSet,
     Interval,
+    KeyCount,
+    KeyReleased,
+    KeySet,
+    KeySets,
+    KeyValue,
     LatticeSet,
     Projected,
     Projection,
@@ -42,9 +56,7 @@ from app.stats.events import (
     feature_map,
     feature_size,
 )
-from scipy.special import ndtri
-
-from app.stats.shapes import ListSamples, OutputShape
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape
 
 __all__ = ["Candidate", "ProposalSettings", "propose", "ranking_score", "scalar_statistics"]
 
@@ -52,6 +64,13 @@ __all__ = ["Candidate", "ProposalSettings", "propose", "ranking_score", "scalar_
 ATOM_TIE_FRACTION = 0.5
 #: Distinct values up to which a real statistic is also treated as discrete.
 DISCRETE_MAX_VALUES = 64
+#: Keyed outputs: the most released keys whose values are searched (a key's value events), and
+#: the fewest releases (both samples) a key needs for that.
+KEYED_VALUE_KEYS = 16
+KEYED_VALUE_MIN_RELEASES = 8
+#: Keyed outputs: most distinct released key sets ranked as outcomes, and most sets in one event.
+KEYED_MAX_OUTCOMES = 20_000
+KEYED_MAX_SETS = 500
 
 
 @dataclass(frozen=True)
@@ -387,6 +406,8 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
     s = settings
     stats: list[_Stat] = []
     nx, nxp = _n(x), _n(y)
+    if shape.container == "keyed":
+        return _finish(_keyed(x, y, shape, s), x, y, s, mpl_event)
     if shape.container == "scalar":
         if shape.values in ("label",) or (np.asarray(x).dtype == object):
             stats.append(_Stat("output", np.asarray(x, dtype=object), np.asarray(y, dtype=object), True,
@@ -409,15 +430,8 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
 
         ex, ey = _entries_of(x), _entries_of(y)
         for proj in scalar_statistics(x, y, shape):
-            sx, sy = proj.apply(x, ex), proj.apply(y, ey)
-            both = np.concatenate([sx, sy])
-            present = both[~np.isnan(both)]
-            if present.size == 0 or (np.unique(present).size < 2 and not np.isnan(both).any()):
-                continue
-            discrete = _is_integral(both) or np.unique(present).size <= DISCRETE_MAX_VALUES or _atoms(both)
-            stats.append(_Stat(proj.describe(), sx, sy, discrete, _wrap_projection(proj)))
-            if discrete and not _is_integral(both) and np.unique(present).size > DISCRETE_MAX_VALUES:
-                stats.append(_Stat(proj.describe(), sx, sy, False, _wrap_projection(proj)))
+            stats.extend(_numeric_stats(proj.describe(), proj.apply(x, ex), proj.apply(y, ey),
+                                        _wrap_projection(proj)))
         if s.learned:
             # DP-Sniper trains the classifier and picks the threshold on separate samples
             hx, hy = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
@@ -433,6 +447,12 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
         cands.extend(found)
     if shape.container != "scalar" and (shape.values == "integer" or _all_integral(x, y)):
         cands.extend(_rows(x, y, s))
+    return _finish(cands, x, y, s, mpl_event)
+
+
+def _finish(cands: list[Candidate], x: Any, y: Any, s: ProposalSettings, mpl_event: Any) -> list[Candidate]:
+    """The candidates with MPL's event ranked among them, best first."""
+    nx, nxp = _n(x), _n(y)
     if mpl_event is not None:
         from app.stats.events import event_contains
 
@@ -447,6 +467,146 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
                                    pred, "output", "mpl t̂ ± h"))
     cands.sort(key=lambda c: c.predicted, reverse=True)
     return cands
+
+
+def _numeric_stats(name: str, sx: np.ndarray, sy: np.ndarray, wrap: Callable[[Any, bool], Any]) -> list[_Stat]:
+    """A numeric statistic (NaN: null) as the families to search: discrete (integral, few values or
+    atoms) and, for reals with many values, continuous too; none when it is constant."""
+    both = np.concatenate([sx, sy])
+    present = both[~np.isnan(both)]
+    distinct = np.unique(present).size
+    if present.size == 0 or (distinct < 2 and not np.isnan(both).any()):
+        return []
+    integral = _is_integral(both)
+    discrete = integral or distinct <= DISCRETE_MAX_VALUES or _atoms(both)
+    stats = [_Stat(name, sx, sy, discrete, wrap)]
+    if discrete and not integral and distinct > DISCRETE_MAX_VALUES:
+        stats.append(_Stat(name, sx, sy, False, wrap))
+    return stats
+
+
+# --------------------------------------------------------------------------------------------
+# keyed outputs
+
+
+def _candidate(event: Any, cx: float, cxp: float, nx: int, nxp: int, x_first: bool, score: float,
+               statistic: str, family: str) -> Candidate:
+    """A candidate from its counts in x's and x′'s samples (of sizes nx, nxp) and orientation."""
+    a, b = (cx, cxp) if x_first else (cxp, cx)
+    return Candidate(event, x_first, a / (nx if x_first else nxp), b / (nxp if x_first else nx), score,
+                     statistic, family)
+
+
+def _ranked(make: Callable[[int], Any], cx: np.ndarray, cxp: np.ndarray, nx: int, nxp: int, s: ProposalSettings,
+            statistic: Callable[[int], str], family: str, k: int) -> list[Candidate]:
+    """The k best of a family of events ``make(i)`` with counts ``cx[i]``, ``cxp[i]``, both ways."""
+    fwd, bwd = _oriented(cx.astype(float), cxp.astype(float), nx, nxp, s)
+    out: list[Candidate] = []
+    for pred, x_first in ((fwd, True), (bwd, False)):
+        for i in np.argsort(pred)[::-1][:k]:
+            if np.isfinite(pred[i]):
+                out.append(_candidate(make(int(i)), float(cx[i]), float(cxp[i]), nx, nxp, x_first, float(pred[i]),
+                                      statistic(int(i)), family))
+    return _best(out, k)
+
+
+def _keyed(x: KeyedSamples, y: KeyedSamples, shape: OutputShape, s: ProposalSettings) -> list[Candidate]:
+    """Candidate events of keyed outputs (module docstring)."""
+    nx, nxp = len(x), len(y)
+    union = tuple(sorted(set(x.keys) | set(y.keys)))
+    x, y = x.reindexed(union), y.reindexed(union)
+    fx, fy = x.key_frequencies().astype(float), y.key_frequencies().astype(float)
+    cands: list[Candidate] = []
+    if union:
+        cands += _ranked(lambda i: KeyReleased(key=union[i]), fx, fy, nx, nxp, s,
+                         lambda i: f"key {union[i]!r}", "key released", s.per_statistic)
+        cands += _ranked(lambda i: KeyReleased(key=union[i], released=False), nx - fx, nxp - fy, nx, nxp, s,
+                         lambda i: f"key {union[i]!r}", "key not released", s.per_statistic)
+    cands += _new_keys(x, y, s)
+    stats: list[_Stat] = []
+    pooled = fx + fy
+    for i in np.argsort(-pooled, kind="stable")[:KEYED_VALUE_KEYS]:
+        if pooled[i] < KEYED_VALUE_MIN_RELEASES:
+            break
+        key = union[int(i)]
+        (_, vx), (_, vy) = x.column(key), y.column(key)
+
+        def wrap(inner: Any, nulls: bool, key: str = key) -> Any:
+            return KeyValue(key=key, event=inner, absent=nulls, nulls=nulls and shape.nullable)
+
+        for st in _numeric_stats(f"value({key!r})", vx, vy, wrap):
+            if st.discrete and shape.lattice is not None and not _is_integral(np.concatenate([vx, vy])):
+                st.lattice = shape.lattice
+            stats.append(st)
+    stats.extend(_numeric_stats("|released keys|", x.counts().astype(float), y.counts().astype(float),
+                                lambda inner, nulls: KeyCount(event=inner)))
+    for st in stats:
+        cands.extend(_discrete(st, s) if st.discrete else _continuous(st, s, None))
+    cands.extend(_key_sets(x, y, s))
+    return cands
+
+
+def _new_keys(x: KeyedSamples, y: KeyedSamples, s: ProposalSettings) -> list[Candidate]:
+    """"Some key outside K released", K the keys one side's choosing sample released: a key set
+    taken from the data releases keys under x′ that x never does. By construction no output of
+    that side's sample releases a key outside K, so the event is scored by cross-fitting: K from
+    the even-indexed half, counts on the odd half. The event proposed uses the keys of the whole
+    sample (a larger K, so no likelier under that side than the cross-fitted estimate says)."""
+    out: list[Candidate] = []
+    hx, hy = np.arange(len(x)) % 2 == 0, np.arange(len(y)) % 2 == 0
+    ox, oy = x[~hx], y[~hy]
+    nx, nxp = len(ox), len(oy)
+    if not (nx and nxp):
+        return out
+    for side, sample, half in (("x", x, hx), ("x′", y, hy)):
+        keys = [sample.keys[int(i)] for i in np.flatnonzero(sample.key_frequencies())]
+        if len(keys) > MAX_EVENT_KEYS:
+            continue
+        part = sample[half]
+        known = [part.keys[int(i)] for i in np.flatnonzero(part.key_frequencies())]
+        cx = float(np.count_nonzero(ox.counts() > ox.count_among(known)))
+        cxp = float(np.count_nonzero(oy.counts() > oy.count_among(known)))
+        event = KeySet(relation="outside", keys=keys)
+        statistic = f"a key {side}'s sample never released"
+        out += _ranked(_constant(event), np.array([cx]), np.array([cxp]), nx, nxp, s, _constant(statistic),
+                       "new key", 1)
+    return out
+
+
+def _constant(value: Any) -> Callable[[int], Any]:
+    return lambda i: value
+
+
+def _key_sets(x: KeyedSamples, y: KeyedSamples, s: ProposalSettings) -> list[Candidate]:
+    """Sets of whole released key sets (the outcomes), ratio-sorted prefix sets with cross-fitting
+    as for discrete outputs (:func:`_cross_fit`)."""
+    codes = np.concatenate([x.key_set_codes(), y.key_set_codes()])
+    uniq, first, inv = np.unique(codes, return_index=True, return_inverse=True)
+    m = uniq.size
+    if m < 2 or m > KEYED_MAX_OUTCOMES:
+        return []
+    nx0 = len(x)
+
+    def members(j: int) -> list[str]:
+        i = int(first[j])
+        return sorted((x.row(i) if i < nx0 else y.row(i - nx0)).keys())
+
+    ratio, cx, cxp, nx, nxp = _cross_fit(inv.ravel(), nx0, len(y), m)
+    cands: list[Candidate] = []
+    for x_first, order in ((True, np.argsort(-ratio, kind="stable")), (False, np.argsort(ratio, kind="stable"))):
+        limit = min(m - 1, KEYED_MAX_SETS)
+        ca, cb = np.cumsum(cx[order])[:limit], np.cumsum(cxp[order])[:limit]
+        fwd, bwd = _oriented(ca, cb, nx, nxp, s)
+        pred = fwd if x_first else bwd
+        for t in np.argsort(pred)[::-1][: s.per_statistic]:
+            if not np.isfinite(pred[t]):
+                continue
+            sets = [members(int(j)) for j in order[: t + 1]]
+            if sum(map(len, sets)) > MAX_EVENT_KEYS:
+                continue
+            cands.append(_candidate(KeySets(sets=sets), float(ca[t]), float(cb[t]), nx, nxp, x_first,
+                                    float(pred[t]), "released key set", "key sets"))
+    return _best(cands, s.per_statistic)
 
 
 def _scalar_wrap(inner: Any, nulls: bool) -> Any:
@@ -468,4 +628,4 @@ def _take(outputs: Any, mask: np.ndarray) -> Any:
 
 
 def _n(outputs: Any) -> int:
-    return len(outputs) if isinstance(outputs, ListSamples) else int(np.asarray(outputs).shape[0])
+    return len(outputs) if isinstance(outputs, (ListSamples, KeyedSamples)) else int(np.asarray(outputs).shape[0])

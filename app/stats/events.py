@@ -29,6 +29,23 @@ Events (pydantic v2 models, frozen, unknown fields rejected, told apart by ``kin
 
 List outputs (``app.stats.shapes.ListSamples``) are accepted by row sets and projections.
 
+Keyed outputs (``app.stats.keyed.KeyedSamples``: a set of keys with values, keys may be absent)
+have events of their own (docs/audit.md §8). A key is *released* by an output that holds it
+(with a value, or ``null``); *absent* otherwise:
+
+- :class:`KeyReleased` (``kind="key"``): key ``a`` released, or (``released=false``) not released;
+- :class:`KeyValue` (``kind="key_value"``): the value of key ``a`` in a scalar event; an output
+  that does not release ``a`` is a member only with ``absent=true``, one that releases it as
+  ``null`` only with ``nulls=true``;
+- :class:`KeyCount` (``kind="key_count"``): the number of released keys in a scalar event;
+- :class:`KeySet` (``kind="key_set"``): the released keys contain a set (``contains``), or some
+  released key lies outside a set (``outside``: a key no choosing sample of x released, the event
+  that catches key sets taken from the private data);
+- :class:`KeySets` (``kind="key_sets"``): the set of released keys equals one of given sets.
+
+A key the evaluated sample never released is absent from all its outputs, so an event chosen on
+one sample applies to fresh samples that hold keys the choosing sample never saw.
+
 Membership: :func:`event_contains` returns a boolean mask and :func:`count_in` the count ``a_t``
 (or ``b_t``) of method.md §1. ``NaN`` outputs are never members. A shape that does not fit the
 event (a tuple set on 1-D outputs, a box of dimension 3 on vectors of dimension 2, an interval on
@@ -52,6 +69,12 @@ from pydantic import (
 )
 
 __all__ = [
+    "KEYED_EVENT_TYPES",
+    "KeyCount",
+    "KeyReleased",
+    "KeySet",
+    "KeySets",
+    "KeyValue",
     "Box",
     "LatticeSet",
     "Projected",
@@ -115,6 +138,11 @@ def _upper_endpoint(value: float | None, what: str) -> float | None:
 
 
 def _as_outputs(outputs: Any) -> np.ndarray:
+    from app.stats.keyed import KeyedSamples
+
+    if isinstance(outputs, KeyedSamples):
+        raise ValueError("the outputs are keyed (objects from keys to values): use a key event (key, key_value, "
+                         "key_count, key_set, key_sets)")
     arr = np.asarray(outputs)
     if arr.ndim == 0:
         raise ValueError("outputs must be a 1-D array of shape (n,) or a 2-D array of shape (n, d); got a scalar")
@@ -695,13 +723,192 @@ class Projected(BaseModel):
         return mask | (null & self.nulls)
 
 
-Event = Annotated[Union[Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected],
+# --------------------------------------------------------------------------------------------
+# keyed outputs (module docstring)
+
+#: Longest key accepted in an event (a key is a group's name, not a document).
+MAX_KEY_LENGTH = 1_000
+#: Most keys one event may name.
+MAX_EVENT_KEYS = 10_000
+
+Key = Annotated[str, Field(min_length=0, max_length=MAX_KEY_LENGTH)]
+
+
+def _keyed_outputs(outputs: Any, what: str) -> Any:
+    from app.stats.keyed import KeyedSamples
+
+    if not isinstance(outputs, KeyedSamples):
+        raise ValueError(f"{what} applies to keyed outputs (objects from keys to values); got "
+                         + ("list outputs" if hasattr(outputs, "lengths") else f"an array of shape {np.shape(outputs)}"))
+    return outputs
+
+
+def _key_list(value: list[str], what: str) -> list[str]:
+    if len(value) > MAX_EVENT_KEYS:
+        raise ValueError(f"{what} names {len(value)} keys; at most {MAX_EVENT_KEYS}")
+    keys = sorted(set(value))
+    if len(keys) != len(value):
+        raise ValueError(f"{what} repeats a key")
+    return keys
+
+
+def _key_set_text(keys: list[str], limit: int = 6) -> str:
+    shown = ", ".join(repr(k) for k in keys[:limit])
+    return "{" + shown + (f", … ({len(keys)} keys)" if len(keys) > limit else "") + "}"
+
+
+class KeyReleased(BaseModel):
+    """Key ``key`` released (with a value or ``null``), or with ``released=false`` not released."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key"] = "key"
+    key: Key
+    released: bool = True
+
+    def describe(self) -> str:
+        return f"key {self.key!r} " + ("released" if self.released else "not released")
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        released, _ = _keyed_outputs(outputs, "a key event").column(self.key)
+        return released if self.released else ~released
+
+
+class KeyValue(BaseModel):
+    """``{o : o[key] ∈ event}``; with ``absent``, outputs that do not release ``key`` are members
+    too, and with ``nulls``, outputs that release it as ``null``. With no ``event``, only those."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key_value"] = "key_value"
+    key: Key
+    event: ScalarEvent | None = None
+    absent: bool = False
+    nulls: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> KeyValue:
+        if self.event is None and not (self.absent or self.nulls):
+            raise ValueError("a key_value event needs an event on the value, or absent/nulls (or both)")
+        if self.event is not None and isinstance(self.event, DiscreteSet) and self.event.value_kind != "numbers":
+            raise ValueError("the values of keyed outputs are numbers: a set of strings or tuples holds none")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"value({self.key!r}) ∈ {self.event.describe()}"] if self.event is not None else []
+        if self.absent and self.nulls:
+            parts.append(f"{self.key!r} not released or null")
+        elif self.absent:
+            parts.append(f"{self.key!r} not released")
+        elif self.nulls:
+            parts.append(f"value({self.key!r}) is null")
+        return " or ".join(parts)
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        keyed = _keyed_outputs(outputs, "a key_value event")
+        released, value = keyed.column(self.key)
+        null = released & np.isnan(value)
+        mask = np.zeros(len(keyed), dtype=bool) if self.event is None else \
+            self.event.contains(value) & released & ~null
+        if self.absent:
+            mask |= ~released
+        if self.nulls:
+            mask |= null
+        return mask
+
+
+class KeyCount(BaseModel):
+    """``{o : |keys released by o| ∈ event}`` (the count includes keys released as ``null``)."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key_count"] = "key_count"
+    event: ScalarEvent
+
+    def describe(self) -> str:
+        return f"|released keys| ∈ {self.event.describe()}"
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        keyed = _keyed_outputs(outputs, "a key_count event")
+        return self.event.contains(keyed.counts().astype(np.float64))
+
+
+class KeySet(BaseModel):
+    """``contains``: every key of ``keys`` released; ``outside``: some key not in ``keys``
+    released (with an empty ``keys``, any key released). Keys are kept sorted."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key_set"] = "key_set"
+    relation: Literal["contains", "outside"]
+    keys: list[Key]
+
+    @field_validator("keys")
+    @classmethod
+    def _sorted(cls, value: list[str]) -> list[str]:
+        return _key_list(value, "a key_set event")
+
+    @model_validator(mode="after")
+    def _check(self) -> KeySet:
+        if self.relation == "contains" and not self.keys:
+            raise ValueError("'contains' needs at least one key (every output contains the empty set)")
+        return self
+
+    def describe(self) -> str:
+        if self.relation == "contains":
+            return f"released keys ⊇ {_key_set_text(self.keys)}"
+        if not self.keys:
+            return "some key released"
+        return f"a key outside {_key_set_text(self.keys)} released"
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        keyed = _keyed_outputs(outputs, "a key_set event")
+        among = keyed.count_among(self.keys)
+        if self.relation == "contains":
+            return among == len(self.keys)
+        return keyed.counts() > among
+
+
+class KeySets(BaseModel):
+    """The set of released keys equals one of ``sets`` (each a set of keys; ``[]`` is "no key
+    released"). Each set is kept sorted, and the sets in the order given."""
+
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key_sets"] = "key_sets"
+    sets: list[list[Key]]
+
+    @field_validator("sets")
+    @classmethod
+    def _check_sets(cls, value: list[list[str]]) -> list[list[str]]:
+        if not value:
+            raise ValueError("a key_sets event needs at least one set of keys")
+        if sum(len(v) for v in value) > MAX_EVENT_KEYS:
+            raise ValueError(f"a key_sets event names more than {MAX_EVENT_KEYS} keys")
+        sets = [_key_list(v, "a set of a key_sets event") for v in value]
+        if len({tuple(v) for v in sets}) != len(sets):
+            raise ValueError("a key_sets event repeats a set")
+        return sets
+
+    def describe(self) -> str:
+        shown = ", ".join("∅" if not v else _key_set_text(v, 4) for v in self.sets[:4])
+        more = f", … ({len(self.sets)} sets)" if len(self.sets) > 4 else ""
+        return f"released keys ∈ {{{shown}{more}}}"
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        return _keyed_outputs(outputs, "a key_sets event").key_set_in(self.sets)
+
+
+KEYED_EVENT_TYPES = (KeyReleased, KeyValue, KeyCount, KeySet, KeySets)
+
+Event = Annotated[Union[Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected, KeyReleased,
+                        KeyValue, KeyCount, KeySet, KeySets],
                   Field(discriminator="kind")]
 """Any event; JSON objects are told apart by their ``kind`` field."""
 
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(title="Event"))
 
-_EVENT_TYPES = (Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected)
+_EVENT_TYPES = (Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected, *KEYED_EVENT_TYPES)
 
 
 def parse_event(obj: Any) -> Event:

@@ -67,6 +67,9 @@ __all__ = [
     "discrete_frequencies",
     "dpl",
     "dpl_best_coordinate",
+    "KeyedStatistic",
+    "dpl_best_keyed",
+    "keyed_statistics",
     "kind_for_output",
     "mpl",
     "mpl_lower_bound",
@@ -135,12 +138,13 @@ def _check_params(params: Any, kind: str) -> MPLParams:
 
 def kind_for_output(output_kind: str) -> Kind:
     """The estimator kind for a mechanism's output kind: ``"real"`` → ``"continuous"``;
-    ``"discrete"`` and ``"vector"`` (tuples such as SVT answers) → ``"discrete"``."""
+    ``"discrete"``, ``"vector"`` (tuples such as SVT answers) and ``"keyed"`` (the set of released
+    keys; :class:`KeyedStatistic` picks the statistic) → ``"discrete"``."""
     if output_kind == "real":
         return "continuous"
-    if output_kind in ("discrete", "vector"):
+    if output_kind in ("discrete", "vector", "keyed"):
         return "discrete"
-    raise ValueError(f"output_kind must be 'real', 'discrete' or 'vector'; got {output_kind!r}")
+    raise ValueError(f"output_kind must be 'real', 'discrete', 'vector' or 'keyed'; got {output_kind!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -658,6 +662,128 @@ def dpl_best_coordinate(samples_x: ArrayLike, samples_xp: ArrayLike,
             best = (j, res)
     if best is None:
         raise ValueError("no coordinate of the vectors varies on both sides")
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# keyed outputs (docs/mpl.md "Keyed outputs")
+
+#: Keys whose own statistic is tried (the most released ones), and the fewest releases needed.
+KEYED_MPL_KEYS = 16
+KEYED_MPL_MIN_RELEASES = 10
+
+
+@dataclass(frozen=True)
+class KeyedStatistic:
+    """A statistic of keyed outputs (app.stats.keyed.KeyedSamples) whose privacy loss MPL
+    estimates; a post-processing of the output, so its loss is a lower bound on the output's
+    (seed 003 §II):
+
+    - ``key_set``: the set of released keys, an outcome per set (labelled by the JSON array of its
+      sorted keys): where partition selection spends its δ, and where a key set taken from the
+      data shows;
+    - ``count``: the number of released keys;
+    - ``key``: one key's output with "not released" as an outcome of its own: the rows
+      ``(released, value)`` as discrete outcomes (values that are integers, on a lattice or few);
+    - ``key`` with ``continuous``: the value of a key that every choosing output released, with
+      real values (TKDE); an output that does not release it is dropped, as a vector coordinate's
+      nulls are (the estimate is then of the value given the key is released).
+    """
+
+    kind: Literal["key_set", "count", "key"]
+    key: str | None = None
+    continuous: bool = False
+
+    @property
+    def estimator(self) -> Kind:
+        return "continuous" if self.continuous else "discrete"
+
+    def describe(self) -> str:
+        if self.kind == "key_set":
+            return "released key set"
+        if self.kind == "count":
+            return "|released keys|"
+        return f"value({self.key!r})" if self.continuous else f"key {self.key!r} (not released, or its value)"
+
+    def apply(self, outputs: Any) -> np.ndarray:
+        if self.kind == "key_set":
+            return outputs.key_set_labels()
+        if self.kind == "count":
+            return outputs.counts().astype(np.int64)
+        released, value = outputs.column(self.key)
+        if self.continuous:
+            return value[released & np.isfinite(value)]
+        return np.stack([released.astype(np.float64), np.where(released & np.isfinite(value), value, 0.0)], axis=1)
+
+    def event(self, result: DPLResult) -> dict[str, Any]:
+        """The smallest event at t̂ (a check's ``event``): the key set, count or value itself, or
+        t̂ ± one bandwidth for a continuous value."""
+        t = result.t_hat
+        if self.kind == "key_set":
+            import json
+
+            return {"kind": "key_sets", "sets": [json.loads(str(t))]}
+        if self.kind == "count":
+            return {"kind": "key_count", "event": {"kind": "set", "values": [int(t)]}}
+        if self.continuous:
+            h = max(result.bandwidth_x or 0.0, result.bandwidth_xp or 0.0) or 0.1
+            centre = float(t[0]) if isinstance(t, (tuple, list)) else float(t)
+            return {"kind": "key_value", "key": self.key, "event": {"kind": "interval", "low": centre - h,
+                                                                    "high": centre + h}}
+        released, value = (float(v) for v in t)
+        if not released:
+            return {"kind": "key", "key": self.key, "released": False}
+        number: float | int = int(value) if value == int(value) and abs(value) < 2**53 else value
+        return {"kind": "key_value", "key": self.key, "event": {"kind": "set", "values": [number]}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "continuous": self.continuous, "describe": self.describe()}
+
+
+def keyed_statistics(samples_x: Any, samples_xp: Any) -> list[KeyedStatistic]:
+    """The statistics tried on keyed outputs (:class:`KeyedStatistic`), chosen on these samples."""
+    stats = [KeyedStatistic("key_set"), KeyedStatistic("count")]
+    union = tuple(sorted(set(samples_x.keys) | set(samples_xp.keys)))
+    x, y = samples_x.reindexed(union), samples_xp.reindexed(union)
+    pooled = x.key_frequencies() + y.key_frequencies()  # sparse: the union may hold a key per output
+    for j in np.argsort(-pooled, kind="stable")[:KEYED_MPL_KEYS]:
+        if pooled[j] < KEYED_MPL_MIN_RELEASES:
+            break
+        (rx, vx), (ry, vy) = x.column(union[int(j)]), y.column(union[int(j)])
+        values = np.concatenate([vx[rx], vy[ry]])
+        values = values[np.isfinite(values)]
+        always = bool(rx.all() and ry.all())
+        distinct = np.unique(values).size
+        discrete = bool(values.size and (np.all(values == np.round(values)) or distinct <= 64))
+        if always and not discrete:
+            stats.append(KeyedStatistic("key", union[int(j)], continuous=True))
+        elif discrete or not always:
+            stats.append(KeyedStatistic("key", union[int(j)]))
+    return stats
+
+
+def dpl_best_keyed(samples_x: Any, samples_xp: Any, params: MPLParams | None = None
+                   ) -> tuple[KeyedStatistic, DPLResult]:
+    """DPL (Algorithm 3) on each statistic of :func:`keyed_statistics`; the one with the largest
+    ε̂ and its result. Choose it on the choosing samples only: its bound comes from others."""
+    params = params if params is not None else MPLParams()
+    best: tuple[KeyedStatistic, DPLResult] | None = None
+    for stat in keyed_statistics(samples_x, samples_xp):
+        sx, sy = stat.apply(samples_x), stat.apply(samples_xp)
+        if len(sx) < 10 or len(sy) < 10:
+            continue
+        if stat.continuous:
+            if np.ptp(sx) == 0 or np.ptp(sy) == 0:
+                continue
+            res = _dpl_continuous(sx, sy, replace(params, region=None, outcomes=None))
+        else:
+            res = _dpl_discrete(sx, sy, replace(params, region=None, outcomes=None))
+            if res.outcomes is not None and len(res.outcomes) < 2:
+                continue
+        if best is None or res.epsilon_hat > best[1].epsilon_hat:
+            best = (stat, res)
+    if best is None:
+        raise ValueError("no statistic of the keyed outputs varies")
     return best
 
 

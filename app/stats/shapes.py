@@ -2,8 +2,10 @@
 
 An :class:`OutputShape` is a JSON-serialisable contract for one output:
 
-- ``container``: ``"scalar"``, ``"vector"`` (fixed ``length``) or ``"list"`` (variable length,
-  optionally at most ``max_length``);
+- ``container``: ``"scalar"``, ``"vector"`` (fixed ``length``), ``"list"`` (variable length,
+  optionally at most ``max_length``) or ``"keyed"`` (a JSON object from string keys to numbers, a
+  key left out being a key not released: a group-by with partition selection), with an optional
+  declared universe ``keys`` (``None``: open, any key) and ``max_keys`` per output;
 - ``values``: ``"real"``, ``"integer"``, ``"label"`` (strings; scalars only) or ``"discrete"``
   (integers or labels, whichever an answer uses: the legacy ``output_kind="discrete"``);
 - ``lattice``: for reals on a grid ``offset + step·ℤ`` (rounded Laplace, a float implementation
@@ -23,6 +25,8 @@ scalar discrete                 as integer or label, whichever the answer holds
 vector of length d              float64 ``(n, d)``, NaN for null
 list                            :class:`ListSamples`: float64 ``(n, L)`` NaN-padded + int64
                                 lengths ``(n,)``; entries before the length that are NaN are nulls
+keyed                           :class:`~app.stats.keyed.KeyedSamples`: compressed sparse rows
+                                over a sorted key table; no entry = not released, NaN = null
 ==============================  ===============================================================
 
 :func:`detect_shape` infers a shape from samples and reports its evidence (lattice step found,
@@ -44,8 +48,11 @@ from typing import Any, Literal, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from app.stats.keyed import KeyedInputError, KeyedSamples, concat_keyed, keyed_from_rows
+
 __all__ = [
     "Breach",
+    "KeyedSamples",
     "Lattice",
     "ListSamples",
     "OutputShape",
@@ -60,7 +67,7 @@ __all__ = [
     "to_canonical",
 ]
 
-Container = Literal["scalar", "vector", "list"]
+Container = Literal["scalar", "vector", "list", "keyed"]
 Values = Literal["real", "integer", "label", "discrete"]
 BreachKind = Literal["type", "length", "support"]
 
@@ -126,6 +133,11 @@ class OutputShape(BaseModel):
     nullable: bool = False
     labels: list[str] | None = Field(default=None, description="Declared label set (label scalars).")
     bounds: tuple[float, float] | None = Field(default=None, description="Declared closed range of numeric values.")
+    keys: list[str] | None = Field(default=None, max_length=100_000, description=(
+        "Keyed outputs only: the declared universe of keys (strings; an integer key is sent as its decimal "
+        "string). A released key outside it breaches the contract. Null: an open universe, any key."))
+    max_keys: int | None = Field(default=None, ge=1, le=100_000, description=(
+        "Keyed outputs only: the most keys one output may release."))
 
     @model_validator(mode="after")
     def _check(self) -> OutputShape:
@@ -136,7 +148,16 @@ class OutputShape(BaseModel):
         if self.container != "list" and self.max_length is not None:
             raise ValueError("max_length is for lists")
         if self.values in ("label", "discrete") and self.container != "scalar":
-            raise ValueError("labels (strings) are allowed in scalar outputs only")
+            raise ValueError("labels (strings) are allowed in scalar outputs only (a keyed output's keys are "
+                             "strings; its values are real or integer)")
+        if self.container != "keyed" and (self.keys is not None or self.max_keys is not None):
+            raise ValueError("keys and max_keys are for keyed outputs")
+        if self.keys is not None:
+            if not self.keys:
+                raise ValueError("a declared key universe must not be empty (null: an open universe)")
+            if len(set(self.keys)) != len(self.keys):
+                repeated = next(k for k in self.keys if self.keys.count(k) > 1)
+                raise ValueError(f"the declared keys repeat the key {repeated!r}")
         if self.lattice is not None and self.values != "real":
             raise ValueError("a lattice is for real values (integers are the lattice ℤ already)")
         if self.labels is not None:
@@ -156,7 +177,9 @@ class OutputShape(BaseModel):
 
     @classmethod
     def from_output_kind(cls, output_kind: str, dim: int | None = None) -> OutputShape:
-        """Today's ``output_kind`` (``real | discrete | vector`` + ``dim``) as a shape."""
+        """An ``output_kind`` (``real | discrete | vector`` + ``dim`` ``| keyed``) as a shape. A kind
+        names the container, not whether entries may be null: a vector or keyed kind reads ``null``
+        entries (SVT's ⊥, a key released without a value); a declared ``OutputShape`` says more."""
         if output_kind == "real":
             return cls()
         if output_kind == "discrete":
@@ -164,12 +187,18 @@ class OutputShape(BaseModel):
         if output_kind == "vector":
             if dim is None:
                 raise ValueError("a vector output kind needs its dim")
-            return cls(container="vector", length=dim)
-        raise ValueError(f"output_kind must be 'real', 'discrete' or 'vector'; got {output_kind!r}")
+            return cls(container="vector", length=dim, nullable=True)
+        if output_kind == "keyed":
+            if dim is not None:
+                raise ValueError("a keyed output kind takes no dim (declare max_keys in a shape)")
+            return cls(container="keyed", nullable=True)
+        raise ValueError(f"output_kind must be 'real', 'discrete', 'vector' or 'keyed'; got {output_kind!r}")
 
     @property
     def output_kind(self) -> str:
-        """The closest legacy ``output_kind``: ``real``, ``discrete`` or ``vector`` (lists too)."""
+        """The closest ``output_kind``: ``real``, ``discrete``, ``vector`` (lists too) or ``keyed``."""
+        if self.container == "keyed":
+            return "keyed"
         if self.container != "scalar":
             return "vector"
         return "real" if self.values == "real" else "discrete"
@@ -189,8 +218,9 @@ class OutputShape(BaseModel):
 
     @property
     def binary_capable(self) -> bool:
-        """Whether the binary float64 answer format can carry this shape (docs/protocol.md §4)."""
-        return self.values in ("real", "integer")
+        """Whether the binary float64 answer format can carry this shape (docs/protocol.md §4);
+        keyed outputs are JSON only (§3.2 says why)."""
+        return self.values in ("real", "integer") and self.container != "keyed"
 
     def describe(self) -> str:
         base = {"real": "real", "integer": "integer", "label": "label", "discrete": "integer or label"}[self.values]
@@ -200,6 +230,10 @@ class OutputShape(BaseModel):
             text = f"vector of {self.length} × {base}"
         elif self.container == "list":
             text = f"list of {base}" + (f" (≤ {self.max_length})" if self.max_length else "")
+        elif self.container == "keyed":
+            universe = "open keys" if self.keys is None else (
+                f"keys in {{{', '.join(repr(k) for k in self.keys[:6])}{', …' if len(self.keys) > 6 else ''}}}")
+            text = f"keyed {base} ({universe}" + (f", ≤ {self.max_keys} per output" if self.max_keys else "") + ")"
         else:
             text = f"{base} scalar"
         return text + (", null allowed" if self.nullable else "")
@@ -277,20 +311,25 @@ class ListSamples:
 
 
 def n_outputs(outputs: Any) -> int:
-    return len(outputs) if isinstance(outputs, ListSamples) else int(np.asarray(outputs).shape[0])
+    return len(outputs) if isinstance(outputs, (ListSamples, KeyedSamples)) else int(np.asarray(outputs).shape[0])
 
 
 def take_outputs(outputs: Any, index: Any) -> Any:
     """Rows ``index`` (a slice or an index array) of canonical outputs."""
-    if isinstance(outputs, ListSamples):
+    if isinstance(outputs, (ListSamples, KeyedSamples)):
         return outputs[index]
     return np.asarray(outputs)[index]
 
 
 def concat_outputs(parts: Sequence[Any]) -> Any:
-    """Concatenate canonical outputs of one shape (lists are padded to the widest)."""
+    """Concatenate canonical outputs of one shape (lists are padded to the widest; keyed outputs
+    are put over the union of their key tables)."""
     if not parts:
         raise ValueError("nothing to concatenate")
+    if isinstance(parts[0], KeyedSamples):
+        if not all(isinstance(p, KeyedSamples) for p in parts):
+            raise ValueError("cannot concatenate keyed outputs with other outputs")
+        return concat_keyed(parts)
     if isinstance(parts[0], ListSamples):
         width = max(p.width for p in parts)
         return ListSamples(np.concatenate([p.padded(width) for p in parts]),
@@ -311,6 +350,12 @@ def _short(value: Any) -> JsonValue:
     """A JSON-able, bounded copy of an offending output."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
+    if isinstance(value, dict):
+        items = list(value.items())
+        shown: dict[str, JsonValue] = {str(k): _short(v) for k, v in items[:20]}
+        if len(items) > 20:
+            shown["…"] = f"{len(items) - 20} more keys"
+        return shown
     if isinstance(value, (list, tuple)):
         head = [_short(v) for v in list(value)[:20]]
         return head + (["…"] if len(value) > 20 else [])
@@ -446,6 +491,12 @@ def to_canonical(shape: OutputShape, samples: Any) -> Any:
         raise _breach("type", f"outputs must be a list, got {_type_name(samples)}")
     if shape.container == "scalar":
         return _scalar(samples, shape)
+    if shape.container == "keyed":
+        try:
+            return keyed_from_rows(samples, nullable=shape.nullable, integer=shape.values == "integer",
+                                   max_keys=shape.max_keys)
+        except KeyedInputError as exc:
+            raise _breach(exc.kind, exc.detail, exc.index, exc.sample) from None  # type: ignore[arg-type]
     rows, lengths = _rows(samples, shape)
     if shape.container == "vector":
         bad = np.flatnonzero(lengths != shape.length)
@@ -522,6 +573,8 @@ def conformance(shape: OutputShape, outputs: Any) -> Breach | None:
         breach = _canonical_type_breach(shape, outputs)
         if breach is not None:
             return breach
+    if isinstance(outputs, KeyedSamples):
+        return _keyed_support_breach(shape, outputs)
     if isinstance(outputs, ListSamples):
         values, row_of = outputs.values, outputs.row
     else:
@@ -540,8 +593,62 @@ def conformance(shape: OutputShape, outputs: Any) -> Breach | None:
     return None if found is None else found.breach
 
 
+def _keyed_support_breach(shape: OutputShape, outputs: KeyedSamples) -> Breach | None:
+    """A released key outside the declared universe, or a value off the lattice or the bounds."""
+    if shape.keys is not None and outputs.nnz:
+        outside = ~outputs.key_mask(shape.keys)[outputs.key_index]
+        if outside.any():
+            pos = int(np.argmax(outside))
+            i = int(outputs.entry_rows()[pos])
+            key = outputs.keys[int(outputs.key_index[pos])]
+            return Breach(kind="support", detail=f"output {i} releases the key {key!r}, which is not a declared key",
+                          index=i, sample=_short(outputs.row(i)))
+    rows = outputs.entry_rows()
+    found = _support_breach(shape, outputs.values, lambda pos: outputs.row(int(rows[pos])))
+    if found is None:
+        return None
+    # _support_breach names the entry; the breach names the output that holds it
+    pos = found.breach.index if found.breach.index is not None else 0
+    i = int(rows[pos])
+    return found.breach.model_copy(update={"index": i, "detail": found.breach.detail.replace(
+        f"output {pos} holds", f"output {i} holds", 1)})
+
+
+def _keyed_type_breach(shape: OutputShape, outputs: Any) -> Breach | None:
+    if not isinstance(outputs, KeyedSamples):
+        sample = outputs.row(0) if isinstance(outputs, ListSamples) and len(outputs) else (
+            np.asarray(outputs)[0] if not isinstance(outputs, ListSamples) and len(np.asarray(outputs)) else None)
+        return Breach(kind="type", detail=f"expected {shape.describe()}, got arrays, not objects", index=0,
+                      sample=_short(sample))
+    counts = outputs.counts()
+    if shape.max_keys is not None and counts.size and int(counts.max()) > shape.max_keys:
+        i = int(np.argmax(counts > shape.max_keys))
+        return Breach(kind="length", detail=f"output {i} releases {int(counts[i])} keys, more than max_keys="
+                      f"{shape.max_keys}", index=i, sample=_short(outputs.row(i)))
+    values = outputs.values
+    rows = outputs.entry_rows()
+    nulls = np.isnan(values)
+    if nulls.any() and not shape.nullable:
+        i = int(rows[int(np.argmax(nulls))])
+        return Breach(kind="type", detail=f"output {i} releases a key with a null value, and the shape allows none",
+                      index=i, sample=_short(outputs.row(i)))
+    if shape.values == "integer":
+        with np.errstate(invalid="ignore"):
+            bad = ~nulls & (values != np.round(values))
+        if bad.any():
+            i = int(rows[int(np.argmax(bad))])
+            return Breach(kind="type", detail=f"expected integers; output {i} holds {float(values[bad][0])!r}",
+                          index=i, sample=_short(outputs.row(i)))
+    return None
+
+
 def _canonical_type_breach(shape: OutputShape, outputs: Any) -> Breach | None:
     """Type/length checks on arrays already in memory (e.g. from the binary format)."""
+    if shape.container == "keyed" or isinstance(outputs, KeyedSamples):
+        if shape.container != "keyed":
+            return Breach(kind="type", detail=f"expected {shape.describe()}, got keyed outputs (objects)", index=0,
+                          sample=_short(outputs.row(0)) if len(outputs) else None)
+        return _keyed_type_breach(shape, outputs)
     if isinstance(outputs, ListSamples):
         if shape.container != "list":
             return Breach(kind="type", detail=f"expected {shape.describe()}, got variable-length lists",
@@ -681,12 +788,14 @@ def detect_shape(samples: Any, *, max_lattice_points: int = 200_000) -> ShapeDet
       real on a lattice when :func:`detect_lattice` finds a grid, else a real scalar;
     - arrays of one common length → vector; of several lengths → list (``max_length`` is not
       inferred: the longest seen is in the evidence);
+    - objects → keyed, with an open universe of keys (the keys seen are evidence, not a contract:
+      a key the sample never showed may still be released);
     - ``null`` anywhere → nullable.
 
-    Raises ``ValueError`` for outputs no shape describes (booleans, objects, a mix of scalars and
-    arrays, an empty sample).
+    Raises ``ValueError`` for outputs no shape describes (booleans, objects whose values are not
+    numbers, a mix of scalars and arrays, an empty sample).
     """
-    if isinstance(samples, ListSamples):
+    if isinstance(samples, (ListSamples, KeyedSamples)):
         samples = samples.tolist()
     elif isinstance(samples, np.ndarray):
         samples = [None if isinstance(v, float) and math.isnan(v) else v for v in samples.tolist()] \
@@ -697,8 +806,12 @@ def detect_shape(samples: Any, *, max_lattice_points: int = 200_000) -> ShapeDet
     n = len(samples)
     kinds = set(map(type, samples))
     evidence: dict[str, Any] = {"n": n}
-    if kinds & {bool, dict}:
-        raise ValueError("outputs hold booleans or objects; no output shape describes them (send 0/1)")
+    if dict in kinds:
+        if kinds != {dict}:
+            raise ValueError("outputs mix objects and other values")
+        return _detect_keyed(samples, evidence, max_lattice_points)
+    if bool in kinds:
+        raise ValueError("outputs hold booleans; no output shape describes them (send 0/1)")
     if list in kinds:
         if kinds - {list}:
             raise ValueError("outputs mix arrays and scalars")
@@ -750,3 +863,26 @@ def detect_shape(samples: Any, *, max_lattice_points: int = 200_000) -> ShapeDet
     lattice = detect_lattice(present, max_points=max_lattice_points)
     evidence["lattice"] = None if lattice is None else lattice.model_dump()
     return ShapeDetection(shape=OutputShape(values="real", lattice=lattice, nullable=nullable), evidence=evidence)
+
+
+def _detect_keyed(samples: list, evidence: dict[str, Any], max_lattice_points: int) -> ShapeDetection:
+    try:
+        keyed = keyed_from_rows(samples, nullable=True, integer=False)
+    except KeyedInputError as exc:
+        raise ValueError(f"objects that are not keyed outputs: {exc.detail}") from None
+    values = keyed.values
+    counts = keyed.counts()
+    frequencies = keyed.key_frequencies()
+    order = np.argsort(-frequencies, kind="stable")[:50]
+    evidence.update({"distinct_keys": len(keyed.keys), "keys": [keyed.keys[int(i)] for i in order],
+                     "keys_per_output": [int(counts.min()), int(counts.max())] if counts.size else None,
+                     "null_fraction": round(float(np.isnan(values).mean()) if values.size else 0.0, 4)})
+    evidence.update(_scalar_evidence(values))
+    present = values[~np.isnan(values)]
+    integral = bool(present.size and np.all(present == np.round(present))
+                    and np.all(np.abs(present) <= MAX_EXACT_FLOAT_INT))
+    lattice = None if integral or not present.size else detect_lattice(present, max_points=max_lattice_points)
+    evidence["lattice"] = None if lattice is None else lattice.model_dump()
+    shape = OutputShape(container="keyed", values="integer" if integral else "real", lattice=lattice,
+                        nullable=bool(np.isnan(values).any()))
+    return ShapeDetection(shape=shape, evidence=evidence)

@@ -392,6 +392,37 @@ class JobProgress(TypedDict):
     message: NotRequired[str | None]
 
 
+class KeyReleased(TypedDict):
+    """
+    Key ``key`` released (with a value or ``null``), or with ``released=false`` not released.
+    """
+
+    kind: NotRequired[Literal['key']]
+    key: str
+    released: NotRequired[bool]
+
+
+class KeySet(TypedDict):
+    """
+    ``contains``: every key of ``keys`` released; ``outside``: some key not in ``keys``
+    released (with an empty ``keys``, any key released). Keys are kept sorted.
+    """
+
+    kind: NotRequired[Literal['key_set']]
+    relation: Literal['contains', 'outside']
+    keys: list[str]
+
+
+class KeySets(TypedDict):
+    """
+    The set of released keys equals one of ``sets`` (each a set of keys; ``[]`` is "no key
+    released"). Each set is kept sorted, and the sets in the order given.
+    """
+
+    kind: NotRequired[Literal['key_sets']]
+    sets: list[list[str]]
+
+
 class Lattice(TypedDict):
     """
     The grid ``offset + step·ℤ``; ``offset`` is normalised into ``[0, step)``.
@@ -420,7 +451,7 @@ class MechanismRead(TypedDict):
     id: str
     name: str
     sampling_url: str
-    output_kind: Literal['real', 'discrete', 'vector']
+    output_kind: Literal['real', 'discrete', 'vector', 'keyed']
     dim: int | None
     max_batch: int
     timeout_seconds: float
@@ -487,7 +518,7 @@ class OutputShape(TypedDict):
     The contract of one output (module docstring). ``OutputShape()`` is a real scalar.
     """
 
-    container: NotRequired[Literal['scalar', 'vector', 'list']]
+    container: NotRequired[Literal['scalar', 'vector', 'list', 'keyed']]
     values: NotRequired[Literal['real', 'integer', 'label', 'discrete']]
     lattice: NotRequired[Lattice | None]
     length: NotRequired[int | None]
@@ -495,6 +526,8 @@ class OutputShape(TypedDict):
     nullable: NotRequired[bool]
     labels: NotRequired[list[str] | None]
     bounds: NotRequired[tuple[float, float] | None]
+    keys: NotRequired[list[str] | None]
+    max_keys: NotRequired[int | None]
 
 
 class PageApiKeyRead(TypedDict):
@@ -947,10 +980,32 @@ class JobRead(TypedDict):
     finished_at: str | None
 
 
+class KeyCount(TypedDict):
+    """
+    ``{o : |keys released by o| ∈ event}`` (the count includes keys released as ``null``).
+    """
+
+    kind: NotRequired[Literal['key_count']]
+    event: Interval | IntervalUnion | DiscreteSet | LatticeSet
+
+
+class KeyValue(TypedDict):
+    """
+    ``{o : o[key] ∈ event}``; with ``absent``, outputs that do not release ``key`` are members
+    too, and with ``nulls``, outputs that release it as ``null``. With no ``event``, only those.
+    """
+
+    kind: NotRequired[Literal['key_value']]
+    key: str
+    event: NotRequired[Interval | IntervalUnion | DiscreteSet | LatticeSet | None]
+    absent: NotRequired[bool]
+    nulls: NotRequired[bool]
+
+
 class MechanismCreate(TypedDict):
     name: str
     sampling_url: str
-    output_kind: Literal['real', 'discrete', 'vector']
+    output_kind: Literal['real', 'discrete', 'vector', 'keyed']
     dim: NotRequired[int | None]
     max_batch: NotRequired[int]
     timeout_seconds: NotRequired[float]
@@ -969,7 +1024,7 @@ class MechanismCreated(TypedDict):
     id: str
     name: str
     sampling_url: str
-    output_kind: Literal['real', 'discrete', 'vector']
+    output_kind: Literal['real', 'discrete', 'vector', 'keyed']
     dim: int | None
     max_batch: int
     timeout_seconds: float
@@ -991,7 +1046,7 @@ class MechanismUpdate(TypedDict):
 
     name: NotRequired[str]
     sampling_url: NotRequired[str]
-    output_kind: NotRequired[Literal['real', 'discrete', 'vector']]
+    output_kind: NotRequired[Literal['real', 'discrete', 'vector', 'keyed']]
     dim: NotRequired[int | None]
     max_batch: NotRequired[int]
     timeout_seconds: NotRequired[float]
@@ -1005,7 +1060,7 @@ class MechanismUpdated(TypedDict):
     id: str
     name: str
     sampling_url: str
-    output_kind: Literal['real', 'discrete', 'vector']
+    output_kind: Literal['real', 'discrete', 'vector', 'keyed']
     dim: int | None
     max_batch: int
     timeout_seconds: float
@@ -1234,7 +1289,7 @@ class AlarmRead(TypedDict):
 class CheckCreate(TypedDict):
     x: Any
     x_prime: Any
-    event: Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | AutoEvent
+    event: Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets | AutoEvent
     claim: NotRequired[ClaimSpec | None]
 
 

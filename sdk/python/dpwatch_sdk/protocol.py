@@ -48,9 +48,12 @@ INT64_MIN = -(2**63)
 
 #: What one output is (docs/protocol.md §3 and §3.1): ``real`` a number; ``integer`` an integer;
 #: ``label`` a string; ``discrete`` integers or strings (all of one kind in an answer); ``vector`` a
-#: fixed-length array of numbers; ``list`` a variable-length array of numbers.
-OUTPUTS = ("real", "integer", "label", "discrete", "vector", "list")
-OutputName = typing.Literal["real", "integer", "label", "discrete", "vector", "list"]
+#: fixed-length array of numbers; ``list`` a variable-length array of numbers; ``keyed`` an object
+#: mapping string keys to numbers, a key left out being a key not released (a group-by with
+#: partition selection).
+OUTPUTS = ("real", "integer", "label", "discrete", "vector", "list", "keyed")
+OutputName = typing.Literal["real", "integer", "label", "discrete", "vector", "list", "keyed"]
+KeyedValues = typing.Literal["real", "integer"]
 
 
 # --------------------------------------------------------------------------- secrets and signatures
@@ -204,11 +207,19 @@ class OutputError(Exception):
 @dataclass(frozen=True)
 class Output:
     """What one output of the mechanism is. ``length`` fixes a vector's length (else the first answer
-    decides, and later answers must agree); ``nullable`` lets ``None`` stand for "no answer" (SVT's ⊥)."""
+    decides, and later answers must agree); ``nullable`` lets ``None`` stand for "no answer" (SVT's ⊥).
+
+    A ``keyed`` output (a dict from keys to numbers, e.g. a group-by released with partition
+    selection) takes ``keys``, the declared universe of keys (None: open, any key may appear),
+    ``max_keys``, the most keys one output may release, and ``values`` (``"real"`` or
+    ``"integer"``). Keys are sent as strings: an integer key ``7`` becomes ``"7"``."""
 
     kind: OutputName = "real"
     length: int | None = None
     nullable: bool = False
+    keys: tuple[str, ...] | None = None
+    max_keys: int | None = None
+    values: KeyedValues = "real"
 
     def __post_init__(self) -> None:
         if self.kind not in OUTPUTS:
@@ -217,6 +228,21 @@ class Output:
             raise ValueError("length goes with a vector output and must be >= 1")
         if self.nullable and self.kind in ("label", "discrete"):
             raise ValueError("nullable outputs are numbers (or vectors and lists of numbers)")
+        if self.kind != "keyed" and (self.keys is not None or self.max_keys is not None or self.values != "real"):
+            raise ValueError("keys, max_keys and values go with a keyed output")
+        if self.values not in ("real", "integer"):
+            raise ValueError(f"the values of a keyed output are 'real' or 'integer', got {self.values!r}")
+        if self.keys is not None:
+            if isinstance(self.keys, (str, bytes)):
+                raise ValueError("keys is a list of keys, not one string")
+            keys = tuple(_key(k, "a declared key") for k in self.keys)
+            if not keys:
+                raise ValueError("a declared key universe must not be empty (give keys=None for open keys)")
+            if len(set(keys)) != len(keys):
+                raise ValueError("the declared keys repeat a key (7 and '7' are the same key)")
+            object.__setattr__(self, "keys", keys)
+        if self.max_keys is not None and (type(self.max_keys) is not int or self.max_keys < 1):
+            raise ValueError("max_keys must be an integer >= 1")
 
     @classmethod
     def of(cls, spec: "Output | str | tuple[str, int]") -> "Output":
@@ -233,14 +259,22 @@ class Output:
 
     @property
     def output_kind(self) -> str:
-        """The mechanism's ``output_kind`` in the API: real, discrete or vector."""
+        """The mechanism's ``output_kind`` in the API: real, discrete, vector or keyed."""
         return {"real": "real", "integer": "discrete", "label": "discrete", "discrete": "discrete",
-                "vector": "vector", "list": "vector"}[self.kind]
+                "vector": "vector", "list": "vector", "keyed": "keyed"}[self.kind]
 
     def shape(self) -> dict[str, typing.Any]:
         """The ``OutputShape`` JSON the service reads (docs/protocol.md §3.1)."""
         shape: dict[str, typing.Any] = {}
-        if self.kind in ("vector", "list"):
+        if self.kind == "keyed":
+            shape["container"] = "keyed"
+            if self.values != "real":
+                shape["values"] = self.values
+            if self.keys is not None:
+                shape["keys"] = list(self.keys)
+            if self.max_keys is not None:
+                shape["max_keys"] = self.max_keys
+        elif self.kind in ("vector", "list"):
             shape["container"] = self.kind
             if self.length is not None:
                 shape["length"] = self.length
@@ -257,7 +291,7 @@ def _describe(value: typing.Any) -> str:
 
 
 def _as_list(outputs: typing.Any) -> list[typing.Any]:
-    if isinstance(outputs, (str, bytes, dict)):
+    if isinstance(outputs, (str, bytes, typing.Mapping)):
         raise OutputError(f"the mechanism must return a sequence of outputs, got {type(outputs).__name__}")
     tolist = getattr(outputs, "tolist", None)  # numpy arrays and scalars
     if callable(tolist):
@@ -306,6 +340,45 @@ def _integer(value: typing.Any, where: str, nullable: bool) -> int | None:
     return number
 
 
+def _key(key: typing.Any, where: str) -> str:
+    """A key as the protocol sends it: a string as is, an integer (numpy's too) as its decimal
+    string; anything else (floats, booleans, tuples, None) is refused."""
+    if isinstance(key, str):
+        return key
+    if type(key) is not bool and isinstance(key, int):
+        return str(int(key))
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(key, np.integer):
+        return str(int(key))
+    if np is not None and isinstance(key, np.str_):
+        return str(key)
+    raise OutputError(f"{where} must be a string or an integer, got {type(key).__name__}: {_describe(key)}")
+
+
+def _keyed(items: list[typing.Any], output: Output) -> list[dict[str, typing.Any]]:
+    """Keyed outputs as JSON objects (docs/protocol.md §3.2): string keys (integers become their
+    decimal string), finite numbers (``None`` only when nullable), no key twice, no key outside a
+    declared universe, at most ``max_keys`` keys."""
+    universe = None if output.keys is None else frozenset(output.keys)
+    number = _integer if output.values == "integer" else _number
+    rows = []
+    for i, row in enumerate(items):
+        if not isinstance(row, typing.Mapping):
+            raise OutputError(f"output {i} must be a dict from keys to numbers, got {_describe(row)}")
+        if output.max_keys is not None and len(row) > output.max_keys:
+            raise OutputError(f"output {i} releases {len(row)} keys, more than max_keys={output.max_keys}")
+        out: dict[str, typing.Any] = {}
+        for key, value in row.items():
+            name = _key(key, f"a key of output {i}")
+            if name in out:
+                raise OutputError(f"output {i} holds the key {name!r} twice (7 and '7' are the same key)")
+            if universe is not None and name not in universe:
+                raise OutputError(f"output {i} releases the key {name!r}, which is not a declared key")
+            out[name] = number(value, f"output {i}[{name!r}]", output.nullable)
+        rows.append(out)
+    return rows
+
+
 def check_outputs(outputs: typing.Any, n: int, output: Output) -> list[typing.Any]:
     """The mechanism's outputs as JSON-ready Python values, checked against ``output``
     (docs/protocol.md §3): exactly ``n`` of them, the right types, finite numbers, integral
@@ -327,9 +400,11 @@ def check_outputs(outputs: typing.Any, n: int, output: Output) -> list[typing.An
         if any(isinstance(v, str) for v in items):
             raise OutputError("discrete outputs must be all integers or all strings, not a mix of both")
         return [_integer(v, f"output {i}", False) for i, v in enumerate(items)]
+    if kind == "keyed":
+        return _keyed(items, output)
     rows = []
     for i, row in enumerate(items):
-        if isinstance(row, (str, bytes, dict)) or not isinstance(row, Iterable):
+        if isinstance(row, (str, bytes, typing.Mapping)) or not isinstance(row, Iterable):
             raise OutputError(f"output {i} must be an array of numbers, got {_describe(row)}")
         rows.append([_number(v, f"output {i}[{j}]", nullable) for j, v in enumerate(row)])
     if kind == "vector":

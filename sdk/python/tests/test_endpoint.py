@@ -278,3 +278,65 @@ def test_mounted_in_fastapi_and_flask():
     with httpx.Client(transport=httpx.WSGITransport(app=flask_app), base_url="http://t") as c:
         assert c.get("/hello").json() == {"hello": "flask"}
         assert len(c.post("/dp", content=raw, headers=signed(raw)).json()["samples"]) == 3
+
+
+def partition_counts(db, n, rng):
+    """Laplace counts per key, released when they pass a threshold (keys as ints and strings)."""
+    out = []
+    for _ in range(n):
+        noisy = {k: c + rng.laplace(0.0, 1.0) for k, c in {7: 10.0, "b": 1.0}.items()}
+        out.append({k: v for k, v in noisy.items() if v > 3.0})
+    return out
+
+
+def test_keyed_outputs_are_json_objects_with_string_keys(how):
+    client = serve(partition_counts, how, output=Output("keyed"))
+    raw = body(None, n=50)
+    r = client.post(raw, signed(raw, accept=ACCEPT_BINARY))  # keyed outputs never go binary
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+    samples = r.json()["samples"]
+    assert len(samples) == 50 and all(type(s) is dict for s in samples)
+    assert {k for s in samples for k in s} <= {"7", "b"} and any("7" in s for s in samples)
+    numpy_values = serve(lambda db, n, rng: [{np.int64(3): np.float64(1.5), "x": np.int32(2)}] * n, how,
+                         output=Output("keyed", values="integer", nullable=True, keys=["3", "x", "y"]))
+    raw = body(None, n=2)
+    r = numpy_values.post(raw, signed(raw))
+    assert r.status_code == 500 and "must be an integer" in r.json()["detail"]
+    nulls = serve(lambda db, n, rng: [{"a": None, "b": float("nan")}, {}][:n], how, output=Output("keyed", nullable=True))
+    raw = body(None, n=2)
+    assert nulls.post(raw, signed(raw)).json()["samples"] == [{"a": None, "b": None}, {}]
+
+
+@pytest.mark.parametrize("output, returned, reason", [
+    (Output("keyed"), [{"a": 1.0}, [1.0], {}], "must be a dict"),
+    (Output("keyed"), [{"a": float("inf")}, {}, {}], "not a finite number"),
+    (Output("keyed"), [{"a": None}, {}, {}], "not nullable"),
+    (Output("keyed"), [{1.5: 1.0}, {}, {}], "must be a string or an integer"),
+    (Output("keyed"), [{True: 1.0}, {}, {}], "must be a string or an integer"),
+    (Output("keyed"), [{7: 1.0, "7": 2.0}, {}, {}], "twice"),
+    (Output("keyed", keys=("a", "b")), [{"a": 1.0}, {"c": 1.0}, {}], "not a declared key"),
+    (Output("keyed", max_keys=1), [{"a": 1.0, "b": 2.0}, {}, {}], "more than max_keys=1"),
+    (Output("keyed"), [{"a": "1"}, {}, {}], "must be a number"),
+])
+def test_invalid_keyed_outputs_are_500_with_the_reason(how, output, returned, reason):
+    client = serve(lambda db, n, rng: returned, how, output=output)
+    raw = body(None, n=3)
+    r = client.post(raw, signed(raw))
+    assert r.status_code == 500 and reason in r.json()["detail"], r.text
+
+
+def test_keyed_output_declaration():
+    assert Output.of("keyed") == Output("keyed")
+    assert Output("keyed").output_kind == "keyed" and not Output("keyed").binary_capable
+    assert Output("keyed").shape() == {"container": "keyed"}
+    spec = Output("keyed", keys=[1, "b"], max_keys=2, values="integer", nullable=True)
+    assert spec.keys == ("1", "b")
+    assert spec.shape() == {"container": "keyed", "values": "integer", "keys": ["1", "b"], "max_keys": 2,
+                            "nullable": True}
+    body_ = Mechanism(partition_counts, spec).registration("https://dp.example.org/s")
+    assert body_["output_kind"] == "keyed" and body_["output_shape"]["keys"] == ["1", "b"] and "dim" not in body_
+    for bad in (dict(keys=[]), dict(keys=["a", "a"]), dict(keys="ab"), dict(max_keys=0), dict(values="label")):
+        with pytest.raises(ValueError):
+            Output("keyed", **bad)
+    with pytest.raises(ValueError):
+        Output("real", keys=["a"])
