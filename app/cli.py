@@ -660,19 +660,23 @@ def apply_manifest(
     )] = False,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
     api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Probe every mechanism the plan creates, changes "
+                                        "or puts a new monitor on (one signed sampling request through the service) "
+                                        "before the first monitor is created; a failure stops there (exit 1).")] = True,
 ) -> None:
     """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
     (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent. A monitor
     whose n, schedule or snapshot sizes changed is updated in place (it keeps its id and periods); one
     whose test changed is replaced, only with --allow-replace.
 
-    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage (or a replacement
-    without --allow-replace).
+    Exits 0 when done, 1 when the service refused a step or a mechanism's endpoint failed its probe
+    (the error names the fix when it is known, e.g. a trailing slash), 2 for a bad file or usage (or a
+    replacement without --allow-replace).
     """
     from app.manifest.apply import run_apply
 
     raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune,
-                               allow_replace=allow_replace, echo=typer.echo, err=_err))
+                               allow_replace=allow_replace, echo=typer.echo, err=_err, probe=probe))
 
 
 @app.command("export", short_help="Write the configuration as a manifest.")
