@@ -416,6 +416,12 @@ def coupled_check(sample: Callable[..., Any], output: Output, claim: ClaimModel,
         return CoupledReport(tuple(CoupledFinding(i, "inconclusive", "coupled mode reads numeric outputs (real, "
                                                   "integer, vector) without ⊥") for i in range(len(pairs))))
     for i, (x, x_prime) in enumerate(pairs):
+        first = _run(sample, x, output, COUPLED_OUTPUTS, np.random.SeedSequence(seed, spawn_key=(1, i, 0)), 1.0)
+        if first.outputs is not None and not first.gen.noise:  # a sampler with randomness of its own: stop here
+            findings.append(CoupledFinding(i, "inconclusive", "inconclusive: on x it drew no Laplace or Gaussian noise "
+                                           f"from the generator it was given ({_describe_calls(first.gen.calls)}): its "
+                                           "randomness is its own"))
+            continue
         runs: dict[str, list[tuple[_Run, _Run]]] = {"x": [], "x′": []}
         for k in range(COUPLED_SEEDS):
             sequence = np.random.SeedSequence(seed, spawn_key=(1, i, k))

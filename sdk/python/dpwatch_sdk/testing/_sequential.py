@@ -206,7 +206,7 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
             if not kept:
                 kept = [max(min(batches[0], affordable), 100)]
             budget_cut = (f"the budget was cut from {plan.total:,} to {plan.pilot + sum(kept):,} outputs per database "
-                          f"to finish within {time_limit:g} s (the pilot took {per_output * 1e6 * len(pairs):.0f} µs "
+                          f"to finish within the time limit ({time_limit:.0f} s left; the pilot took {per_output * 1e6 * len(pairs):.0f} µs "
                           "per output pair)")
             batches = kept
             plan = Plan(plan.pilot, tuple(kept))
