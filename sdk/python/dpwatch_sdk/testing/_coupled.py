@@ -61,7 +61,7 @@ __all__ = ["CoupledFinding", "CoupledReport", "RecordingGenerator", "coupled_che
 Family = Literal["laplace", "gaussian"]
 
 #: Outputs per run and seeds per database.
-COUPLED_OUTPUTS = 256
+COUPLED_OUTPUTS = 128
 COUPLED_SEEDS = 4
 #: Relative tolerance of "the same number" (float round-off of sums and divisions).
 REL_TOL = 1e-9
