@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from dpwatch_sdk import Client, Endpoint, generate_secret
+from dpwatch_sdk.errors import ValidationFailed
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from app.cli import app as cli
 from app.mechanisms.service import redirect_advice
-from dpwatch_sdk import Client, Endpoint, generate_secret
-from dpwatch_sdk.errors import ValidationFailed
 from tests.sampling_server import serve_app
 
 SECRET = generate_secret()

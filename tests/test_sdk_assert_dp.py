@@ -14,14 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from dpwatch_sdk import Claim
 from dpwatch_sdk.adapters import from_function
+from dpwatch_sdk.protocol import Output
 from dpwatch_sdk.testing import DPViolation, DpwatchError, assert_dp, check_dp
 from dpwatch_sdk.testing._claims import ClaimModel, gdp_delta, zcdp_delta
 from dpwatch_sdk.testing._coupled import _delta_witness, laplace_delta, laplace_renyi
 from dpwatch_sdk.testing._events import Featurizer, Interval, OneOf
-from dpwatch_sdk.protocol import Output
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = [([0, 0, 0], [0, 0, 1])]
@@ -72,7 +70,8 @@ def test_half_noise_fails_in_coupled_mode_and_in_the_statistical_test():
         assert_dp(half_noise, epsilon=1.0, pairs=PAIR, seed=1)
     message = str(caught.value)
     assert "violates 1-DP with certainty (coupled mode" in message
-    assert "measured sensitivity 1 (L1) against the 0.5 = ε·β" in message and "privacy loss at this pair is 2" in message
+    assert "measured sensitivity 1 (L1) against the 0.5 = ε·β" in message
+    assert "privacy loss at this pair is 2" in message
     result = check_dp(half_noise, epsilon=1.0, pairs=PAIR, seed=1, coupled=False)
     assert result.violated and result.sequential is not None and result.sequential.rejected
     assert result.outputs_per_database < 20_000  # a clear violation fails in the first batches
@@ -166,6 +165,9 @@ def discrete_laplace(epsilon):
     return sample
 
 
+HISTOGRAM_PAIR = [([0, 1, 2], [0, 1, 1])]  # a record moved from one count to another: L1 distance 2
+
+
 def histogram(scale):
     def sample(database, n, rng):
         counts = np.bincount(np.asarray(database), minlength=3).astype(float)
@@ -179,8 +181,8 @@ def histogram(scale):
     ("labels, ε doubled", randomized_response(2.0), "label", {"epsilon": 1.0}, [([1], [0])], True),
     ("integers, correct", discrete_laplace(1.0), "integer", {"epsilon": 1.0}, PAIR, False),
     ("integers, ε doubled", discrete_laplace(2.0), "integer", {"epsilon": 1.0}, PAIR, True),
-    ("vectors, correct (L1 2, scale 2)", histogram(2.0), ("vector", 3), {"epsilon": 1.0}, [([0, 1, 2], [0, 1, 1])], False),
-    ("vectors, L1 sensitivity 2 given scale 1", histogram(1.0), ("vector", 3), {"epsilon": 1.0}, [([0, 1, 2], [0, 1, 1])], True),
+    ("vectors, correct (L1 2, scale 2)", histogram(2.0), ("vector", 3), {"epsilon": 1.0}, HISTOGRAM_PAIR, False),
+    ("vectors, L1 sensitivity 2 given scale 1", histogram(1.0), ("vector", 3), {"epsilon": 1.0}, HISTOGRAM_PAIR, True),
     ("Gaussian, μ-GDP", gaussian, "real", {"mu": 1.0}, [([0], [1])], False),
     ("Gaussian, claimed μ too small", gaussian, "real", {"mu": 0.7}, [([0], [1])], True),
     ("Gaussian, ρ-zCDP", gaussian, "real", {"rho": 0.5}, [([0], [1])], False),
@@ -302,7 +304,8 @@ def test_gdp_and_zcdp_conversions_agree_with_dp_accounting():
 
 
 def test_claim_lines_contain_the_claim_and_are_tight_somewhere():
-    for model in (ClaimModel("gdp", 1.0), ClaimModel("zcdp", 0.5), ClaimModel("pure", 1.0), ClaimModel("approx", 1.0, 1e-3)):
+    models = (ClaimModel("gdp", 1.0), ClaimModel("zcdp", 0.5), ClaimModel("pure", 1.0), ClaimModel("approx", 1.0, 1e-3))
+    for model in models:
         q = np.linspace(1e-4, 0.99, 200)
         h = model.upper(q)
         s, c = model.line_at(q)
@@ -321,10 +324,12 @@ def test_laplace_privacy_profile_and_renyi_divergence_match_numeric_integration(
             numeric = _delta_witness("laplace", 0.0, 1.0, shift, 1.0, eps)
             assert numeric == pytest.approx(exact, abs=2e-4)
         for alpha in (1.5, 3.0, 10.0):
-            f = lambda t: stats.laplace.pdf(t, 0, 1) ** alpha * stats.laplace.pdf(t, shift, 1) ** (1 - alpha)
-            value = sum(integrate.quad(f, a, b)[0] for a, b in ((-60, 0), (0, shift), (shift, 60)))
-            assert float(laplace_renyi(np.array([alpha]), shift)[0]) == pytest.approx(math.log(value) / (alpha - 1),
-                                                                                      rel=1e-6)
+            def integrand(t: float, alpha: float = alpha, shift: float = shift) -> float:
+                return stats.laplace.pdf(t, 0, 1) ** alpha * stats.laplace.pdf(t, shift, 1) ** (1 - alpha)
+
+            value = sum(integrate.quad(integrand, a, b)[0] for a, b in ((-60, 0), (0, shift), (shift, 60)))
+            exact = float(laplace_renyi(np.array([alpha]), shift)[0])
+            assert exact == pytest.approx(math.log(value) / (alpha - 1), rel=1e-6)
 
 
 def test_events_render_as_mathematics():

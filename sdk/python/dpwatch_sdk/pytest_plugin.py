@@ -24,8 +24,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "states (default: each call's time_limit, 60).")
     group.addoption("--dpwatch-command", default=None,
                     help="Only for assert_dp(domain=...) and the dpwatch_auditor fixture: how to run the dpwatch "
-                         "server's CLI, a path ('.venv/bin/dpwatch') or a command line ('docker run --rm --network host "
-                         "dpwatch dpwatch'). Default: $DPWATCH_COMMAND, else `dpwatch` on PATH.")
+                         "server's CLI, a path ('.venv/bin/dpwatch') or a command line ('docker run --rm --network "
+                         "host dpwatch dpwatch'). Default: $DPWATCH_COMMAND, else `dpwatch` on PATH.")
     group.addoption("--dpwatch-junit-dir", default=None,
                     help="Only with the dpwatch CLI (dpwatch_auditor, domain=): write each `dpwatch audit`'s JUnit XML "
                          "report into this folder.")

@@ -201,7 +201,8 @@ def _report(name: str, claim: ClaimModel, alpha: float, seed: int, pairs: list[t
         if violation.control_flow:
             lines.append(f"  coupled: {violation.control_flow}")
     elif outcome is not None:
-        batches = f"{outcome.batches_run} batch{'es' if outcome.batches_run != 1 else ''} after a {outcome.plan.pilot:,}-output pilot"
+        plural = "es" if outcome.batches_run != 1 else ""
+        batches = f"{outcome.batches_run} batch{plural} after a {outcome.plan.pilot:,}-output pilot"
         if violated:
             lines.append(f"assert_dp: {name} fails {claim.describe()} (α = {alpha:g}, seed {seed})")
         else:
@@ -258,7 +259,7 @@ def check_dp(f: Mechanism | Callable[..., typing.Any], *, epsilon: float | None 
                                               else _int_env(SEED_VARIABLE))
     if the_seed is None:
         the_seed = secrets.randbelow(2**32)
-    name = mechanism.name or getattr(mechanism.sample, "__name__", "the mechanism")
+    name = str(mechanism.name or getattr(mechanism.sample, "__name__", None) or "the mechanism")
     sample = mechanism.sample
     started = time.monotonic()
     notes: list[str] = []

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["CAP", "FRACTIONS", "Z_CAUTION", "cautious", "bet", "growth", "log_evalues", "simulate_rejections"]
 
@@ -42,44 +42,48 @@ FRACTIONS = np.array([1.0, 0.5, 0.25])
 Z_CAUTION = 1.5
 
 
-def cautious(a: NDArray[np.float64], na: NDArray[np.float64] | float, b: NDArray[np.float64],
-             nb: NDArray[np.float64] | float, z: float = Z_CAUTION) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _f(x: ArrayLike) -> NDArray[np.float64]:
+    return np.asarray(x, dtype=np.float64)
+
+
+def cautious(a: ArrayLike, na: ArrayLike, b: ArrayLike, nb: ArrayLike,
+             z: float = Z_CAUTION) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(p_lo, q_hi): smoothed proportions (k + ½)/(n + 1) moved z standard errors against a violation."""
-    p = (np.asarray(a, dtype=np.float64) + 0.5) / (np.asarray(na, dtype=np.float64) + 1.0)
-    q = (np.asarray(b, dtype=np.float64) + 0.5) / (np.asarray(nb, dtype=np.float64) + 1.0)
-    p_lo = np.clip(p - z * np.sqrt(p * (1 - p) / (np.asarray(na, dtype=np.float64) + 1.0)), 0.0, 1.0)
-    q_hi = np.clip(q + z * np.sqrt(q * (1 - q) / (np.asarray(nb, dtype=np.float64) + 1.0)), 0.0, 1.0)
+    n_a, n_b = _f(na) + 1.0, _f(nb) + 1.0
+    p = (_f(a) + 0.5) / n_a
+    q = (_f(b) + 0.5) / n_b
+    p_lo = np.clip(p - z * np.sqrt(p * (1 - p) / n_a), 0.0, 1.0)
+    q_hi = np.clip(q + z * np.sqrt(q * (1 - q) / n_b), 0.0, 1.0)
     return p_lo, q_hi
 
 
-def bet(p: NDArray[np.float64], q: NDArray[np.float64], s: NDArray[np.float64],
-        c: NDArray[np.float64]) -> NDArray[np.float64]:
+def bet(p: ArrayLike, q: ArrayLike, s: ArrayLike, c: ArrayLike) -> NDArray[np.float64]:
     """The aGRAPA bet λ for the payoff X − sY − c at (p, q), in [0, CAP/(s + c)]."""
+    p, q, s, c = _f(p), _f(q), _f(s), _f(c)
     mu = p - s * q - c
     var = p * (1 - p) + s * s * q * (1 - q)
     lam = np.where(mu > 0, mu / np.maximum(var + mu * mu, 1e-300), 0.0)
     return np.clip(lam, 0.0, CAP / (s + c))
 
 
-def _log_factors(lam: NDArray[np.float64], s: NDArray[np.float64], c: NDArray[np.float64]
-                 ) -> tuple[NDArray[np.float64], ...]:
+def _log_factors(lam: ArrayLike, s: ArrayLike, c: ArrayLike) -> tuple[NDArray[np.float64], ...]:
+    lam, s, c = _f(lam), _f(s), _f(c)
     return (np.log1p(lam * (1 - c)), np.log1p(-lam * (s + c)), np.log1p(lam * (1 - s - c)), np.log1p(-lam * c))
 
 
-def log_evalues(n10: NDArray[np.float64], n01: NDArray[np.float64], n11: NDArray[np.float64],
-                n00: NDArray[np.float64], lam: NDArray[np.float64], s: NDArray[np.float64],
-                c: NDArray[np.float64]) -> NDArray[np.float64]:
+def log_evalues(n10: ArrayLike, n01: ArrayLike, n11: ArrayLike, n00: ArrayLike, lam: ArrayLike, s: ArrayLike,
+                c: ArrayLike) -> NDArray[np.float64]:
     """log F(λ) of one batch from its four counts (all arguments broadcast)."""
     f10, f01, f11, f00 = _log_factors(lam, s, c)
-    return n10 * f10 + n01 * f01 + n11 * f11 + n00 * f00
+    return _f(n10) * f10 + _f(n01) * f01 + _f(n11) * f11 + _f(n00) * f00
 
 
-def growth(p: NDArray[np.float64], q: NDArray[np.float64], s: NDArray[np.float64],
-           c: NDArray[np.float64]) -> NDArray[np.float64]:
+def growth(p: ArrayLike, q: ArrayLike, s: ArrayLike, c: ArrayLike) -> NDArray[np.float64]:
     """Expected log F per pair at the aGRAPA bet, if the event's probabilities were (p, q): how
     fast the test would gather evidence on it (0 when it would not bet)."""
     lam = bet(p, q, s, c)
     f10, f01, f11, f00 = _log_factors(lam, s, c)
+    p, q = _f(p), _f(q)
     return p * (1 - q) * f10 + (1 - p) * q * f01 + p * q * f11 + (1 - p) * (1 - q) * f00
 
 

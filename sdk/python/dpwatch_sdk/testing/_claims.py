@@ -71,7 +71,7 @@ class ClaimModel:
     delta: float = 0.0
 
     @classmethod
-    def of(cls, claim: Claim) -> "ClaimModel":
+    def of(cls, claim: Claim) -> ClaimModel:
         if claim.gdp_mu is not None:
             return cls("gdp", float(claim.gdp_mu))
         if claim.zcdp_rho is not None:
@@ -95,7 +95,7 @@ class ClaimModel:
             return f"{self.theta:g}-GDP"
         return f"{self.theta:g}-zCDP"
 
-    def with_theta(self, theta: float) -> "ClaimModel":
+    def with_theta(self, theta: float) -> ClaimModel:
         """The same kind of claim with another parameter (a violation "ε′ = 1.5" of a 1-DP claim)."""
         return replace(self, theta=float(theta))
 

@@ -217,7 +217,8 @@ class Auditor:
     def assert_dp(self, f: Mechanism | Callable[..., typing.Any], **options: typing.Any) -> CliAuditResult:
         """Fail (``DPViolation``) when dpwatch refutes the claim; see :func:`assert_dp`."""
         result = self.run(f, **options)
-        self.fail_on_violation(result, f.name if isinstance(f, Mechanism) else getattr(f, "__name__", "the mechanism"))
+        name = (f.name if isinstance(f, Mechanism) else None) or getattr(f, "__name__", None) or "the mechanism"
+        self.fail_on_violation(result, str(name))
         return result
 
     @staticmethod

@@ -210,7 +210,8 @@ def _describe_calls(calls: list[tuple[Any, ...]]) -> str:
     for call in calls[:3]:
         if call[0] == "noise":
             size = int(np.prod(call[2])) if call[2] else 1
-            parts.append(f"{call[1]}({size} value{'s' if size != 1 else ''}, scale {', '.join(f'{s:g}' for s in call[3])})")
+            scales = ", ".join(f"{s:g}" for s in call[3])
+            parts.append(f"{call[1]}({size} value{'s' if size != 1 else ''}, scale {scales})")
         else:
             parts.append(f"{call[0]}(…)")
     more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
@@ -250,8 +251,7 @@ def _recognise(runs: list[tuple[_Run, _Run]]) -> Structure | str:
     b = float(scale[0])
     if b <= 0 or not np.all(np.abs(scale - b) <= REL_TOL * b):
         return "its noise scale varies from one output to the next"
-    zero_outputs = np.stack([z.outputs for _, z in runs])  # (seeds, n, d)
-    assert zero_outputs.dtype == np.float64
+    zero_outputs = np.stack([z.outputs for _, z in runs if z.outputs is not None])  # (seeds, n, d)
     a = zero_outputs[0, 0]
     if not np.all(np.abs(zero_outputs - a) <= REL_TOL * (np.abs(a) + 1e-300)):
         return "with the noise replayed as zero its outputs still vary (other randomness reaches them)"
@@ -344,25 +344,28 @@ def _judge(claim: ClaimModel, x: Structure, y: Structure) -> tuple[str, str, flo
             declared = claim.theta * beta
             status = "violation" if loss > claim.theta * (1 + REL_TOL) + 1e-12 else "consistent"
             return (status, f"{answers}: measured sensitivity {l1:.6g} (L1) against the {declared:.6g} = ε·β that "
-                    f"{noun} noise of scale β = {beta:.6g} covers at ε = {claim.theta:g}: the privacy loss at this pair "
-                    f"is {loss:.6g}", l1, declared, "L1")
+                    f"{noun} noise of scale β = {beta:.6g} covers at ε = {claim.theta:g}: the privacy loss at this "
+                    f"pair is {loss:.6g}", l1, declared, "L1")
         if claim.kind == "zcdp":
-            renyi = sum(laplace_renyi(_ALPHAS, float(s)) for s in shifts) if shifts.size else np.zeros_like(_ALPHAS)
-            excess = renyi - claim.theta * _ALPHAS * (1 + REL_TOL)
-            k = int(np.argmax(excess))
-            if excess[k] > 1e-12:
+            renyi = np.zeros_like(_ALPHAS)
+            for shift in shifts:  # Rényi divergences add up over independent coordinates
+                renyi = renyi + laplace_renyi(_ALPHAS, float(shift))
+            renyi_excess = renyi - claim.theta * _ALPHAS * (1 + REL_TOL)
+            k = int(np.argmax(renyi_excess))
+            if renyi_excess[k] > 1e-12:
                 return ("violation", f"{answers}: measured sensitivity {l1:.6g} (L1); its Rényi divergence of order "
                         f"{_ALPHAS[k]:.3g} is {renyi[k]:.4g} > ρ·α = {claim.theta * _ALPHAS[k]:.4g}", l1, None, "L1")
             return ("consistent", f"{answers}: measured sensitivity {l1:.6g} (L1); its Rényi divergences stay within "
                     f"ρ·α for ρ = {claim.theta:g}", l1, None, "L1")
-        worst = float(shifts.max()) if shifts.size else 0.0
-        profile = np.array([laplace_delta(float(e), worst) for e in _EPSILONS])
+        largest_shift = float(shifts.max()) if shifts.size else 0.0
+        profile = np.array([laplace_delta(float(e), largest_shift) for e in _EPSILONS])
         allowed = _claim_profile(claim, _EPSILONS)
         excess = profile - allowed
         k = int(np.argmax(excess))
         if excess[k] > 1e-12:
             return ("violation", f"{answers}: measured sensitivity {l1:.6g} (L1); one coordinate alone has "
-                    f"δ({_EPSILONS[k]:.3g}) = {profile[k]:.3g} > {allowed[k]:.3g}, which the claim allows", l1, None, "L1")
+                    f"δ({_EPSILONS[k]:.3g}) = {profile[k]:.3g} > {allowed[k]:.3g}, the most the claim allows", l1,
+                    None, "L1")
         if np.count_nonzero(shifts) <= 1:
             return ("consistent", f"{answers}: measured sensitivity {l1:.6g} (L1); its (ε, δ) profile stays within "
                     f"{claim.describe()}", l1, None, "L1")
@@ -429,7 +432,7 @@ def coupled_check(sample: Callable[..., Any], output: Output, claim: ClaimModel,
                 runs[name].append((_run(sample, database, output, COUPLED_OUTPUTS, sequence, 1.0),
                                    _run(sample, database, output, COUPLED_OUTPUTS, sequence, 0.0)))
         control = None
-        for (one_x, _), (one_y, _) in zip(runs["x"], runs["x′"]):
+        for (one_x, _), (one_y, _) in zip(runs["x"], runs["x′"], strict=True):
             if one_x.gen.calls != one_y.gen.calls:
                 control = (f"the random draws differ between x and x′ on the same stream: x made "
                            f"{_describe_calls(one_x.gen.calls)}, x′ made {_describe_calls(one_y.gen.calls)} "

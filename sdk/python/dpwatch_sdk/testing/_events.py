@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,12 +64,12 @@ class Interval:
     high: float
     inside: bool = True
 
-    def mask(self, batch: "Batch") -> NDArray[np.bool_]:
+    def mask(self, batch: Batch) -> NDArray[np.bool_]:
         v = batch.numeric[self.feature]
         within = (v >= self.low) & (v <= self.high)
         return within if self.inside else ~within
 
-    def describe(self, featurizer: "Featurizer") -> str:
+    def describe(self, featurizer: Featurizer) -> str:
         name = featurizer.label(self.feature)
         low, high = self.low, self.high
         if low == high:
@@ -95,10 +95,10 @@ class OneOf:
     feature: str
     codes: tuple[int, ...]
 
-    def mask(self, batch: "Batch") -> NDArray[np.bool_]:
+    def mask(self, batch: Batch) -> NDArray[np.bool_]:
         return np.isin(batch.categorical[self.feature], np.asarray(self.codes, dtype=np.int64))
 
-    def describe(self, featurizer: "Featurizer") -> str:
+    def describe(self, featurizer: Featurizer) -> str:
         name = featurizer.label(self.feature)
         values = [featurizer.value_text(self.feature, code) for code in self.codes]
         shown = ", ".join(values[:8]) + (f", … ({len(values)} values)" if len(values) > 8 else "")
@@ -107,7 +107,7 @@ class OneOf:
         return f"{name} ∈ {{{shown}}}"
 
 
-Event = Union[Interval, OneOf]
+Event = Interval | OneOf
 
 
 @dataclass
@@ -216,12 +216,12 @@ class Featurizer:
         lengths = np.array([len(r) for r in rows], dtype=np.float64)
         batch.numeric["len"] = lengths
         batch.categorical["len"] = self._codes("len", lengths)
-        numbers = [[math.nan if v is None else float(v) for v in r] for r in rows]
-        batch.numeric["sum"] = np.array([math.fsum(v for v in r if v == v) for r in numbers])
-        batch.numeric["max"] = np.array([max((v for v in r if v == v), default=math.nan) for r in numbers])
-        batch.numeric["min"] = np.array([min((v for v in r if v == v), default=math.nan) for r in numbers])
-        batch.numeric["first"] = np.array([r[0] if r else math.nan for r in numbers])
-        batch.numeric["nulls"] = np.array([sum(v != v for v in r) for r in numbers], dtype=np.float64)
+        entries = [[math.nan if v is None else float(v) for v in r] for r in rows]
+        batch.numeric["sum"] = np.array([math.fsum(v for v in r if v == v) for r in entries])
+        batch.numeric["max"] = np.array([max((v for v in r if v == v), default=math.nan) for r in entries])
+        batch.numeric["min"] = np.array([min((v for v in r if v == v), default=math.nan) for r in entries])
+        batch.numeric["first"] = np.array([r[0] if r else math.nan for r in entries])
+        batch.numeric["nulls"] = np.array([sum(v != v for v in r) for r in entries], dtype=np.float64)
         return batch
 
     def _numbers(self, outputs: Any, n: int) -> NDArray[np.float64]:
@@ -292,10 +292,11 @@ class Pool:
                 self.category_counts[name] = counts
             else:
                 width = max(old.size, counts.size)
-                self.category_counts[name] = np.pad(old, (0, width - old.size)) + np.pad(counts, (0, width - counts.size))
+                self.category_counts[name] = (np.pad(old, (0, width - old.size))
+                                              + np.pad(counts, (0, width - counts.size)))
 
     def count_le(self, name: str, points: NDArray[np.float64], strict: bool) -> NDArray[np.float64]:
-        side = "left" if strict else "right"
+        side: Literal["left", "right"] = "left" if strict else "right"
         total = np.zeros(points.size)
         for chunk in self.sorted_numeric.get(name, []):
             total += np.searchsorted(chunk, points, side=side)
@@ -343,7 +344,8 @@ def _grid(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.unique(np.quantile(values, levels, method="inverted_cdf"))
 
 
-def _intervals(name: str, lows: NDArray[np.float64], highs: NDArray[np.float64], inside: bool) -> Callable[[int], Event]:
+def _intervals(name: str, lows: NDArray[np.float64], highs: NDArray[np.float64],
+               inside: bool) -> Callable[[int], Event]:
     return lambda k: Interval(name, float(lows[k]), float(highs[k]), inside)
 
 

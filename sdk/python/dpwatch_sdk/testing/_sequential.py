@@ -33,7 +33,8 @@ from . import _betting as betting
 from ._claims import ClaimModel
 from ._events import Batch, Event, Featurizer, Pool, propose
 
-__all__ = ["Plan", "PowerPoint", "PowerStatement", "power_statement", "SequentialOutcome", "SlotReport", "plan_batches", "run_sequential"]
+__all__ = ["Plan", "PowerPoint", "PowerStatement", "SequentialOutcome", "SlotReport", "plan_batches",
+           "power_statement", "run_sequential"]
 
 #: Events per orientation of each pair that hold a slot.
 SLOTS_PER_ORIENTATION = 2
@@ -167,7 +168,7 @@ def _choose(claim: ClaimModel, pool_x: Pool, pool_y: Pool, slots: list[Slot]) ->
         s, c = claim.line_at(q_hi)
         g = betting.growth(p_lo, q_hi, s, c)
         order = np.argsort(-g, kind="stable")[:len(mine)]
-        for slot, k in zip(mine, order.tolist()):
+        for slot, k in zip(mine, order.tolist(), strict=False):
             slot.event = cands.event(k)
             slot.line = (float(s[k]), float(c[k]))
             slot.lam = float(betting.bet(p_lo[k], q_hi[k], s[k], c[k]))
@@ -206,8 +207,8 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
             if not kept:
                 kept = [max(min(batches[0], affordable), 100)]
             budget_cut = (f"the budget was cut from {plan.total:,} to {plan.pilot + sum(kept):,} outputs per database "
-                          f"to finish within the time limit ({time_limit:.0f} s left; the pilot took {per_output * 1e6 * len(pairs):.0f} µs "
-                          "per output pair)")
+                          f"to finish within the time limit ({time_limit:.0f} s left; the pilot took "
+                          f"{per_output * 1e6 * len(pairs):.0f} µs per output pair)")
             batches = kept
             plan = Plan(plan.pilot, tuple(kept))
     rejected = False
@@ -239,7 +240,8 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
         log_e = _log_mean_exp(np.concatenate([s.log_wealth for s in slots]))
         max_log_e = max(max_log_e, log_e)
         if progress is not None:
-            progress(f"batch {t}/{len(batches)}: {drawn:,} outputs per database, e-value {math.exp(min(log_e, 700)):.3g}")
+            progress(f"batch {t}/{len(batches)}: {drawn:,} outputs per database, "
+                     f"e-value {math.exp(min(log_e, 700)):.3g}")
         if log_e >= log_threshold:
             rejected = True
             break
@@ -249,8 +251,20 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
         best_slot.pair, best_slot.x_first, best_slot.event.describe(fz), _log_mean_exp(best_slot.log_wealth),
         *best_slot.tested)
     power = power_statement(claim, plan, log_threshold + math.log(len(slots)))
-    return SequentialOutcome(rejected, log_e, log_threshold, max_log_e, drawn, plan, run, time.monotonic() - started, best, power,
+    return SequentialOutcome(rejected, log_e, log_threshold, max_log_e, drawn, plan, run, time.monotonic() - started,
+                             best, power,
                              len(slots), budget_cut)
+
+
+def _detects(claim: ClaimModel, *, theta: float, q: float, s: float, c: float, plan: Plan, log_threshold: float,
+             rng: np.random.Generator) -> bool:
+    """Whether the plan's test catches the boundary violation of the claim at ``theta`` on an event
+    of probability ``q``, tested against the line (s, c), with probability ≥ POWER_LEVEL."""
+    p = float(claim.with_theta(theta).upper(q))
+    if p <= s * q + c:
+        return False
+    return betting.simulate_rejections(p, q, s, c, plan.pilot, list(plan.batches), log_threshold, POWER_RUNS,
+                                       rng) >= POWER_LEVEL
 
 
 @functools.lru_cache(maxsize=128)
@@ -267,17 +281,9 @@ def power_statement(claim: ClaimModel, plan: Plan, log_threshold: float,
     points = []
     for q in masses:
         s, c = (float(v) for v in claim.line_at(np.array(q)))
-
-        def detects(theta: float) -> bool:
-            p = float(claim.with_theta(theta).upper(q))
-            if p <= s * q + c:
-                return False
-            return betting.simulate_rejections(p, q, s, c, plan.pilot, list(plan.batches), log_threshold,
-                                               POWER_RUNS, rng) >= POWER_LEVEL
-
         low, high = claim.theta, claim.theta * 1.25
         found = True
-        while not detects(high):
+        while not _detects(claim, theta=high, q=q, s=s, c=c, plan=plan, log_threshold=log_threshold, rng=rng):
             low, high = high, high * 2
             if high > claim.theta * 64:
                 found = False
@@ -287,7 +293,7 @@ def power_statement(claim: ClaimModel, plan: Plan, log_threshold: float,
                 if high - low < 0.005 * claim.theta:
                     break
                 mid = (low + high) / 2
-                if detects(mid):
+                if _detects(claim, theta=mid, q=q, s=s, c=c, plan=plan, log_threshold=log_threshold, rng=rng):
                     high = mid
                 else:
                     low = mid
