@@ -32,6 +32,17 @@ from tests.web_browser import browser, demo_service, sign_in, wait_until  # noqa
 sampling_server.UvicornThread.start.__defaults__ = (120.0,)
 
 
+def _post(api: httpx.Client, url: str, **kwargs: object) -> httpx.Response:
+    """POST, sent again (up to 5 times, 2 s apart) while the demo answers 503: its SQLite database
+    is locked now and then on a busy machine."""
+    for _ in range(5):
+        response = api.post(url, **kwargs)  # type: ignore[arg-type]
+        if response.status_code != 503:
+            break
+        time.sleep(2)
+    return response.raise_for_status()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -41,14 +52,14 @@ def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dpwatch-shots-") as tmp, \
             demo_service(Path(tmp), scenarios="abcdefgh", change_period=10) as svc, browser() as chrome:
-        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=30)
+        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=60)
         by_name = {name: mid for mid, name in svc.names.items()}
         rnm = next(mid for name, mid in by_name.items() if name.startswith("(c)"))
         benign = next(mid for name, mid in by_name.items() if name.startswith("(h)"))
         time.sleep(4)
-        api.post(f"/v1/monitors/{benign}/pause").raise_for_status()
+        _post(api, f"/v1/monitors/{benign}/pause")
         time.sleep(5)
-        api.post(f"/v1/monitors/{benign}/resume").raise_for_status()
+        _post(api, f"/v1/monitors/{benign}/resume")
 
         def alarms_with_evidence() -> bool:
             items = api.get("/v1/alarms", params={"limit": 50}).json()["items"]
@@ -99,10 +110,11 @@ def main() -> None:
         page.screenshot(path=str(args.out / "keys.png"), full_page=True)
         print(args.out / "keys.png")
         shot("mechanisms", "/ui/mechanisms")
-        contract = next(a for a in api.get("/v1/alarms", params={"limit": 100}).json()["items"] if a["kind"] == "contract")
+        listed = api.get("/v1/alarms", params={"limit": 100}).json()["items"]
+        contract = next(a for a in listed if a["kind"] == "contract")
         shot("alarm-contract", f"/ui/alarms/{contract['id']}")
         model = api.get(f"/v1/monitors/{rnm}").json()
-        fresh = api.post("/v1/monitors", json={
+        fresh = _post(api, "/v1/monitors", json={
             "name": "(c) again, just created", "mechanism_id": model["mechanism_id"], "epsilon": 1.0, "horizon": 100,
             "samples_per_period": 200, "period_seconds": 3600,
             "checks": [{k: model["checks"][0][k] for k in ("x", "x_prime", "event")}]}).json()
