@@ -14,8 +14,10 @@ what a user's ``assert_dp`` runs (a fresh random seed per run, recorded):
   states it would catch (its power) and the mechanism's true one; and coupled mode's verdict on
   20 seeds (deterministic: it finds a certain violation on all of them or on none).
 
-    nice -n 10 .venv/bin/python bench/assert_dp_rates.py correct --runs 3000 --workers 2 --out docs/results/assert_dp_correct.json
-    nice -n 10 .venv/bin/python bench/assert_dp_rates.py violating --runs 200 --workers 2 --out docs/results/assert_dp_violating.json
+    nice -n 10 .venv/bin/python bench/assert_dp_rates.py correct --runs 3000 --workers 2 \
+        --out docs/results/assert_dp_correct.json
+    nice -n 10 .venv/bin/python bench/assert_dp_rates.py violating --runs 200 --workers 2 \
+        --out docs/results/assert_dp_violating.json
 """
 
 from __future__ import annotations
@@ -34,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta
-
 from dpwatch_sdk.testing import check_dp
+from scipy.stats import beta
 
 PAIR = [([0, 0, 0, 0, 0], [0, 0, 0, 0, 1])]  # sums 1 apart
 
@@ -117,7 +118,8 @@ class Case:
                 "outputs": seq.drawn if seq is not None else 0,
                 "max_log_evalue": seq.max_log_evalue if seq is not None else None,
                 "coupled": None if result.coupled is None else [f.status for f in result.coupled.findings],
-                "power_theta": best.theta if best is not None else None, "power_q": best.q if best is not None else None}
+                "power_theta": best.theta if best is not None else None,
+                "power_q": best.q if best is not None else None}
 
 
 CORRECT = [
@@ -166,10 +168,12 @@ def correct_study(runs: int, workers: int, progress: Callable[[str], None]) -> l
             max_e = [r["max_log_evalue"] for r in results]
             calibration = {}
             for alpha in CALIBRATION_ALPHAS:
-                k = sum(1 for r, m in zip(results, max_e) if r["violated"] or (m is not None and m >= math.log(1 / alpha)))
+                k = sum(1 for r, m in zip(results, max_e, strict=True)
+                        if r["violated"] or (m is not None and m >= math.log(1 / alpha)))
                 calibration[str(alpha)] = {"failures": k, "rate": k / runs, "ci95": clopper_pearson(k, runs)}
             row = {"mechanism": case.name, "runs": runs, "failures": failures, "rate": failures / runs,
-                   "ci95": clopper_pearson(failures, runs), "median_seconds": statistics.median(r["seconds"] for r in results),
+                   "ci95": clopper_pearson(failures, runs),
+                   "median_seconds": statistics.median(r["seconds"] for r in results),
                    "max_seconds": max(r["seconds"] for r in results),
                    "median_outputs": statistics.median(r["outputs"] for r in results),
                    "coupled": sorted({s for r in results for s in (r["coupled"] or [])}),
@@ -177,7 +181,8 @@ def correct_study(runs: int, workers: int, progress: Callable[[str], None]) -> l
                    "calibration": calibration, "wall_seconds": time.monotonic() - started,
                    "load_before": os.getloadavg()[0], "seeds_failed": [r["seed"] for r in results if r["violated"]]}
             rows.append(row)
-            progress(f"{case.name}: {failures}/{runs} failures, {row['wall_seconds']:.0f} s, load {os.getloadavg()[0]:.1f}")
+            progress(f"{case.name}: {failures}/{runs} failures, {row['wall_seconds']:.0f} s, "
+                     f"load {os.getloadavg()[0]:.1f}")
     return rows
 
 
@@ -206,19 +211,21 @@ def violating_study(runs: int, workers: int, progress: Callable[[str], None]) ->
 
 
 def print_correct(rows: list[dict[str, Any]]) -> None:
-    print("| mechanism | runs | failures at α = 10⁻⁴ | exact 95% interval | at α = 0.01 (95% interval) | median s | max s |")
+    print("| mechanism | runs | failures at α = 10⁻⁴ | exact 95% interval | at α = 0.01 (95% interval) "
+          "| median s | max s |")
     print("|---|---:|---:|---|---|---:|---:|")
     for r in rows:
         c = r["calibration"]["0.01"]
         print(f"| {r['mechanism']} | {r['runs']:,} | {r['failures']} | [{r['ci95'][0]:.5f}, {r['ci95'][1]:.5f}] | "
-              f"{c['failures']} = {c['rate']:.4f} [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}] | {r['median_seconds']:.2f} | "
+              f"{c['failures']} = {c['rate']:.4f} [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}] | "
+              f"{r['median_seconds']:.2f} | "
               f"{r['max_seconds']:.2f} |")
     print()
     print("| mechanism | " + " | ".join(f"α = {a:g}" for a in CALIBRATION_ALPHAS) + " |")
     print("|---|" + "---:|" * len(CALIBRATION_ALPHAS))
     for r in rows:
-        print(f"| {r['mechanism']} | " + " | ".join(f"{r['calibration'][str(a)]['rate']:.4f}" for a in CALIBRATION_ALPHAS)
-              + " |")
+        rates = " | ".join(f"{r['calibration'][str(a)]['rate']:.4f}" for a in CALIBRATION_ALPHAS)
+        print(f"| {r['mechanism']} | {rates} |")
 
 
 def print_violating(rows: list[dict[str, Any]]) -> None:
@@ -231,7 +238,8 @@ def print_violating(rows: list[dict[str, Any]]) -> None:
                  else "none")
         coupled = f"certain on {r['coupled_certain']}/{r['coupled_runs']} seeds" if r["coupled_certain"] else \
             ", ".join(r["coupled_statuses"])
-        print(f"| {r['mechanism']} | {claim} | {r['truth']} | {r['failures']}/{r['runs']} | {r['median_outputs']:,.0f} | "
+        print(f"| {r['mechanism']} | {claim} | {r['truth']} | {r['failures']}/{r['runs']} | "
+              f"{r['median_outputs']:,.0f} | "
               f"{r['median_seconds']:.2f} | {power} | {coupled} |")
 
 
@@ -252,7 +260,8 @@ def main() -> None:
     (print_correct if args.study == "correct" else print_violating)(rows)
     summary = {"study": args.study, "runs": args.runs, "workers": args.workers, "rows": rows,
                "seconds": time.monotonic() - started, "load_at_start": load, "load_at_end": os.getloadavg()[0]}
-    print(f"\n{time.monotonic() - started:.0f} s; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(f"\n{time.monotonic() - started:.0f} s; load average {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(summary, indent=2))
