@@ -229,7 +229,7 @@ def _recognise(runs: list[tuple[_Run, _Run]]) -> Structure | str:
             return f"the sampler failed under the recording generator ({one.error or zero.error})"
         if not one.gen.noise:
             return ("it drew no Laplace or Gaussian noise from the generator it was given "
-                    f"({_describe_calls(one.gen.calls)}): its randomness is its own")
+                    f"({_describe_calls(one.gen.calls)}): its randomness, if any, is its own")
         if one.gen.calls != zero.gen.calls:
             return "setting the noise to zero changed what it draws (the noise steers its control flow)"
         if any(call[0] != "noise" for call in one.gen.calls):
@@ -423,7 +423,7 @@ def coupled_check(sample: Callable[..., Any], output: Output, claim: ClaimModel,
         if first.outputs is not None and not first.gen.noise:  # a sampler with randomness of its own: stop here
             findings.append(CoupledFinding(i, "inconclusive", "inconclusive: on x it drew no Laplace or Gaussian noise "
                                            f"from the generator it was given ({_describe_calls(first.gen.calls)}): its "
-                                           "randomness is its own"))
+                                           "randomness, if any, is its own"))
             continue
         runs: dict[str, list[tuple[_Run, _Run]]] = {"x": [], "x′": []}
         for k in range(COUPLED_SEEDS):
