@@ -48,6 +48,30 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    """``dpwatch --version``: the installed distributions' versions (no import of the service)."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    typer.echo(f"dpwatch {installed('dpwatch')} (dpwatch-sdk {installed('dpwatch-sdk')})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print dpwatch's version and exit.")] = False,
+) -> None:
+    """Monitor deployed differentially private mechanisms and alarm when a change breaks their claimed epsilon."""
+
+
 def _err(msg: str) -> None:
     typer.echo(msg, err=True)
 
@@ -121,13 +145,13 @@ def simulate(
                                            "naive-normal, e-process, e-detector.")] = "aggregator,naive,e-process,e-detector",
     replications: Annotated[Optional[int], typer.Option("--replications", "-R",
                                                         help="Runs per scenario [500; 200 with --long-run].")] = None,
-    horizon: Annotated[int, typer.Option("--horizon", "-T")] = 200,
+    horizon: Annotated[int, typer.Option("--horizon", "-T", help="Periods per run (the aggregator's horizon T).")] = 200,
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples per side and period.")] = 200,
     change_at: Annotated[Optional[int], typer.Option(help="First period of the changed mechanism (t0) "
                                                      "[50; 5000 with --long-run].")] = None,
-    gamma: float = 0.25,
-    alpha: float = 0.05,
-    seed: int = 2024,
+    gamma: Annotated[float, typer.Option(help="The aggregator's weight γ in [0, 1/2).")] = 0.25,
+    alpha: Annotated[float, typer.Option(help="False-alarm rate α of every detector over the horizon.")] = 0.05,
+    seed: Annotated[int, typer.Option(help="Random seed of the simulation (the same seed gives the same table).")] = 2024,
     long_run: Annotated[bool, typer.Option("--long-run", help="A run of change_at − 1 stable periods and --after "
                                            "changed ones, counts from the exact probabilities.")] = False,
     after: Annotated[int, typer.Option(help="With --long-run: periods after the change.")] = 1000,
@@ -307,10 +331,31 @@ def keys_revoke(
     _err(f"key {key_id} revoked at {revoked_at.isoformat(timespec='seconds')}")
 
 
+@app.command(short_help="Make a whsec_ signing secret for an endpoint.")
+def secret(
+    check: Annotated[Optional[str], typer.Option(help="Check this secret instead of making one: exit 0 when it is a "
+                                                     "valid whsec_ secret, 2 with the reason when not.")] = None,
+) -> None:
+    """Print a fresh whsec_ signing secret (32 random bytes, Standard Webhooks): the secret a sampling
+    endpoint checks dpwatch's signatures with. Give it to the endpoint (e.g. DPWATCH_SECRET in its
+    environment) and to dpwatch when you register the mechanism ("secret", or the manifest's
+    secret_env). The SDK makes the same: dpwatch_sdk.generate_secret()."""
+    from dpwatch_sdk.protocol import generate_secret, validate_secret
+
+    if check is not None:
+        try:
+            key = validate_secret(check)
+        except ValueError as exc:
+            _fail(str(exc))
+        _err(f"a valid signing secret ({len(key)} bytes)")
+        return
+    typer.echo(generate_secret())
+
+
 @app.command(short_help="Run the API (and by default a worker).")
 def serve(
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; DPWATCH_PUBLIC_URL follows it when unset.")] = 8000,
     worker: Annotated[bool, typer.Option(help="Also run the scheduler worker in this process.")] = True,
 ) -> None:
     """Run the API (and, by default, a worker) with uvicorn."""
@@ -362,8 +407,8 @@ def worker_command() -> None:
 
 @app.command("serve-reference", short_help="Serve the reference mechanisms.")
 def serve_reference(
-    host: str = "127.0.0.1",
-    port: int = 9000,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
     secret: Annotated[Optional[str], typer.Option(help="whsec_ secret to verify signatures with; generated if omitted.")] = None,
     epsilon: Annotated[float, typer.Option(help="Claimed epsilon of every reference mechanism.")] = 1.0,
     change_period: Annotated[int, typer.Option(help="Period at which /reference/scenarios/<key> switches.")] = 20,
@@ -414,12 +459,13 @@ def audit(
     region: Annotated[Optional[str], typer.Option(help="Region C for real outputs as LOW,HIGH (default: chosen from the samples).")] = None,
     budget: Annotated[int, typer.Option(help="Outputs per database at most, pilot and rounds included.")] = 4_096_000,
     first_round: Annotated[int, typer.Option(help="Pilot size per database; round r draws first_round·2^(r-1).")] = 2_000,
-    alpha: float = 0.05,
+    alpha: Annotated[float, typer.Option(help="Level of the test: a mechanism that satisfies the claim is refuted "
+                                              "with probability at most α.")] = 0.05,
     secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
-    max_batch: int = 10_000,
+    max_batch: Annotated[int, typer.Option(help="Outputs asked for in one request at most (larger draws are split).")] = 10_000,
     binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
     allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of the report.")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML "
                                                       "report (a failure when refuted, an error when sampling fails).")] = None,
@@ -435,6 +481,20 @@ def audit(
 
     Exits 1 when the claim is refuted, 0 when it is not, 2 on usage errors.
     """
+    # Usage errors first, before the audit engine (scipy, the stats) is imported: they answer in a
+    # fraction of a second (tests/test_cli_ops.py).
+    if pairs is None:
+        _fail('give --pairs: a JSON file or inline JSON such as \'[{"x": [0], "x_prime": [1]}]\' '
+              'or \'{"pattern": "table1", "queries": 5}\'')
+    if shape is not None and output_kind is not None:
+        _fail("give --shape or --output-kind, not both")
+    if sum(v is not None for v in (epsilon, mu, rho)) > 1:
+        _fail("give one claim: --epsilon E [--delta D], --mu M or --rho R")
+    if delta and epsilon is None:
+        _fail("--delta goes with --epsilon")
+    if not 0 < alpha < 1:
+        _fail(f"--alpha must lie in (0, 1), got {alpha:g}")
+
     import asyncio
 
     from app.audit.engine import AuditSettings
@@ -447,11 +507,6 @@ def audit(
     from app.stats.shapes import OutputShape
 
     configure_logging("WARNING", "console")  # progress goes to stderr; logs only for problems
-    if pairs is None:
-        _fail('give --pairs: a JSON file or inline JSON such as \'[{"x": [0], "x_prime": [1]}]\' '
-              'or \'{"pattern": "table1", "queries": 5}\'')
-    if shape is not None and output_kind is not None:
-        _fail("give --shape or --output-kind, not both")
     try:
         candidates = read_pairs(pairs)
         declared = None
@@ -605,19 +660,23 @@ def apply_manifest(
     )] = False,
     url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
     api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Probe every mechanism the plan creates, changes "
+                                        "or puts a new monitor on (one signed sampling request through the service) "
+                                        "before the first monitor is created; a failure stops there (exit 1).")] = True,
 ) -> None:
     """Make a running dpwatch match a manifest: create or update its mechanisms, monitors and webhooks
     (matched by name; webhooks by url), printing the plan first (docs/sdk.md). Idempotent. A monitor
     whose n, schedule or snapshot sizes changed is updated in place (it keeps its id and periods); one
     whose test changed is replaced, only with --allow-replace.
 
-    Exits 0 when done, 1 when the service refused a step, 2 for a bad file or usage (or a replacement
-    without --allow-replace).
+    Exits 0 when done, 1 when the service refused a step or a mechanism's endpoint failed its probe
+    (the error names the fix when it is known, e.g. a trailing slash), 2 for a bad file or usage (or a
+    replacement without --allow-replace).
     """
     from app.manifest.apply import run_apply
 
     raise typer.Exit(run_apply(file, url=url, api_key=api_key, dry_run=dry_run, prune=prune,
-                               allow_replace=allow_replace, echo=typer.echo, err=_err))
+                               allow_replace=allow_replace, echo=typer.echo, err=_err, probe=probe))
 
 
 @app.command("export", short_help="Write the configuration as a manifest.")
@@ -648,12 +707,12 @@ def search(
     time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search; half for searching, the rest for certifying.")] = None,
     alpha: Annotated[float, typer.Option(help="Level of the certification (false certifications at most α).")] = 0.05,
     candidates: Annotated[int, typer.Option(help="Candidate pairs the generators propose at most.")] = 300,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the search's random choices (candidates, refinement).")] = 0,
     secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
-    max_batch: int = 10_000,
+    max_batch: Annotated[int, typer.Option(help="Outputs asked for in one request at most (larger draws are split).")] = 10_000,
     binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
     allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of the report.")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
     monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
     mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
@@ -668,6 +727,11 @@ def search(
     Exits 1 when a violation is certified, 0 when none is found within the budget (which does not mean
     that the claim holds), 2 on usage errors.
     """
+    from app.search.cli import usage_problem  # a light module: the search's engine loads in run_command
+
+    problem = usage_problem(domain, epsilon, delta, mu, rho)
+    if problem is not None:
+        _fail(problem)  # before the engine and the settings are loaded: in a fraction of a second
     from app.observability import configure_logging
     from app.search.cli import run_command
 
@@ -686,9 +750,9 @@ def search(
 @app.command("receive-webhooks", short_help="Receive, verify and print webhooks.")
 def receive_webhooks(
     secret: Annotated[str, typer.Option(help="The webhook's whsec_ secret (shown when the webhook was created).")],
-    host: str = "127.0.0.1",
-    port: int = 9100,
-    path: str = "/hooks",
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9100,
+    path: Annotated[str, typer.Option(help="The path deliveries are posted to.")] = "/hooks",
 ) -> None:
     """A local webhook receiver: verifies each delivery's Standard Webhooks signature and prints it."""
     import uvicorn
@@ -722,9 +786,9 @@ def receive_webhooks(
 @app.command(short_help="Run the service with demo mechanisms and monitors.")
 def demo(
     port: Annotated[int, typer.Option(help="Port to listen on (127.0.0.1); the webhooks' links follow it.")] = 8000,
-    horizon: Annotated[int, typer.Option("--horizon", "-T")] = 100,
-    samples: Annotated[int, typer.Option("--samples", "-n")] = 200,
-    change_period: int = 10,
+    horizon: Annotated[int, typer.Option("--horizon", "-T", help="Periods each demo monitor runs (its horizon T).")] = 100,
+    samples: Annotated[int, typer.Option("--samples", "-n", help="Samples per database and period.")] = 200,
+    change_period: Annotated[int, typer.Option(help="Period at which the scenarios' mechanisms change.")] = 10,
     scenarios: Annotated[str, typer.Option(help="Scenario letters: (a)-(h) claim ε, (i)-(l) claim (ε, δ) or μ-GDP.")] = "abcdefghijkl",
     exit_when_done: Annotated[bool, typer.Option(help="Exit once every harmful change has raised an alarm and "
                                                       "its alarm.firing webhook has been printed.")] = False,

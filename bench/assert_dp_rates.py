@@ -1,46 +1,45 @@
-"""How often does ``assert_dp`` fail? A correct Laplace mechanism (false failures: at most α
-expected) and the same mechanism with half its noise (true ε doubled: it should fail every run).
+"""How often does ``assert_dp`` fail, and how fast? (docs/sdk.md §4, "Measured")
 
-Each run is exactly what a user's test does: ``dpwatch_sdk.testing.Auditor.run`` serves the
-mechanism on an ephemeral loopback port and runs ``dpwatch audit`` (a subprocess of the given
-dpwatch installation) with ``assert_dp``'s defaults (α = 0.05, budget 20 000 outputs per database).
+Three studies, each a table; every run is ``dpwatch_sdk.testing.check_dp`` in-process, exactly
+what a user's ``assert_dp`` runs (a fresh random seed per run, recorded):
 
-    .venv/bin/python bench/assert_dp_rates.py --runs 200 [--workers 2] [--out docs/results/assert_dp_rates.json]
+- ``correct``: correct Laplace, Gaussian and discrete mechanisms at the exact boundary of their
+  claims, with the defaults (α = 10⁻⁴, 200 000 outputs per database, coupled mode on). Failures,
+  their exact (Clopper–Pearson) 95% interval, seconds and outputs. Calibration comes from the same
+  runs: the test fails at level α iff the largest e-value after any batch reaches 1/α (the events
+  and bets do not depend on α; α only stops the test), so the table also gives the rate every
+  α would have had (0.01 among them).
+- ``violating``: twelve violating mechanisms with coupled mode off (the statistical test alone):
+  failure rate, median seconds and outputs per database, beside the claim parameter the run
+  states it would catch (its power) and the mechanism's true one; and coupled mode's verdict on
+  20 seeds (deterministic: it finds a certain violation on all of them or on none).
 
-Prints a table: runs, failures, the failure rate with its exact (Clopper–Pearson) 95% interval,
-and the median seconds per test.
+    nice -n 10 .venv/bin/python bench/assert_dp_rates.py correct --runs 3000 --workers 2 \
+        --out docs/results/assert_dp_correct.json
+    nice -n 10 .venv/bin/python bench/assert_dp_rates.py violating --runs 200 --workers 2 \
+        --out docs/results/assert_dp_violating.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import secrets
 import statistics
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from dpwatch_sdk.testing import check_dp
 from scipy.stats import beta
 
-from dpwatch_sdk.testing import DEFAULT_BUDGET, Auditor
-
-EPSILON = 1.0
-PAIRS = [([0, 0, 0, 0, 0], [0, 0, 0, 0, 1])]  # a sum query: the neighbours' sums differ by 1
-
-
-def correct(database: Any, n: int, rng: Any) -> Any:
-    """Laplace with scale Δ/ε = 1: exactly 1-DP."""
-    return float(sum(database)) + rng.laplace(0.0, 1.0 / EPSILON, n)
-
-
-def half_noise(database: Any, n: int, rng: Any) -> Any:
-    """Half the noise: 2-DP, claimed 1-DP."""
-    return float(sum(database)) + rng.laplace(0.0, 0.5 / EPSILON, n)
-
-
-MECHANISMS = {"correct Laplace (ε = 1)": correct, "half the noise (true ε = 2)": half_noise}
+PAIR = [([0, 0, 0, 0, 0], [0, 0, 0, 0, 1])]  # sums 1 apart
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -50,59 +49,222 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
-def study(runs: int, auditor: Auditor, alpha: float, budget: int, workers: int,
-          progress: Any = None, only: str | None = None) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    for name, f in MECHANISMS.items():
-        if only is not None and f.__name__ != only:
-            continue
-        def one(i: int, f: Any = f) -> tuple[bool, float]:
-            r = auditor.run(f, epsilon=EPSILON, pairs=PAIRS, alpha=alpha, budget=budget, output="real")
-            return r.violated, r.seconds
-
-        outcomes: list[tuple[bool, float]] = []
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for outcome in pool.map(one, range(runs)):
-                outcomes.append(outcome)
-                if progress and len(outcomes) % 10 == 0:
-                    progress(f"{name}: {len(outcomes)}/{runs}, failures so far {sum(v for v, _ in outcomes)}")
-        failures = sum(v for v, _ in outcomes)
-        low, high = clopper_pearson(failures, runs)
-        results[name] = {"runs": runs, "failures": failures, "rate": failures / runs, "ci95": [low, high],
-                         "median_seconds": statistics.median(s for _, s in outcomes)}
-    return results
+# ---------------------------------------------------------------------------- mechanisms (numpy, vectorised)
 
 
-def table(results: dict[str, dict[str, Any]], alpha: float) -> str:
-    lines = [f"{'mechanism':32} {'runs':>5} {'failures':>8} {'rate':>7} {'95% CI':>17} {'median s':>9}"]
-    for name, r in results.items():
-        lines.append(f"{name:32} {r['runs']:>5} {r['failures']:>8} {r['rate']:>7.3f} "
-                     f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] {r['median_seconds']:>9.1f}")
-    lines.append(f"(α = {alpha}: a correct mechanism may fail in at most α of the runs)")
-    return "\n".join(lines)
+def laplace(scale: float) -> Callable[..., Any]:
+    def sample(database: Any, n: int, rng: np.random.Generator) -> Any:
+        return float(sum(database)) + rng.laplace(0.0, scale, n)
+    return sample
+
+
+def gaussian(sigma: float) -> Callable[..., Any]:
+    def sample(database: Any, n: int, rng: np.random.Generator) -> Any:
+        return rng.normal(float(sum(database)), sigma, n)
+    return sample
+
+
+def discrete_laplace(epsilon: float) -> Callable[..., Any]:
+    """The two-sided geometric mechanism: P(k) ∝ e^{−ε|k|} (a difference of two geometrics)."""
+    def sample(database: Any, n: int, rng: np.random.Generator) -> Any:
+        p = -math.expm1(-epsilon)
+        return int(sum(database)) + rng.geometric(p, n) - rng.geometric(p, n)
+    return sample
+
+
+def unclamped_sum(database: Any, n: int, rng: np.random.Generator) -> Any:
+    """Records are meant to lie in [0, 1] (sensitivity 1); the clamp is forgotten."""
+    return float(sum(database)) + rng.laplace(0.0, 1.0, n)
+
+
+def mean_by_true_count(database: Any, n: int, rng: np.random.Generator) -> Any:
+    """A noisy sum of records clamped to [0, 1], divided by the true count (which leaks)."""
+    clamped = np.clip(np.asarray(database, dtype=float), 0.0, 1.0)
+    return (clamped.sum() + rng.laplace(0.0, 1.0, n)) / len(database)
+
+
+def randomized_response(epsilon: float) -> Callable[..., Any]:
+    keep = math.exp(epsilon) / (1 + math.exp(epsilon))
+
+    def sample(database: Any, n: int, rng: np.random.Generator) -> Any:
+        truth, lie = ("yes", "no") if database[0] else ("no", "yes")
+        return np.where(rng.random(n) < keep, truth, lie).tolist()
+    return sample
+
+
+def histogram(scale: float) -> Callable[..., Any]:
+    """Three counts with Laplace noise per count; replacing a record moves two counts (L1 = 2)."""
+    def sample(database: Any, n: int, rng: np.random.Generator) -> Any:
+        counts = np.bincount(np.asarray(database), minlength=3).astype(float)
+        return counts[None, :] + rng.laplace(0.0, scale, (n, 3))
+    return sample
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    sampler: Callable[..., Any]
+    claim: dict[str, float]
+    pairs: list[Any]
+    output: Any = "real"
+    truth: str = ""          # the mechanism's true parameter, in the claim's terms
+
+    def run(self, seed: int, alpha: float, coupled: bool) -> dict[str, Any]:
+        result = check_dp(self.sampler, output=self.output, pairs=self.pairs, alpha=alpha, seed=seed, coupled=coupled,
+                          time_limit=None, **self.claim)
+        seq = result.sequential
+        best = result.power.smallest if result.power is not None else None
+        return {"seed": seed, "violated": result.violated, "seconds": result.seconds,
+                "outputs": seq.drawn if seq is not None else 0,
+                "max_log_evalue": seq.max_log_evalue if seq is not None else None,
+                "coupled": None if result.coupled is None else [f.status for f in result.coupled.findings],
+                "power_theta": best.theta if best is not None else None,
+                "power_q": best.q if best is not None else None}
+
+
+CORRECT = [
+    Case("Laplace, scale 1 (ε = 1)", laplace(1.0), {"epsilon": 1.0}, PAIR),
+    Case("Gaussian, σ = 1 (μ = 1 GDP)", gaussian(1.0), {"mu": 1.0}, PAIR),
+    Case("discrete Laplace (ε = 1), integers", discrete_laplace(1.0), {"epsilon": 1.0}, PAIR, "integer"),
+]
+
+VIOLATING = [
+    Case("Laplace, ε × 1.03", laplace(1 / 1.03), {"epsilon": 1.0}, PAIR, truth="ε = 1.03"),
+    Case("Laplace, ε × 1.1", laplace(1 / 1.1), {"epsilon": 1.0}, PAIR, truth="ε = 1.1"),
+    Case("Laplace, ε × 1.5", laplace(1 / 1.5), {"epsilon": 1.0}, PAIR, truth="ε = 1.5"),
+    Case("Laplace, ε × 2 (half the noise)", laplace(0.5), {"epsilon": 1.0}, PAIR, truth="ε = 2"),
+    Case("Laplace, ε × 10", laplace(0.1), {"epsilon": 1.0}, PAIR, truth="ε = 10"),
+    Case("forgotten clamp (a record of 3)", unclamped_sum, {"epsilon": 1.0}, [([0, 0, 0, 3], [0, 0, 0])],
+         truth="ε = 3"),
+    Case("mean divided by the true count", mean_by_true_count, {"epsilon": 1.0}, [([1, 1, 1, 1], [1, 1, 1])],
+         truth="ε = ∞ (scales 1/4 and 1/3)"),
+    Case("Gaussian, μ × 1.5 (σ = 2/3)", gaussian(2 / 3), {"mu": 1.0}, PAIR, truth="μ = 1.5"),
+    Case("Gaussian, ρ × 2 (σ = 1/√2, claim ρ = 0.5)", gaussian(1 / math.sqrt(2)), {"rho": 0.5}, PAIR, truth="ρ = 1"),
+    Case("discrete Laplace, ε × 2", discrete_laplace(2.0), {"epsilon": 1.0}, PAIR, "integer", truth="ε = 2"),
+    Case("randomized response, ε × 2 (labels)", randomized_response(2.0), {"epsilon": 1.0}, [([1], [0])], "label",
+         truth="ε = 2"),
+    Case("histogram, L1 sensitivity 2 noised for 1 (vectors)", histogram(1.0), {"epsilon": 1.0},
+         [([0, 1, 2], [0, 1, 1])], ("vector", 3), truth="ε = 2"),
+]
+
+
+def _one(args: tuple[str, int, int, float, bool]) -> dict[str, Any]:
+    study, index, seed, alpha, coupled = args
+    case = (CORRECT if study == "correct" else VIOLATING)[index]
+    return case.run(seed, alpha, coupled)
+
+
+CALIBRATION_ALPHAS = (0.5, 0.2, 0.1, 0.05, 0.01, 1e-3, 1e-4)
+
+
+def correct_study(runs: int, workers: int, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    with ProcessPoolExecutor(workers) as pool:
+        for index, case in enumerate(CORRECT):
+            started = time.monotonic()
+            seeds = [secrets.randbelow(2**32) for _ in range(runs)]
+            results = list(pool.map(_one, [("correct", index, s, 1e-4, True) for s in seeds], chunksize=8))
+            failures = sum(r["violated"] for r in results)
+            max_e = [r["max_log_evalue"] for r in results]
+            calibration = {}
+            for alpha in CALIBRATION_ALPHAS:
+                k = sum(1 for r, m in zip(results, max_e, strict=True)
+                        if r["violated"] or (m is not None and m >= math.log(1 / alpha)))
+                calibration[str(alpha)] = {"failures": k, "rate": k / runs, "ci95": clopper_pearson(k, runs)}
+            row = {"mechanism": case.name, "runs": runs, "failures": failures, "rate": failures / runs,
+                   "ci95": clopper_pearson(failures, runs),
+                   "median_seconds": statistics.median(r["seconds"] for r in results),
+                   "max_seconds": max(r["seconds"] for r in results),
+                   "median_outputs": statistics.median(r["outputs"] for r in results),
+                   "coupled": sorted({s for r in results for s in (r["coupled"] or [])}),
+                   "largest_log_evalue": max(m for m in max_e if m is not None),
+                   "calibration": calibration, "wall_seconds": time.monotonic() - started,
+                   "load_before": os.getloadavg()[0], "seeds_failed": [r["seed"] for r in results if r["violated"]]}
+            rows.append(row)
+            progress(f"{case.name}: {failures}/{runs} failures, {row['wall_seconds']:.0f} s, "
+                     f"load {os.getloadavg()[0]:.1f}")
+    return rows
+
+
+def violating_study(runs: int, workers: int, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    with ProcessPoolExecutor(workers) as pool:
+        for index, case in enumerate(VIOLATING):
+            started = time.monotonic()
+            seeds = [secrets.randbelow(2**32) for _ in range(runs)]
+            results = list(pool.map(_one, [("violating", index, s, 1e-4, False) for s in seeds], chunksize=4))
+            coupled = list(pool.map(_one, [("violating", index, s, 1e-4, True) for s in range(20)]))
+            failures = sum(r["violated"] for r in results)
+            certain = sum(1 for r in coupled if r["coupled"] and "violation" in r["coupled"])
+            row = {"mechanism": case.name, "truth": case.truth, "claim": case.claim, "runs": runs, "failures": failures,
+                   "rate": failures / runs, "ci95": clopper_pearson(failures, runs),
+                   "median_seconds": statistics.median(r["seconds"] for r in results),
+                   "median_outputs": statistics.median(r["outputs"] for r in results),
+                   "stated_power_theta": results[0]["power_theta"], "stated_power_q": results[0]["power_q"],
+                   "coupled_certain": certain, "coupled_runs": len(coupled),
+                   "coupled_statuses": sorted({s for r in coupled for s in (r["coupled"] or [])}),
+                   "wall_seconds": time.monotonic() - started, "load_before": os.getloadavg()[0]}
+            rows.append(row)
+            progress(f"{case.name}: {failures}/{runs}, coupled {certain}/20, {row['wall_seconds']:.0f} s, "
+                     f"load {os.getloadavg()[0]:.1f}")
+    return rows
+
+
+def print_correct(rows: list[dict[str, Any]]) -> None:
+    print("| mechanism | runs | failures at α = 10⁻⁴ | exact 95% interval | at α = 0.01 (95% interval) "
+          "| median s | max s |")
+    print("|---|---:|---:|---|---|---:|---:|")
+    for r in rows:
+        c = r["calibration"]["0.01"]
+        print(f"| {r['mechanism']} | {r['runs']:,} | {r['failures']} | [{r['ci95'][0]:.5f}, {r['ci95'][1]:.5f}] | "
+              f"{c['failures']} = {c['rate']:.4f} [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}] | "
+              f"{r['median_seconds']:.2f} | "
+              f"{r['max_seconds']:.2f} |")
+    print()
+    print("| mechanism | " + " | ".join(f"α = {a:g}" for a in CALIBRATION_ALPHAS) + " |")
+    print("|---|" + "---:|" * len(CALIBRATION_ALPHAS))
+    for r in rows:
+        rates = " | ".join(f"{r['calibration'][str(a)]['rate']:.4f}" for a in CALIBRATION_ALPHAS)
+        print(f"| {r['mechanism']} | {rates} |")
+
+
+def print_violating(rows: list[dict[str, Any]]) -> None:
+    print("| mechanism | claim | truth | failure rate (statistical) | median outputs per database | median s | "
+          "stated power (smallest) | coupled mode |")
+    print("|---|---|---|---:|---:|---:|---|---|")
+    for r in rows:
+        claim = ", ".join(f"{k} = {v:g}" for k, v in r["claim"].items())
+        power = (f"{r['stated_power_theta']:.3g} at q = {r['stated_power_q']:g}" if r["stated_power_theta"] is not None
+                 else "none")
+        coupled = f"certain on {r['coupled_certain']}/{r['coupled_runs']} seeds" if r["coupled_certain"] else \
+            ", ".join(r["coupled_statuses"])
+        print(f"| {r['mechanism']} | {claim} | {r['truth']} | {r['failures']}/{r['runs']} | "
+              f"{r['median_outputs']:,.0f} | "
+              f"{r['median_seconds']:.2f} | {power} | {coupled} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", choices=["correct", "violating"])
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET)
-    parser.add_argument("--workers", type=int, default=1, help="tests run at once")
-    parser.add_argument("--dpwatch", default=str(Path(sys.executable).parent / "dpwatch"),
-                        help="the dpwatch command (default: this venv's)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
-    parser.add_argument("--only", choices=[f.__name__ for f in MECHANISMS.values()], default=None,
-                        help="run one of the two mechanisms (to run them side by side)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     started = time.monotonic()
-    results = study(args.runs, Auditor(args.dpwatch), args.alpha, args.budget, args.workers,
-                    progress=lambda m: print(m, file=sys.stderr, flush=True), only=args.only)
-    print(table(results, args.alpha))
-    print(f"total {time.monotonic() - started:.0f} s")
+    load = os.getloadavg()[0]
+
+    def progress(line: str) -> None:
+        print(line, flush=True)
+
+    rows = (correct_study if args.study == "correct" else violating_study)(args.runs, args.workers, progress)
+    (print_correct if args.study == "correct" else print_violating)(rows)
+    summary = {"study": args.study, "runs": args.runs, "workers": args.workers, "rows": rows,
+               "seconds": time.monotonic() - started, "load_at_start": load, "load_at_end": os.getloadavg()[0]}
+    print(f"\n{time.monotonic() - started:.0f} s; load average {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"alpha": args.alpha, "budget": args.budget, "epsilon": EPSILON,
-                                        "pairs": PAIRS, "results": results}, indent=2) + "\n")
+        args.out.write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,10 @@ COMMANDS = {
     "usage error (unknown option)": ["threshold", "--bogus"],
     "dpwatch audit --help": ["audit", "--help"],
     "dpwatch demo --help": ["demo", "--help"],
+    "usage error (dpwatch audit URL without --pairs)": ["audit", "http://127.0.0.1:9/"],
+    "usage error (dpwatch search URL without --domain)": ["search", "http://127.0.0.1:9/"],
+    "dpwatch --version": ["--version"],
+    "dpwatch secret": ["secret"],
 }
 
 
@@ -39,14 +44,17 @@ def main() -> None:
     load_before = os.getloadavg()
     out = {}
     for label, argv in COMMANDS.items():
-        times, codes = [], set()
+        times, cpu, codes = [], [], set()
         for _ in range(args.runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             proc = subprocess.run([args.dpwatch, *argv], capture_output=True, text=True)
             times.append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             codes.add(proc.returncode)
         out[label] = {"median_s": statistics.median(times), "max_s": max(times), "first_s": times[0],
-                      "exit_codes": sorted(codes)}
+                      "median_cpu_s": statistics.median(cpu), "exit_codes": sorted(codes)}
     load_after = os.getloadavg()
     result = {"runs": args.runs, "python": sys.version.split()[0], "cpus": os.cpu_count(),
               "load_1min_before": load_before[0], "load_1min_after": load_after[0], "commands": out}
@@ -56,8 +64,8 @@ def main() -> None:
     print(f"{args.runs} fresh processes each; load average (1 min) {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {os.cpu_count()} CPUs")
     for label, r in out.items():
-        print(f"  {label:45s} median {r['median_s']:.3f} s  max {r['max_s']:.3f} s  first {r['first_s']:.3f} s  "
-              f"exit {r['exit_codes']}")
+        print(f"  {label:50s} median {r['median_s']:.3f} s  max {r['max_s']:.3f} s  first {r['first_s']:.3f} s  "
+              f"CPU {r['median_cpu_s']:.3f} s  exit {r['exit_codes']}")
 
 
 if __name__ == "__main__":

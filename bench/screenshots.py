@@ -5,8 +5,9 @@ Runs ``dpwatch demo``'s app (scenarios (a)–(h), the mechanisms changing at per
 a second) on a free loopback port, pauses one monitor for a few seconds so that a stretch without
 periods shows, waits until the harmful changes have raised alarms and their snapshots are done,
 acknowledges one alarm, silences another monitor through the alarm page's form, submits the new
-monitor form once with mistakes (to show the API's errors beside the fields), and saves PNGs into
-``docs/screenshots/`` (``*-phone.png`` at 390 px).
+monitor form once with mistakes (to show the API's errors beside the fields), opens a contract
+alarm and a monitor created a moment before, and saves PNGs into ``docs/screenshots/``
+(``*-phone.png`` at 390 px; ``monitor-phone-first-screen.png`` is the first 844 px only).
 
     .venv/bin/python bench/screenshots.py            # about 1-2 minutes
 """
@@ -24,7 +25,22 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests import sampling_server  # noqa: E402
 from tests.web_browser import browser, demo_service, sign_in, wait_until  # noqa: E402
+
+# The demo's app takes longer than the tests' 10 s to start on a busy machine.
+sampling_server.UvicornThread.start.__defaults__ = (120.0,)
+
+
+def _post(api: httpx.Client, url: str, **kwargs: object) -> httpx.Response:
+    """POST, sent again (up to 5 times, 2 s apart) while the demo answers 503: its SQLite database
+    is locked now and then on a busy machine."""
+    for _ in range(5):
+        response = api.post(url, **kwargs)  # type: ignore[arg-type]
+        if response.status_code != 503:
+            break
+        time.sleep(2)
+    return response.raise_for_status()
 
 
 def main() -> None:
@@ -36,14 +52,14 @@ def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dpwatch-shots-") as tmp, \
             demo_service(Path(tmp), scenarios="abcdefgh", change_period=10) as svc, browser() as chrome:
-        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=30)
+        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=60)
         by_name = {name: mid for mid, name in svc.names.items()}
         rnm = next(mid for name, mid in by_name.items() if name.startswith("(c)"))
         benign = next(mid for name, mid in by_name.items() if name.startswith("(h)"))
         time.sleep(4)
-        api.post(f"/v1/monitors/{benign}/pause").raise_for_status()
+        _post(api, f"/v1/monitors/{benign}/pause")
         time.sleep(5)
-        api.post(f"/v1/monitors/{benign}/resume").raise_for_status()
+        _post(api, f"/v1/monitors/{benign}/resume")
 
         def alarms_with_evidence() -> bool:
             items = api.get("/v1/alarms", params={"limit": 50}).json()["items"]
@@ -94,6 +110,15 @@ def main() -> None:
         page.screenshot(path=str(args.out / "keys.png"), full_page=True)
         print(args.out / "keys.png")
         shot("mechanisms", "/ui/mechanisms")
+        listed = api.get("/v1/alarms", params={"limit": 100}).json()["items"]
+        contract = next(a for a in listed if a["kind"] == "contract")
+        shot("alarm-contract", f"/ui/alarms/{contract['id']}")
+        model = api.get(f"/v1/monitors/{rnm}").json()
+        fresh = _post(api, "/v1/monitors", json={
+            "name": "(c) again, just created", "mechanism_id": model["mechanism_id"], "epsilon": 1.0, "horizon": 100,
+            "samples_per_period": 200, "period_seconds": 3600,
+            "checks": [{k: model["checks"][0][k] for k in ("x", "x_prime", "event")}]}).json()
+        shot("monitor-new", f"/ui/monitors/{fresh['id']}", wait_for=".chart-note")
         page.goto(f"{svc.base}/ui/monitors/new")
         page.fill("#f-name", "count, release 4.3")
         page.select_option("#f-mechanism_id", index=1)
@@ -112,8 +137,13 @@ def main() -> None:
                                 ("alarm-phone", f"/ui/alarms/{alarm['id']}", None),
                                 ("snapshot-phone", f"/ui/snapshots/{snapshot_id}",
                                  "#snapshot-charts canvas"),
-                                ("alarms-phone", "/ui/alarms", None)):
+                                ("alarms-phone", "/ui/alarms", None),
+                                ("alarm-contract-phone", f"/ui/alarms/{contract['id']}", None),
+                                ("monitor-new-phone", f"/ui/monitors/{fresh['id']}", ".chart-note"),
+                                ("silences-phone", "/ui/silences", None)):
             shot(name, url, wait_for=wait)
+        # The first screen of the monitor page on a phone (what is seen before scrolling).
+        shot("monitor-phone-first-screen", f"/ui/monitors/{rnm}", full=False, wait_for=".chart-p canvas")
     print(f"done in {time.monotonic() - started:.0f} s")
 
 

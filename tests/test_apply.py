@@ -50,11 +50,14 @@ def service(app, tenants):
         yield base, tenants[0].key
 
 
-def apply(service, manifest, *flags, tmp_path, env=None):
+def apply(service, manifest, *flags, tmp_path, env=None, probe=False):
+    """`dpwatch apply` on the manifest; without probing unless asked (the manifests above name
+    endpoints at dp.example.org, which do not exist: tests/test_apply_probe.py probes real ones)."""
     path = tmp_path / "dpwatch.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     base, key = service
-    return CliRunner().invoke(cli, ["apply", "-f", str(path), "--url", base, "--api-key", key, *flags], env=env)
+    extra = [] if probe else ["--no-probe"]
+    return CliRunner().invoke(cli, ["apply", "-f", str(path), "--url", base, "--api-key", key, *extra, *flags], env=env)
 
 
 def state(service):

@@ -144,6 +144,8 @@ def test_the_ci_workflow_example_uses_real_options():
                 assert flag in help_text, f"dpwatch {command} has no {flag}"
                 checked += 1
     plugin = (root / "sdk" / "python" / "dpwatch_sdk" / "pytest_plugin.py").read_text()
-    for flag in ("--dpwatch-command", "--dpwatch-junit-dir"):
-        assert flag in script and f'"{flag}"' in plugin
+    plugin_flags = {t for t in script.split() if t.startswith("--dpwatch-")}
+    assert plugin_flags, "the workflow uses no option of the pytest plugin"
+    for flag in plugin_flags:
+        assert f'"{flag}"' in plugin, f"the pytest plugin has no {flag}"
     assert checked >= 15

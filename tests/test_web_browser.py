@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 import httpx
@@ -169,4 +170,72 @@ def test_every_page_fits_a_phone_and_a_desktop_and_the_forms_work(tmp_path, chro
                                                     headers={"Authorization": f"Bearer {key}"}).status_code == 200
         found = _fits(page, 390)
         assert found["scroll"] <= found["inner"], found
+        context.close()
+
+
+def test_the_monitor_page_on_a_phone_puts_the_verdict_first_and_keeps_every_column_in_view(tmp_path, chromium) -> None:  # noqa: ANN001
+    """At 390 × 844 px: the monitor page's verdict (its alarm banner) starts on the first screen, the
+    Mₜ column of the recent periods is in view without scrolling the table, the event reads as
+    mathematics; a snapshot's claim terms and a silence's "Expire now" are in view; a new monitor's
+    numbers, table and chart agree (its charts show the periods its page shows)."""
+    with demo_service(tmp_path, scenarios="eg", change_period=3) as svc, browser() as chrome:
+        api = httpx.Client(base_url=svc.base, headers={"Authorization": f"Bearer {svc.key}"}, timeout=30)
+        (harmful,) = svc.harmful
+
+        def evidence() -> dict | None:
+            items = api.get("/v1/alarms", params={"monitor_id": harmful}).json()["items"]
+            done = [a for a in items if (a.get("evidence") or {}).get("snapshot")]
+            return done[0] if done else None
+
+        assert wait_until(lambda: evidence() is not None, timeout=150, interval=1), "no alarm with its snapshot"
+        snap = evidence()["evidence"]["snapshot"]["snapshot_id"]
+        monitor = api.get(f"/v1/monitors/{harmful}").json()
+        ends = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        api.post("/v1/silences", json={"monitor_id": harmful, "comment": "phone test", "ends_at": ends}).raise_for_status()
+        made = api.post("/v1/monitors", json={
+            "name": "fresh", "mechanism_id": monitor["mechanism_id"], "epsilon": 1.0, "horizon": 100,
+            "checks": [{"x": monitor["checks"][0]["x"], "x_prime": monitor["checks"][0]["x_prime"],
+                        "event": monitor["checks"][0]["event"]}],
+            "samples_per_period": 100, "period_seconds": 3600})
+        assert made.status_code == 201, made.text
+        fresh = made.json()
+
+        context = chrome.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        sign_in(page, svc.base, svc.key)
+        page.goto(f"{svc.base}/ui/monitors/{harmful}")
+        page.wait_for_selector(".chart-stat canvas")
+        top = page.evaluate("() => document.querySelector('.alarm-banner').getBoundingClientRect().top + window.scrollY")
+        assert top < 500, f"the verdict starts at y = {top} of 844"
+        periods = page.evaluate("""() => { const t = document.querySelector('table.periods');
+            const th = t.querySelector('thead th:last-child'), last = th.getBoundingClientRect();
+            return {right: last.right, wrap: t.parentElement.getBoundingClientRect().right, text: th.textContent}; }""")
+        assert periods["right"] <= periods["wrap"] + 1 and periods["right"] <= 390, periods
+        assert periods["text"].startswith("M"), periods  # the Mₜ column of the (only) check
+        assert "E = " in page.inner_text(".check-def") and '"kind"' not in page.inner_text(".check-def")  # not JSON
+
+        page.goto(f"{svc.base}/ui/snapshots/{snap}")
+        page.wait_for_selector("#snapshot-charts canvas")
+        terms = page.evaluate("() => document.querySelector('td[data-label=\"Claim terms\"]').getBoundingClientRect().right")
+        assert terms <= 390, terms
+        page.goto(f"{svc.base}/ui/silences")
+        expire = page.locator("button", has_text="Expire now").first.bounding_box()
+        assert expire is not None and expire["x"] + expire["width"] <= 390, expire
+        # The form's own defaults are a silence (a monitor is chosen); only the comment is left to write.
+        page.fill("#new-silence #f-comment", "defaults")
+        page.click("#new-silence button[type=submit]")
+        page.wait_for_selector(".flash-ok")
+
+        page.goto(f"{svc.base}/ui/monitors/{fresh['id']}")
+        page.wait_for_selector(".chart-note")
+        page.wait_for_function("() => !document.querySelector('.chart-note').textContent.startsWith('Loading')")
+        shown_t = int(page.inner_text(".stats .stat .value").split("/")[0].strip())
+        note = page.inner_text(".chart-note")
+        rows = page.locator("table.periods tbody tr td").first.inner_text()
+        if shown_t == 0:
+            assert note.startswith("No period in this horizon yet"), note
+            assert rows.startswith("No period yet"), rows
+        else:
+            assert note.startswith(f"{shown_t} period"), (shown_t, note)
+        assert " ago" not in page.inner_text(".stats .stat:nth-child(4) .hint"), "a next period in the past"
         context.close()

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from app.manifest.plan import Change, ManifestError, Plan, make_plan, mechanism_entry, monitor_entry, webhook_entry
+from app.manifest.probe import ProbeFailed, probe_mechanisms
 from app.manifest.schema import Manifest
 
 __all__ = ["export_manifest", "load_manifest", "run_apply", "run_export"]
@@ -77,15 +78,20 @@ def _secret(change: Change) -> str | None:
     return value
 
 
-def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo, err: Echo) -> None:
+def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo, err: Echo, probe: bool = True) -> None:
     """Carry the plan out; ``mechanism_ids`` (name → id of the registered ones) grows with the
-    mechanisms it creates."""
+    mechanisms it creates. With ``probe``, the mechanisms are probed before the first monitor is
+    created (app/manifest/probe.py)."""
     ordered = ([c for c in plan.changes if c.kind == "mechanism" and c.action in ("create", "update")]
                + [c for c in plan.changes if c.kind == "webhook" and c.action in ("create", "update")]
                + [c for c in plan.changes if c.kind == "monitor" and c.action in ("create", "update", "replace")]
                + [c for kind in ("monitor", "webhook", "mechanism") for c in plan.changes
                   if c.kind == kind and c.action == "destroy"])
+    probed = not probe
     for change in ordered:
+        if not probed and change.kind == "monitor" and change.action in ("create", "replace"):
+            probe_mechanisms(client, plan, mechanism_ids, echo)  # before the first monitor (app/manifest/probe.py)
+            probed = True
         echo(f"{change.action} {change.kind} {change.key} …")
         if change.kind == "mechanism":
             if change.action == "create":
@@ -130,6 +136,8 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                     (client.monitors.pause if spec.paused else client.monitors.resume)(monitor_id)
             else:
                 client.monitors.delete(change.current["id"])  # type: ignore[index]
+    if not probed:
+        probe_mechanisms(client, plan, mechanism_ids, echo)  # the mechanisms it created or changed
 
 
 def _guarded(work: Callable[[], int], err: Echo) -> int:
@@ -147,7 +155,7 @@ def _guarded(work: Callable[[], int], err: Echo) -> int:
 
 
 def run_apply(path: Path, *, url: str | None, api_key: str | None, dry_run: bool = False, prune: bool = False,
-              allow_replace: bool = False, echo: Echo = print, err: Echo = print) -> int:
+              allow_replace: bool = False, echo: Echo = print, err: Echo = print, probe: bool = True) -> int:
     """Exit code: 0 done (or nothing to do), 1 when the API refused a step, 2 for a bad file or
     usage, including a plan that replaces a monitor without ``allow_replace`` (then nothing is
     changed)."""
@@ -173,7 +181,11 @@ def run_apply(path: Path, *, url: str | None, api_key: str | None, dry_run: bool
                     "--allow-replace to do it, or change only fields that update in place (docs/sdk.md).")
                 return 2
             try:
-                _execute(client, plan, {m["name"]: m["id"] for m in mechanisms}, echo, err)
+                _execute(client, plan, {m["name"]: m["id"] for m in mechanisms}, echo, err, probe)
+            except ProbeFailed as exc:
+                err(f"error: {exc}\nNo monitor was created; the steps before the probe are done. Fix the endpoint "
+                    "(or its sampling_url) and apply again.")
+                return 1
             except ApiError as exc:
                 err(f"error: the service refused the step above: {exc}\nThe steps before it are done; fix the "
                     "file and apply again to finish.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -282,6 +283,39 @@ NO_PROBE_DATABASE = (
 )
 
 
+_REDIRECT_TARGET = re.compile(r"got HTTP (\d{3})(?: to (\S+?))?\)")
+
+
+def redirect_advice(sampling_url: str, detail: str) -> str:
+    """The fix for a probe answered with a redirect, from the safe client's detail ("got HTTP 307
+    to URL"). dpwatch never follows redirects (a sampling request, which carries a signature, must
+    not be sent somewhere else), so the registered URL has to be the final one. The usual cause is
+    a trailing slash: FastAPI and Starlette's ``app.mount("/dp", …)`` answers at ``/dp/`` and
+    redirects ``/dp`` there (and a route ``/dp`` redirects ``/dp/``)."""
+    from app.sampling.safe_http import redact_url
+
+    found = _REDIRECT_TARGET.search(detail)
+    status = found.group(1) if found else "3xx"
+    target = found.group(2) if found and found.group(2) else None
+    registered = redact_url(sampling_url)
+    if target is None:
+        return (f"fix: the endpoint answers {registered} with HTTP {status}; register the URL it redirects to as "
+                "sampling_url (dpwatch never follows redirects)")
+    if target.startswith("/"):
+        base = redact_url(sampling_url)
+        scheme_host = base.split("/", 3)
+        target = "/".join(scheme_host[:3]) + target
+    if target.rstrip("/") == registered.rstrip("/") and target != registered:
+        with_slash = target.endswith("/")
+        why = ('FastAPI/Starlette\'s app.mount("/dp", …) serves "/dp/" and redirects "/dp" there'
+               if with_slash else 'a route declared without the slash redirects the URL with one')
+        return (f"fix: register sampling_url {target!r} ({'with' if with_slash else 'without'} the trailing slash): "
+                f"the endpoint redirects {registered} to {target} (HTTP {status}), and dpwatch never follows "
+                f"redirects ({why})")
+    return (f"fix: register sampling_url {target!r}: the endpoint redirects {registered} there (HTTP {status}), "
+            "and dpwatch never follows redirects")
+
+
 async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: Any = None, n: int = 10) -> ProbeResult:
     """Ask the endpoint once for ``n`` outputs on ``database`` and report what is wrong.
 
@@ -315,9 +349,12 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
                 request_id_prefix=f"validate-{mechanism.id.hex}",
             )
     except SamplingError as exc:
+        problems = [exc.detail or exc.reason]
+        if exc.reason == "redirect":
+            problems.append(redirect_advice(mechanism.sampling_url, exc.detail or ""))
         return ProbeResult(
             ok=False,
-            problems=[exc.detail or exc.reason],
+            problems=problems,
             reason=exc.reason,
             elapsed_seconds=time.perf_counter() - started,
         )

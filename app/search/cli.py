@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SearchOptions", "run_command"]
+__all__ = ["SearchOptions", "run_command", "usage_problem"]
 
 
 class UsageError(Exception):
@@ -32,6 +32,23 @@ def _claim_spec(epsilon: float | None, delta: float, mu: float | None, rho: floa
     if epsilon is not None:
         return {"epsilon": epsilon, "delta": delta} if delta else {"epsilon": epsilon}
     return {"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho}
+
+
+_MISSING_DOMAIN = ("give --domain: a JSON file or inline JSON, e.g. '{\"records\": {\"type\": \"real\", "
+                   "\"low\": 0, \"high\": 1}, \"size\": {\"min\": 0, \"max\": 10}, \"neighbours\": "
+                   "[\"add_remove\"]}' (docs/search.md)")
+
+
+def usage_problem(domain: str | None, epsilon: float | None, delta: float, mu: float | None,
+                  rho: float | None) -> str | None:
+    """The usage errors found without loading the search's engine (no domain, no or two claims)."""
+    if domain is None:
+        return _MISSING_DOMAIN
+    try:
+        _claim_spec(epsilon, delta, mu, rho)
+    except UsageError as exc:
+        return str(exc)
+    return None
 
 
 def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: float, mu: float | None,
@@ -51,9 +68,7 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
 
     try:
         if domain is None:
-            raise UsageError("give --domain: a JSON file or inline JSON, e.g. '{\"records\": {\"type\": \"real\", "
-                             "\"low\": 0, \"high\": 1}, \"size\": {\"min\": 0, \"max\": 10}, \"neighbours\": "
-                             "[\"add_remove\"]}' (docs/search.md)")
+            raise UsageError(_MISSING_DOMAIN)
         the_domain = read_domain(domain)
         claim = make_claim(_claim_spec(epsilon, delta, mu, rho))
         if shape is not None and output_kind is not None:

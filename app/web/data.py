@@ -173,10 +173,12 @@ def chart_events(session: Session, monitor: Monitor, check: Check, horizon_index
 
 def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_index: int,
                  buckets: int = DEFAULT_BUCKETS, now: datetime | None = None,
-                 since: datetime | None = None) -> dict[str, Any]:
+                 since: datetime | None = None, until: datetime | None = None) -> dict[str, Any]:
     """The chart data of one check over one horizon (from ``since`` when given), indexed by period t
     with each period's time: M_t and the threshold, z_t, p̂ and q̂ with the claim's boundary, the
-    alarm's period, the failed periods, the stretches with none, and the events to mark."""
+    alarm's period, the failed periods, the stretches with none, and the events to mark. ``until``:
+    only the periods finished (and the alarm raised) by then, so that the charts of a page show what
+    its numbers show (the page passes the time it was rendered)."""
     stmt = (
         select(PeriodRun.scheduled_for, PeriodRun.t.label("period_t"), PeriodRun.status, PeriodRun.failure_reason,
                PeriodCheck.statistic, PeriodCheck.threshold, PeriodCheck.z, PeriodCheck.p_hat, PeriodCheck.q_hat)
@@ -186,11 +188,15 @@ def check_series(session: Session, monitor: Monitor, check: Check, *, horizon_in
     )
     if since is not None:
         stmt = stmt.where(PeriodRun.scheduled_for >= since)
+    if until is not None:
+        stmt = stmt.where(PeriodRun.finished_at <= until)
     rows = session.execute(stmt).all()
     ok = [r for r in rows if r.status == "ok" and r.statistic is not None]
     failed = [r for r in rows if r.status == "failed"]
-    alarm = session.scalar(select(Alarm).where(Alarm.check_id == check.id, Alarm.horizon_index == horizon_index)
-                           .order_by(Alarm.created_at).limit(1))
+    alarm_query = select(Alarm).where(Alarm.check_id == check.id, Alarm.horizon_index == horizon_index)
+    if until is not None:
+        alarm_query = alarm_query.where(Alarm.created_at <= until)
+    alarm = session.scalar(alarm_query.order_by(Alarm.created_at).limit(1))
     if ok:
         slots, ts, _, _, *values = zip(*ok)
     else:

@@ -310,11 +310,15 @@ def build_manage_router() -> APIRouter:
 
         rows, _ = list_silences(session, principal.tenant_id, limit=200, cursor=None)
         now = utcnow()
+        monitors = dict(_monitor_options(session, principal.tenant_id))
+        # A silence needs a matcher: the form starts on the first monitor, so that its own defaults are
+        # a valid silence once a comment is written ("any monitor" stays one choice away).
+        preset = {"monitor_id": next(iter(monitors))} if monitors else {}
         return render(request, "silences.html", {
             "silences": [(s, state_of(s, now)) for s in rows],
-            "values": values or silence_defaults(),
+            "values": values or silence_defaults(**preset),
             "errors": errors or {},
-            "monitors": dict(_monitor_options(session, principal.tenant_id)),
+            "monitors": monitors,
             "mechanisms": dict(_mechanism_options(session, principal.tenant_id)),
         }, session=session, status_code=status_code)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -95,6 +96,15 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _due(value: datetime | None) -> str:
+    """When something scheduled happens next: "in 12 s", or "due now" once its time has come."""
+    if value is None:
+        return "not scheduled"
+    if value <= utcnow():
+        return "due now"
+    return _ago(value)
+
+
 def _ago(value: datetime | None) -> str:
     if value is None:
         return "never"
@@ -132,6 +142,29 @@ def _compact(value: Any) -> str:
     """One line, numbers to 4 significant digits, cut at 120 characters (summaries)."""
     text = json.dumps(_rounded(value), ensure_ascii=False, default=str, separators=(", ", ": "))
     return text if len(text) <= 120 else text[:117] + "…"
+
+
+def _math_text(text: str) -> str:
+    """ASCII mathematics as a person reads it: −∞, ∞ and the minus sign."""
+    text = re.sub(r"-inf\b", "−∞", text)
+    text = re.sub(r"(?<![\w.])inf\b", "∞", text)
+    return re.sub(r"(?<![\w.)\]])-(?=\d)", "−", text)
+
+
+def event_math(event: Any) -> str:
+    """An event as mathematics, by the event model's own ``describe()`` (so that every kind renders,
+    new ones included): ``(−∞, 0.5]``, ``{1, 2}``, ``max(o) ∈ [2, ∞)``; the JSON only when the event
+    is not one the model reads."""
+    from app.stats.events import parse_event
+
+    if event is None:
+        return "—"
+    if isinstance(event, dict) and event.get("kind") == "auto":
+        return "chosen by dpwatch from the outputs (auto; not discovered yet)"
+    try:
+        return _math_text(parse_event(event).describe())
+    except (ValueError, TypeError):
+        return _compact(event)
 
 
 def _since(value: datetime | None, reference: datetime | None) -> str:
@@ -182,8 +215,10 @@ def make_templates() -> Jinja2Templates:
     env.filters["num"] = _num
     env.filters["when"] = _when
     env.filters["ago"] = _ago
+    env.filters["due"] = _due
     env.filters["pretty"] = _pretty
     env.filters["compact"] = _compact
+    env.filters["event"] = event_math
     env.filters["claim"] = format_claim
     env.tests["datetime"] = lambda value: isinstance(value, datetime)
     env.globals["state_badge"] = _state_badge
@@ -410,18 +445,23 @@ def build_router() -> APIRouter:
             "open_alarms": [(a, alarm_verdict(a)) for a in alarms if a.resolved_at is None],
             "periods": data.recent_periods(session, monitor), "snapshots": data.monitor_snapshots(session, monitor),
             "config": config, "check_positions": {c.id: c.position for c in checks},
+            "rendered_at": f"{utcnow().timestamp():.3f}",
         }, session=session)
 
     @router.get("/ui/data/monitors/{monitor_id}/checks/{check_id}/series")
     def check_series(monitor_id: uuid.UUID, check_id: uuid.UUID, principal: WebPrincipal, session: SessionDep,
                      horizon: Annotated[int | None, Query(ge=1)] = None,
                      buckets: Annotated[int, Query(ge=10, le=data.MAX_BUCKETS)] = data.DEFAULT_BUCKETS,
-                     range: Annotated[str | None, Query(max_length=8)] = None) -> JSONResponse:  # noqa: A002
+                     range: Annotated[str | None, Query(max_length=8)] = None,  # noqa: A002
+                     until: Annotated[float | None, Query(ge=0, le=1e11, description="Unix seconds: only the periods "
+                                                          "finished by then (the page's render time).")] = None,
+                     ) -> JSONResponse:
         monitor = _monitor(session, principal, monitor_id)
         check = data.get_check(session, monitor, check_id)
         since = utcnow() - RANGES[range] if range in RANGES else None
+        cutoff = None if until is None else datetime.fromtimestamp(until, tz=timezone.utc)
         body = data.check_series(session, monitor, check, horizon_index=horizon or monitor.horizon_index,
-                                 buckets=buckets, since=since)
+                                 buckets=buckets, since=since, until=cutoff)
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     def _monitor_action(request: Request, monitor_id: uuid.UUID, principal: Principal, session: Any,

@@ -53,6 +53,25 @@ class Verdict:
     kind: str = "claim"  # "claim" or "contract" (app.alarms.verdict's subject)
     confirmed: bool | None = None  # the fresh outputs drawn after the alarm contradict the claim (None: not yet)
     estimators: list[Estimator] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a reader would otherwise misread
+
+
+#: The reading of a contract alarm: a broken output contract is not a refutation of the privacy claim.
+CONTRACT_READING = "the output breaks the declared contract"
+
+
+def lower_bound_note(lower_bound: Any, epsilon_hat: Any) -> str | None:
+    """Why MPL's lower bound can sit above its point estimate (when it does)."""
+    try:
+        lb, eps = float(lower_bound), float(epsilon_hat)
+    except (TypeError, ValueError):
+        return None
+    if not lb > eps:
+        return None
+    return (f"The lower bound LB = {lb:.4g} is above the point estimate ε̂ = {eps:.4g}: they are different estimators "
+            "on different outputs. ε̂ is MPL's estimate on the outputs that chose the point t̂; LB is computed at that "
+            "t̂ on fresh outputs, which showed a larger loss there. LB holds at its stated confidence; ε̂ is a point "
+            "estimate, not a bound, and can fall on either side of the true loss (docs/mpl.md).")
 
 
 def _dress(v: core.Verdict | None) -> Verdict | None:
@@ -65,6 +84,8 @@ def _dress(v: core.Verdict | None) -> Verdict | None:
         title = TITLES.get(e.name, e.name)
         if e.name == "detector" and reading == core.DETECTION_PREFIX:
             title = "E-detector (the alarm's own detection, ARL-controlled)"
+        if e.name == "contract":
+            reading = CONTRACT_READING
         out.append(Estimator(name=e.name, title=title, refutes=e.refutes,
                              reading=reading or ("refutes" if e.refutes else "does not refute"),
                              finding=_math(e.figure), label=_math(rest)))
@@ -75,8 +96,19 @@ def _dress(v: core.Verdict | None) -> Verdict | None:
 def alarm_verdict(alarm: Any) -> Verdict:
     dressed = _dress(core.alarm_verdict(alarm))
     assert dressed is not None
+    evidence = getattr(alarm, "evidence", None) or {}
+    snap = evidence.get("snapshot") if isinstance(evidence, dict) else None
+    if isinstance(snap, dict):
+        note = lower_bound_note(snap.get("lower_bound"), snap.get("epsilon_hat"))
+        if note:
+            dressed.notes.append(note)
     return dressed
 
 
 def snapshot_verdict(result: dict[str, Any] | None, status: str | None) -> Verdict | None:
-    return _dress(core.snapshot_verdict(result, status=status))
+    dressed = _dress(core.snapshot_verdict(result, status=status))
+    if dressed is not None and result:
+        note = lower_bound_note(result.get("lower_bound"), result.get("epsilon_hat"))
+        if note:
+            dressed.notes.append(note)
+    return dressed

@@ -99,13 +99,13 @@
                 ctx.fillStyle = C.alarm;
                 ctx.beginPath(); ctx.moveTo(ax, ay - s); ctx.lineTo(ax + s, ay); ctx.lineTo(ax, ay + s); ctx.lineTo(ax - s, ay);
                 ctx.closePath(); ctx.fill();
+                /* The label goes in the band above the plot (the chart's top padding), at the alarm's line:
+                 * never over the periods it summarises. */
                 ctx.font = "bold " + (12 * px) + "px sans-serif";
                 ctx.textAlign = "left";
-                var label = "alarm at t = " + d.alarm.t, tw = ctx.measureText(label).width;
-                var left = ax > b.left + b.width * 0.6, lx = left ? ax - s - 4 * px - tw : ax + s + 4 * px;
-                var ly = Math.min(b.top + b.height - 4 * px, Math.max(b.top + 16 * px, ay + 4 * px));
-                ctx.fillStyle = "rgba(255,255,255,0.85)";
-                ctx.fillRect(lx - 3 * px, ly - 13 * px, tw + 6 * px, 17 * px);
+                var label = "◆ alarm at t = " + d.alarm.t, tw = ctx.measureText(label).width;
+                var lx = Math.max(b.left, Math.min(ax - tw / 2, b.left + b.width - tw));
+                var ly = b.top - 7 * px;
                 ctx.fillStyle = C.alarm;
                 ctx.fillText(label, lx, ly);
               }
@@ -135,6 +135,7 @@
     d.t.forEach(function (t, i) { when[t] = d.x[i]; });
     return {
       width: width(el), height: height,
+      padding: withAlarmPoint && d.alarm ? [24, null, null, null] : undefined,
       cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
       scales: { x: { time: false } },
       axes: axes(yLabel, "period t", true),
@@ -154,7 +155,7 @@
           group.querySelectorAll("figure").forEach(function (f) { f.hidden = true; });
           return;
         }
-        var text = d.periods + " periods";
+        var text = d.periods + (d.periods === 1 ? " period" : " periods");
         if (d.points < d.periods) text += ", drawn as " + d.points + " points (smallest and largest per bucket; the alarm's period is kept)";
         if (d.failed.count) text += "; " + d.failed.count + " failed";
         if (d.gaps.length) text += "; " + d.gaps.length + " stretch" + (d.gaps.length > 1 ? "es" : "") + " without periods";

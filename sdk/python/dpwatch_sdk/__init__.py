@@ -3,15 +3,17 @@
 - serve a mechanism as a sampling endpoint (:class:`Endpoint`; ASGI, WSGI or a server of its own);
 - adapters for OpenDP, diffprivlib and any ``f(database, n, rng)`` (:mod:`dpwatch_sdk.adapters`);
 - a typed client of the REST API, sync and async (:class:`Client`, :class:`AsyncClient`);
-- DP tests in pytest (:func:`dpwatch_sdk.testing.assert_dp`).
+- DP tests in pytest (:func:`dpwatch_sdk.testing.assert_dp`, with the ``testing`` extra);
+- the endpoint's signing secret: :func:`generate_secret` makes one, :func:`validate_secret` checks one.
 
 Nothing here imports the dpwatch service; the package's only dependencies are ``httpx`` and
-``standardwebhooks`` (numpy is optional).
+``standardwebhooks`` (numpy is optional; ``pip install 'dpwatch-sdk[testing]'`` adds numpy and
+scipy for ``assert_dp``).
 """
 
 from .endpoint import Endpoint, Mechanism, RunningServer
 from .mechanism import Claim, one_at_a_time
-from .protocol import Output, generate_secret
+from .protocol import Output, generate_secret, validate_secret
 
 import typing
 
@@ -30,6 +32,7 @@ __all__ = [
     "RunningServer",
     "generate_secret",
     "one_at_a_time",
+    "validate_secret",
 ]
 
 

@@ -1,5 +1,5 @@
-"""assert_dp: the test passes on a correct mechanism, fails with dpwatch's report on a broken one,
-and says clearly what is wrong when it cannot run."""
+"""assert_dp in-process (numpy and scipy, no server), and the dpwatch CLI behind
+``assert_dp(domain=…)`` and ``Auditor``: verdicts, reports, and clear errors when it cannot run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from dpwatch_sdk import Claim
 from dpwatch_sdk.adapters import from_function
-from dpwatch_sdk.testing import Auditor, DPViolation, DpwatchError, assert_dp, configure
+from dpwatch_sdk.testing import Auditor, DPViolation, DpwatchError, assert_dp, configure_auditor
 
 PAIRS = [([0, 0, 0], [0, 0, 1])]
 
@@ -22,13 +22,24 @@ def half_noise(database, n, rng):
     return float(sum(database)) + rng.laplace(0.0, 0.5, n)
 
 
-def test_correct_passes_and_half_noise_fails_with_the_report(auditor, tmp_path):
-    configure(auditor.argv)  # what the pytest plugin's --dpwatch-command does
-    result = assert_dp(laplace, epsilon=1.0, pairs=PAIRS)
-    assert not result.violated and "not refuted" in result.report and "whsec_…" in result.command
+def test_in_process_correct_passes_and_half_noise_fails_with_the_report():
+    result = assert_dp(laplace, epsilon=1.0, pairs=PAIRS)  # no server, no environment variable
+    assert not result.violated and "passes 1-DP" in result.report and "power:" in result.report
     mechanism = from_function(half_noise, epsilon=1.0)  # the claim travels with the mechanism
     with pytest.raises(DPViolation) as caught:
-        assert_dp(mechanism, pairs=PAIRS, junit_xml=tmp_path / "r.xml")
+        assert_dp(mechanism, pairs=PAIRS)
+    assert "half_noise violates 1-DP with certainty" in str(caught.value) and "reproduce:" in str(caught.value)
+    with pytest.raises(DPViolation, match="fails 1-DP"):
+        assert_dp(mechanism, pairs=PAIRS, coupled=False)
+
+
+def test_the_cli_auditor_audits_a_served_endpoint(auditor, tmp_path):
+    configure_auditor(auditor.argv)  # what the pytest plugin's --dpwatch-command does
+    result = auditor.run(laplace, epsilon=1.0, pairs=PAIRS)
+    assert not result.violated and "not refuted" in result.report and "whsec_…" in result.command
+    mechanism = from_function(half_noise, epsilon=1.0)
+    with pytest.raises(DPViolation) as caught:
+        auditor.assert_dp(mechanism, pairs=PAIRS, junit_xml=tmp_path / "r.xml")
     message = str(caught.value)
     assert "refuted the claim 1-DP of half_noise" in message and "REFUTED" in message and "held out" in message
     assert ET.parse(tmp_path / "r.xml").getroot().get("failures") == "1"
@@ -37,6 +48,8 @@ def test_correct_passes_and_half_noise_fails_with_the_report(auditor, tmp_path):
 def test_what_cannot_run_is_a_clear_error(auditor, tmp_path):
     with pytest.raises(ValueError, match="give the claim"):
         auditor.assert_dp(laplace, pairs=PAIRS)
+    with pytest.raises(ValueError, match="give the claim"):
+        assert_dp(laplace, pairs=PAIRS)
     with pytest.raises(ValueError, match="pairs= .* or domain="):
         auditor.assert_dp(laplace, epsilon=1.0)
     with pytest.raises(DpwatchError, match="exit code 2"):

@@ -73,3 +73,28 @@ def test_diffprivlib_mechanism_in_flask(auditor, records, refuted):
         result = auditor.run_url(server.url + "dp", secret=SECRET, claim=user["mechanism"].claim, pairs=pairs,
                                  output=user["mechanism"].output, budget=BUDGET)
     assert result.violated is refuted, result.report
+
+
+@pytest.mark.parametrize("d_in, refuted", [(2, False), (1, True)], ids=["correct d_in=2", "misconfigured d_in=1"])
+def test_opendp_pipeline_in_process(d_in, refuted):
+    """assert_dp with no server: the same right verdicts (OpenDP draws one output per call, about
+    2,500 a second here, hence a small budget)."""
+    from dpwatch_sdk.adapters import from_opendp
+    from dpwatch_sdk.testing import check_dp
+
+    result = check_dp(from_opendp(bounded_sum_pipeline(), d_in=d_in), pairs=ONE_PERSON_REMOVED, budget=20_000,
+                      seed=1)
+    assert result.violated is refuted, result.report
+    assert "inconclusive" in result.report  # OpenDP's randomness is its own: coupled mode cannot read it
+
+
+@pytest.mark.parametrize("records, refuted", [((0, 1), False), ((0, 2), True)],
+                         ids=["correct records in [0,1]", "misconfigured in [0,2]"])
+def test_diffprivlib_mechanism_in_process(records, refuted):
+    from dpwatch_sdk.adapters import from_diffprivlib
+    from dpwatch_sdk.testing import check_dp
+
+    low, high = records
+    mechanism = from_diffprivlib(mechanisms.Laplace(epsilon=1.0, sensitivity=1.0), query=sum)
+    result = check_dp(mechanism, pairs=[([low] * 4, [low] * 3 + [high])], budget=20_000, seed=1)
+    assert result.violated is refuted, result.report

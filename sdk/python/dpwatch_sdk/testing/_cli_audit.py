@@ -1,26 +1,14 @@
-"""DP tests in pytest: :func:`assert_dp` serves a mechanism on an ephemeral loopback port and has a
-dpwatch installation audit it, the way a CI job would.
+"""A dpwatch installation (the server's ``dpwatch`` command) auditing an endpoint: what
+``assert_dp(domain=…)`` uses to search an input domain (``dpwatch search``), and what a test uses to
+audit an endpoint that its own web app serves (``Auditor.run_url``, ``dpwatch audit``).
 
-    from dpwatch_sdk.testing import assert_dp
-
-    def test_noisy_sum_is_1_dp():
-        assert_dp(noisy_sum, epsilon=1.0, pairs=[([0, 0, 0], [0, 0, 1])])
-
-With ``pairs=`` it runs ``dpwatch audit`` (held-out tests in rounds, docs/audit.md); with
-``domain=`` it runs ``dpwatch search`` over the input domain when the installed dpwatch has that
-command. The test fails (``DPViolation``, an ``AssertionError``) with dpwatch's report when the
-claim is refuted; it passes when it is not, which does not show that the mechanism satisfies it.
-
-**False failures.** ``dpwatch audit`` refutes a correct claim with probability at most ``alpha``
-(default 0.05) per call: every event it tests was chosen on earlier samples, and the rounds share
-α by a union bound (docs/audit.md §4). A suite of k such tests on correct mechanisms fails by
-chance with probability at most k·α; pass a smaller ``alpha`` for large suites. The measured
-rate is in docs/sdk.md.
+``assert_dp(pairs=…)`` needs none of this: it runs in-process (``dpwatch_sdk.testing``).
 
 Which dpwatch runs: ``command=`` / ``configure(command=...)``, the ``--dpwatch-command`` pytest
 option, ``$DPWATCH_COMMAND``, else ``dpwatch`` on ``PATH``. A command is a path or a command line:
-``/opt/dpwatch/.venv/bin/dpwatch``, ``pipx run dpwatch``, or
-``docker run --rm --network host dpwatch dpwatch`` (the container must share the host's loopback).
+``/opt/dpwatch/.venv/bin/dpwatch`` or ``docker run --rm --network host dpwatch dpwatch`` (the
+container must share the host's loopback). dpwatch itself is installed from its repository
+(``pip install -e ./sdk/python -e .`` in a checkout; README), not from the package index.
 """
 
 from __future__ import annotations
@@ -38,11 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .endpoint import Endpoint, Mechanism
-from .mechanism import Claim
-from .protocol import Output, generate_secret
+from ..endpoint import Endpoint, Mechanism
+from ..mechanism import Claim
+from ..protocol import Output, generate_secret
+from ._errors import DPViolation, DpwatchError
 
-__all__ = ["Auditor", "DPViolation", "DpTestResult", "DpwatchError", "assert_dp", "configure", "default_auditor"]
+__all__ = ["Auditor", "CliAuditResult", "DpwatchError", "configure_auditor", "default_auditor"]
 
 #: Outputs per database for ``assert_dp``'s audits: the pilot (2 000) and three rounds (2 000,
 #: 4 000, 8 000). Enough to refute ε doubled (a Laplace mechanism with half its noise) in every
@@ -51,20 +40,8 @@ DEFAULT_BUDGET = 20_000
 DEFAULT_TIMEOUT = 900.0
 
 
-class DpwatchError(RuntimeError):
-    """dpwatch could not run the test (not installed, a usage error, a timeout, a sampling failure)."""
-
-
-class DPViolation(AssertionError):
-    """dpwatch refuted the claim: the mechanism's outputs contradict it at level α."""
-
-    def __init__(self, message: str, result: "DpTestResult") -> None:
-        super().__init__(message)
-        self.result = result
-
-
 @dataclass
-class DpTestResult:
+class CliAuditResult:
     """What one dpwatch run said. ``violated``: the claim was refuted (audit) or a violation was
     certified (search); otherwise nothing was found with this budget, which is not a proof."""
 
@@ -138,9 +115,10 @@ class Auditor:
             return shlex.split(command) if isinstance(command, str) else list(command)
         found = shutil.which("dpwatch")
         if found is None:
-            raise DpwatchError("no dpwatch to run the test: install it (pipx install dpwatch, or a virtual environment) "
-                               "and set DPWATCH_COMMAND (e.g. '/opt/dpwatch/.venv/bin/dpwatch' or "
-                               "'docker run --rm --network host dpwatch dpwatch'), or pass --dpwatch-command")
+            raise DpwatchError("no dpwatch command to run this (searching a domain or auditing a served endpoint "
+                               "needs the dpwatch server's CLI; assert_dp(pairs=...) does not): install dpwatch from "
+                               "its repository into a virtual environment (pip install -e ./sdk/python -e . in a "
+                               "checkout) and set DPWATCH_COMMAND to its bin/dpwatch, or pass --dpwatch-command")
         return [found]
 
     def _run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -164,7 +142,7 @@ class Auditor:
     def run(self, f: Mechanism | Callable[..., typing.Any], *, epsilon: float | None = None,
             delta: float | None = None, mu: float | None = None, rho: float | None = None,
             claim: Claim | None = None, output: Output | str | tuple[str, int] | None = None,
-            **options: typing.Any) -> DpTestResult:
+            **options: typing.Any) -> CliAuditResult:
         """Serve ``f`` on 127.0.0.1 (an ephemeral port) and test it with :meth:`run_url`; the
         result, without failing. See :func:`assert_dp`."""
         mechanism = f if isinstance(f, Mechanism) else Mechanism(f, Output.of(output or "real"))
@@ -182,7 +160,7 @@ class Auditor:
                 output: Output | str | tuple[str, int] | None = None, alpha: float = 0.05,
                 budget: int | None = None, first_round: int | None = None, timeout: float | None = None,
                 junit_xml: str | os.PathLike[str] | None = None, allow_networks: str = "127.0.0.0/8",
-                extra_args: Sequence[str] = ()) -> DpTestResult:
+                extra_args: Sequence[str] = ()) -> CliAuditResult:
         """Run ``dpwatch audit`` (``pairs``) or ``dpwatch search`` (``domain``) on an endpoint that is
         already served at ``url`` and checks ``secret``."""
         spec = Output.of(output) if output is not None else None
@@ -233,17 +211,18 @@ class Auditor:
         if done.returncode not in (0, 1):
             raise DpwatchError(f"dpwatch {verb} failed (exit code {done.returncode}): "
                                f"{done.stderr.strip()[-2000:] or done.stdout.strip()[-2000:]}\ncommand: {shown}")
-        return DpTestResult(shown, done.returncode, done.returncode == 1, done.stdout.strip(), done.stderr.strip(),
+        return CliAuditResult(shown, done.returncode, done.returncode == 1, done.stdout.strip(), done.stderr.strip(),
                             seconds, claim, str(junit_path) if junit_path else None, {"verb": verb})
 
-    def assert_dp(self, f: Mechanism | Callable[..., typing.Any], **options: typing.Any) -> DpTestResult:
+    def assert_dp(self, f: Mechanism | Callable[..., typing.Any], **options: typing.Any) -> CliAuditResult:
         """Fail (``DPViolation``) when dpwatch refutes the claim; see :func:`assert_dp`."""
         result = self.run(f, **options)
-        self.fail_on_violation(result, f.name if isinstance(f, Mechanism) else getattr(f, "__name__", "the mechanism"))
+        name = (f.name if isinstance(f, Mechanism) else None) or getattr(f, "__name__", None) or "the mechanism"
+        self.fail_on_violation(result, str(name))
         return result
 
     @staticmethod
-    def fail_on_violation(result: DpTestResult, name: str) -> None:
+    def fail_on_violation(result: CliAuditResult, name: str) -> None:
         """Raise :class:`DPViolation` with dpwatch's report when ``result`` is a violation."""
         if result.violated:
             what = "refuted" if result.details.get("verb") == "audit" else "found a certified violation of"
@@ -254,10 +233,10 @@ class Auditor:
 _default: Auditor | None = None
 
 
-def configure(command: str | Sequence[str] | None = None, *, junit_dir: str | os.PathLike[str] | None = None,
-              timeout: float = DEFAULT_TIMEOUT) -> Auditor:
-    """Set the dpwatch installation :func:`assert_dp` uses (the pytest plugin calls this with
-    ``--dpwatch-command`` and ``--dpwatch-junit-dir``)."""
+def configure_auditor(command: str | Sequence[str] | None = None, *, junit_dir: str | os.PathLike[str] | None = None,
+                      timeout: float = DEFAULT_TIMEOUT) -> Auditor:
+    """Set the dpwatch installation that ``assert_dp(domain=…)`` and the ``dpwatch_auditor`` fixture
+    use (the pytest plugin calls this with ``--dpwatch-command`` and ``--dpwatch-junit-dir``)."""
     global _default
     _default = Auditor(command, junit_dir=junit_dir, timeout=timeout)
     return _default
@@ -268,22 +247,3 @@ def default_auditor() -> Auditor:
     if _default is None:
         _default = Auditor()
     return _default
-
-
-def assert_dp(f: Mechanism | Callable[..., typing.Any], *, epsilon: float | None = None, delta: float | None = None,
-              mu: float | None = None, rho: float | None = None, pairs: typing.Any = None, domain: typing.Any = None,
-              **options: typing.Any) -> DpTestResult:
-    """Fail the test when dpwatch refutes the claim of ``f``.
-
-    ``f``: a sampler ``f(database, n, rng)`` (with ``output=``, default real) or an adapter's
-    :class:`~dpwatch_sdk.Mechanism`, whose claim is used when none is given. The claim: ``epsilon``
-    [``delta``], ``mu`` (μ-GDP) or ``rho`` (ρ-zCDP), as ``dpwatch audit``'s options. ``pairs``:
-    neighbouring databases ``[(x, x'), …]`` (or dpwatch's JSON); ``domain``: an input domain for
-    ``dpwatch search``. Options: ``alpha`` (0.05: the chance that a correct mechanism fails),
-    ``budget`` (outputs per database, :data:`DEFAULT_BUDGET`), ``first_round``, ``timeout``,
-    ``junit_xml`` (a path), ``extra_args``, ``output``.
-
-    Returns the :class:`DpTestResult` when the claim stands.
-    """
-    return default_auditor().assert_dp(f, epsilon=epsilon, delta=delta, mu=mu, rho=rho, pairs=pairs, domain=domain,
-                                       **options)
