@@ -38,7 +38,8 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
                  f"{x['trials']} trials, {'moved' if x['improved'] else 'kept'}" for x in r["refinement"]) + ")"),
              _certified_line(r),
              f"samples: screening {s['screening']:,} + refinement {s['refinement']:,} + certification "
-             f"{s['certification']:,} = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
+             f"{s['certification']:,}" + (f" + severity {s['severity']:,}" if s.get("severity") else "")
+             + f" = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
              f"(stopped: {r['stopped']})", ""]
     f = r.get("finding")
     if r["certified"] and f:
@@ -52,6 +53,18 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
                   f"tested at level {h['alpha']:.2e}",
                   f"  {r['parameter']} ≥ {_fmt(f['lower_bound'])} at {conf} confidence (claimed {r['parameter']} = "
                   f"{_fmt(r['claimed_value'])})"]
+        sev = r.get("severity")
+        if sev and sev.get("lower_bound") is not None:
+            hs = sev["held_out"]
+            lines += ["SEVERITY (the bound to act on; fresh outputs of the certified pair, after the certification)",
+                      f"  event: {sev['describe']} ({sev['family']})",
+                      f"  held out: {hs['a']:,}/{hs['n_x']:,} vs {hs['b']:,}/{hs['n_xp']:,}, {sev['events']} events "
+                      f"each at level {sev['level_per_event']:.2e}",
+                      f"  {r['parameter']} ≥ {_fmt(sev['lower_bound'])} at {conf} confidence"
+                      + (f" ({sev['lower_bound'] / r['claimed_value']:.3g} × the claim)" if r['claimed_value'] else "")]
+            if sev.get("never_seen"):
+                lines.append(f"  x′ never produced this output in {hs['n_xp']:,} draws: the bound is limited by the "
+                             "draws and the loss may be unbounded in truth")
     else:
         lb = r["certification"].get("lower_bound")
         lines += ["no violation certified within the budget (this does not show that the claim holds)"]

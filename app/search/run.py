@@ -36,6 +36,7 @@ from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
 from app.search.refine import RefineSettings, refine_pair
 from app.search.screening import ScreenedPair, ScreeningSettings, successive_halving
+from app.search.severity import severity_statement, sharpen
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
 from app.stats.shapes import OutputShape
@@ -72,6 +73,8 @@ class SearchSettings:
     stage_share: float = 0.2  # the staged tests' outputs, in all, at most this share of the budget
     stop_at_first: bool = True  # stop at the first certification (False: the full search and report)
     concurrency: int = 4
+    severity: bool = True  # sharpen the bound on a certified pair (app.search.severity)
+    severity_share: float = 0.5  # of the budget, at most, for sharpening
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -129,6 +132,7 @@ class SearchResult:
     seconds: dict[str, float]
     stopped: str
     settings: dict[str, Any] = field(default_factory=dict)
+    severity: dict[str, Any] | None = None  # the sharpened bound on the certified pair (app.search.severity)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -305,12 +309,20 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     if screening.stopped == "time limit" and stopped == "budget":
         stopped = "time limit"
     seconds["certification"] = round(time.monotonic() - t0, 3)
-    seconds["total"] = round(time.monotonic() - started, 3)
-    await report("done", force=True)
 
     findings = findings_from(result, finalists, claimed, claim_json, stages, all_pairs)
     certified = first is not None
     finding = findings[0] if findings and certified else None
+    severity = None
+    if finding is not None and s.severity:
+        phase["name"] = "severity"
+        t0 = time.monotonic()
+        severity = await sharpen(draws, finding, shape, claim, alpha=s.alpha, deadline=deadline, seed=s.seed,
+                                 outputs=min(s.budget - draws.total, int(s.severity_share * s.budget)),
+                                 progress=lambda m: report(m, force=True))
+        seconds["severity"] = round(time.monotonic() - t0, 3)
+    seconds["total"] = round(time.monotonic() - started, 3)
+    await report("done", force=True)
     failing = list(draws.failures.values())
     lbs = [t["held_out"]["lower_bound"] for st in stages for t in st.tests if t["held_out"]["lower_bound"] is not None]
     if result is not None and result.lower_bound is not None:
@@ -328,6 +340,8 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             "engine_settings": result.settings, "mpl": result.mpl})
     statement = _statement(certified, finding, parameter, claimed, s.alpha, draws.total, seconds["total"],
                            len(candidates), best_lb, failing, stopped)
+    if severity is not None:
+        statement += " " + severity_statement(severity, parameter, claimed)
     return SearchResult(
         certified=certified,
         verdict="violation certified" if certified else "no violation certified",
@@ -342,6 +356,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         refinement=refined, certification=cert_summary,
         samples={**draws.used, "total": draws.total}, budget=s.budget, seconds=seconds, stopped=stopped,
         settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families)},
+        severity=severity,
     )
 
 
