@@ -149,6 +149,7 @@ class AuditResult:
     stopped: str
     note: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    power: list[dict[str, Any]] | None = None  # not refuted: what the run would have caught (app.audit.power)
 
     @property
     def verdict(self) -> str:

@@ -6,6 +6,7 @@ detects an endpoint's output shape from one raw answer; ``format_report`` render
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -104,8 +105,21 @@ async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any
         raise ValueError("the endpoint needs a shape (declared, or from probe_shape)")
     config = SamplingClientConfig(deadline_seconds=600)
     async with SamplingClient(config=config, http_config=http_config) as client:
-        return await run_engine(endpoint_sampler(client, endpoint, label=label), pairs, endpoint.shape, claim,
-                                settings, progress=progress, cancel=cancel)
+        result = await run_engine(endpoint_sampler(client, endpoint, label=label), pairs, endpoint.shape, claim,
+                                  settings, progress=progress, cancel=cancel)
+    return await with_power(result, claim)
+
+
+async def with_power(result: AuditResult, claim: Claim | None) -> AuditResult:
+    """``result`` with its power (app.audit.power) when a claim was tested and not refuted."""
+    if claim is not None and not result.refuted:
+        from app.audit.power import power_rows
+
+        try:
+            result.power = await asyncio.to_thread(power_rows, result.tests, claim)
+        except ValueError:
+            result.power = None
+    return result
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -155,6 +169,10 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
         else:
             lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
                          f"(LB = {_fmt(lb)}); this does not show that the mechanism satisfies it")
+            if r.get("power") is not None:
+                from app.audit.power import power_sentence
+
+                lines.append(power_sentence(r["power"]))
     lines.append("estimators:")
     lines += [f"  {e.name.replace('_', ' ')}: {e.figure} ({e.label})" for e in verdict.estimators]
     return "\n".join(lines)

@@ -70,6 +70,15 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
         lines += ["no violation certified within the budget (this does not show that the claim holds)"]
         if lb is not None:
             lines.append(f"  largest lower bound on {r['parameter']} certified on fresh samples: {_fmt(lb)}")
+        power = r.get("power")
+        if power:
+            lines.append("  power (each row: the smallest violation one tested event would have revealed with "
+                         "probability ≥ 0.9, at event probability q on x′; nothing about other pairs or events):")
+            for row in power[:6]:
+                got = ", ".join(f"q={d['q']:g}: {_fmt(d['theta'], 3) if d['theta'] is not None else 'none'}"
+                                for d in row["detected"])
+                lines.append(f"    {_short(row['x'], 30)} vs {_short(row['x_prime'], 30)}, {row['family']}, "
+                             f"{row['n_per_side']:,}/side: {row['parameter']} ≥ … {got}")
     fails = r["failing_inputs"]
     if fails:
         lines += ["", f"failing inputs ({len(fails)}; the endpoint did not answer them, findings too):"]

@@ -24,12 +24,15 @@ result says that none was found within the budget, which never means that the cl
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.audit.power import power_rows, power_sentence
 from app.search.certify import FINAL_SHARE, StageResult, certification_settings, certify, findings_from, staged_test
 from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
@@ -133,6 +136,7 @@ class SearchResult:
     stopped: str
     settings: dict[str, Any] = field(default_factory=dict)
     severity: dict[str, Any] | None = None  # the sharpened bound on the certified pair (app.search.severity)
+    power: list[dict[str, Any]] | None = None  # when nothing is certified: what the run would have caught
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -342,6 +346,17 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                            len(candidates), best_lb, failing, stopped)
     if severity is not None:
         statement += " " + severity_statement(severity, parameter, claimed)
+    power = None
+    if not certified:
+        tested = [t for st in stages for t in st.tests] + (list(result.tests) if result is not None else [])
+        try:
+            power = await asyncio.to_thread(power_rows, tested, claim)
+        except ValueError:
+            power = None
+        if power is not None:
+            tried = {frozenset((json.dumps(t["x"], sort_keys=True), json.dumps(t["x_prime"], sort_keys=True)))
+                     for t in tested}
+            statement += " " + power_sentence(power, untested_pairs=max(0, len(candidates) - len(tried)))
     return SearchResult(
         certified=certified,
         verdict="violation certified" if certified else "no violation certified",
@@ -356,7 +371,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         refinement=refined, certification=cert_summary,
         samples={**draws.used, "total": draws.total}, budget=s.budget, seconds=seconds, stopped=stopped,
         settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families)},
-        severity=severity,
+        severity=severity, power=power,
     )
 
 
