@@ -473,6 +473,7 @@ def audit(
                                              "and stop at the first rejection (scalar real outputs; method.md §13.10).")] = False,
     max_pairs: Annotated[int, typer.Option(help="With --sequential: output pairs at most.")] = 10_000,
     pair_batch: Annotated[int, typer.Option(help="With --sequential: outputs drawn per request on each database.")] = 100,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Seconds for the whole audit: the endpoint's rate is measured first and the budget sized to fit; it ends with a verdict and its power.")] = None,
 ) -> None:
     """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
     the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
@@ -494,6 +495,8 @@ def audit(
         _fail("--delta goes with --epsilon")
     if not 0 < alpha < 1:
         _fail(f"--alpha must lie in (0, 1), got {alpha:g}")
+    if time_limit is not None and not time_limit > 0:
+        _fail(f"--time-limit must be positive, got {time_limit:g}")
 
     import asyncio
 
@@ -568,7 +571,8 @@ def audit(
         endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, max_batch=max_batch,
                                      timeout_seconds=60, prefer_binary=binary, shape=declared)
         if not progress_bar:
-            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config)
+            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
+                                        time_limit=time_limit, on_estimate=_err)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -578,11 +582,13 @@ def audit(
 
             def on_progress(p) -> None:  # type: ignore[no-untyped-def]
                 lb = "n/a" if p.lower_bound is None else f"{p.lower_bound:.3g}"
+                left = p.message.rsplit(" · ", 1)[-1] if " · " in p.message else ""
                 bar.update(task, total=p.budget_samples, completed=p.samples_used,
-                           description=f"round {p.round}/{p.rounds}, LB {lb}")
+                           description=f"round {p.round}/{p.rounds}, LB {lb}" + (f", {left}" if left else ""))
 
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
-                                        progress=on_progress)
+                                        progress=on_progress, time_limit=time_limit,
+                                        on_estimate=lambda line: bar.console.print(line, markup=False))
 
     from app.reporting.junit import audit_case, shown_url, write_junit
 
@@ -704,7 +710,7 @@ def search(
     dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
     shape: Annotated[Optional[str], typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
     budget: Annotated[int, typer.Option(help="Outputs drawn in all, every phase and database.")] = 8_000_000,
-    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search; half for searching, the rest for certifying.")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search, as naturally as --budget: the endpoint's rate is measured first, the budget sized to fit, and it ends within the limit with a verdict and its power.")] = None,
     alpha: Annotated[float, typer.Option(help="Level of the certification (false certifications at most α).")] = 0.05,
     candidates: Annotated[int, typer.Option(help="Candidate pairs the generators propose at most.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the search's random choices (candidates, refinement).")] = 0,

@@ -106,7 +106,12 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
         endpoint = MechanismEndpoint(sampling_url=url, secret=the_secret, max_batch=max_batch, timeout_seconds=60,
                                      prefer_binary=binary, shape=declared)
         if not progress_bar:
-            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config)
+            def rate_line(p: Any) -> None:  # the time the budget will take, even without a progress bar
+                if p.phase == "rate":
+                    err(p.message)
+
+            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
+                                         progress=rate_line)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -116,7 +121,11 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             task = bar.add_task("generating candidates", total=settings.budget)
 
             def on_progress(p: Any) -> None:
-                bar.update(task, completed=min(p.samples_used, p.budget), description=p.message[:70])
+                if p.phase == "rate":
+                    bar.console.print(p.message, markup=False)
+                head, _, left = p.message.partition(" · ")
+                bar.update(task, total=p.budget, completed=min(p.samples_used, p.budget),
+                           description=head[:60] + (f" · {left}" if left else ""))
 
             return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
                                          progress=on_progress)

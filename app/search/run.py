@@ -33,12 +33,33 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.audit.power import power_rows, power_sentence
-from app.search.certify import FINAL_SHARE, StageResult, certification_settings, certify, findings_from, staged_test
+from app.sampling.timing import (
+    DeadlineReached,
+    RateMeasurement,
+    RequestTimedOut,
+    TimedSampler,
+    budget_estimate,
+    format_duration,
+    measure_rate,
+)
+from app.search.certify import (
+    FINAL_SHARE,
+    StageResult,
+    certification_settings,
+    certify,
+    findings_from,
+    staged_test,
+)
 from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
 from app.search.refine import RefineSettings, refine_pair
-from app.search.screening import ScreenedPair, ScreeningSettings, successive_halving
+from app.search.screening import (
+    ScreenedPair,
+    Screening,
+    ScreeningSettings,
+    successive_halving,
+)
 from app.search.severity import severity_statement, sharpen
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
@@ -46,6 +67,13 @@ from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
            "SearchSettings", "run_search"]
+
+#: Seconds kept after the last draw for the verdict, its power and the report.
+TIME_RESERVE = 3.0
+#: Share of (rate × time left) the run plans to draw: the rest absorbs computing and a slower endpoint.
+TIME_USABLE = 0.7
+#: The least budget a time limit sizes a run down to.
+MIN_TIMED_BUDGET = 4_000
 
 #: Fresh outputs per database of a staged test at least.
 STAGE_MIN = 500
@@ -78,6 +106,7 @@ class SearchSettings:
     concurrency: int = 4
     severity: bool = True  # sharpen the bound on a certified pair (app.search.severity)
     severity_share: float = 0.5  # of the budget, at most, for sharpening
+    measure_rate: bool = True  # time the endpoint first and size the budget to the time limit
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -137,6 +166,7 @@ class SearchResult:
     settings: dict[str, Any] = field(default_factory=dict)
     severity: dict[str, Any] | None = None  # the sharpened bound on the certified pair (app.search.severity)
     power: list[dict[str, Any]] | None = None  # when nothing is certified: what the run would have caught
+    rate: dict[str, Any] | None = None  # the endpoint's measured rate (app.sampling.timing)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,7 +199,11 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     when ``cancel`` is set and :class:`EndpointUnusable` when every first database fails."""
     s = settings or SearchSettings()
     started = time.monotonic()
-    deadline = None if s.time_limit is None else started + s.time_limit
+    # the verdict, its power and the report need a moment after the last draw
+    deadline = None if s.time_limit is None else started + max(0.5 * s.time_limit, s.time_limit - TIME_RESERVE)
+    budget = s.budget  # sized down to what the time limit allows once the endpoint's rate is known
+    timed = TimedSampler(sampler, rate=math.inf, deadline=deadline)
+    measured: RateMeasurement | None = None
     parameter, claimed, claim_json = _claim_info(claim)
     phase = {"name": "generating"}
     last = {"t": 0.0}
@@ -181,11 +215,16 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         if not force and now - last["t"] < 0.2:
             return
         last["t"] = now
-        out = progress(SearchProgress(phase["name"], draws.total, s.budget, round(now - started, 3), message))
+        if measured is not None and phase["name"] not in ("rate", "done"):
+            left = max(0, budget - draws.total) / max(timed.rate, 1e-9)
+            if deadline is not None:
+                left = min(left, max(0.0, deadline - now))
+            message = f"{message} · {now - started:.0f} s elapsed, at most {format_duration(left)} left"
+        out = progress(SearchProgress(phase["name"], draws.total, budget, round(now - started, 3), message))
         if hasattr(out, "__await__"):
             await out
 
-    draws = SearchDraws(sampler, concurrency=s.concurrency, cancel=cancel)
+    draws = SearchDraws(timed, concurrency=s.concurrency, cancel=cancel)
     draws.on_draw = lambda: report(f"{phase['name']}: {draws.total:,} outputs drawn")
     seconds: dict[str, float] = {}
 
@@ -200,16 +239,33 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         by_source[p.source] = by_source.get(p.source, 0) + 1
     seconds["generators"] = round(time.monotonic() - t0, 3)
 
+    # the endpoint's rate, and the budget the time limit allows (app.sampling.timing) -----------
+    if s.measure_rate:
+        phase["name"] = "rate"
+        try:
+            measured = await measure_rate(sampler, candidates[0].x, max_outputs=20_000)
+        except (asyncio.CancelledError, SearchCancelled):
+            raise
+        except Exception:  # noqa: BLE001 - the draws below record the failing input as a finding
+            measured = None
+        if measured is not None:
+            timed.rate = measured.rate
+            usable = math.inf
+            if deadline is not None:
+                usable = measured.rate * max(0.0, deadline - time.monotonic()) * TIME_USABLE
+                budget = int(max(MIN_TIMED_BUDGET, min(s.budget, usable)))
+            await report(budget_estimate(measured, s.budget, s.time_limit, usable=usable), force=True)
+
     claim_eps = getattr(claim, "epsilon", None)
     delta = float(getattr(claim, "delta", 0.0) or 0.0)
-    cert_budget_guess = s.budget * (1 - s.screening_share - s.refine_share)
+    cert_budget_guess = budget * (1 - s.screening_share - s.refine_share)
     proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
     search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
 
     # staged certification (app.search.certify.staged_test) -------------------------------------
     stages: list[StageResult] = []
-    stage_budget = int(s.budget * s.stage_share) if s.staged else 0
+    stage_budget = int(budget * s.stage_share) if s.staged else 0
     first: dict[str, Any] | None = None
     all_pairs = list(candidates)
 
@@ -218,7 +274,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         nonlocal first
         left = stage_budget - sum(st.samples for st in stages)
         # a stage may spend half of what is left for stages (all of it once that is small)
-        room = min(left if left < 8 * STAGE_MIN else left // 2, s.budget - draws.total)
+        room = min(left if left < 8 * STAGE_MIN else left // 2, budget - draws.total)
         if not ranked_pairs or room < 2 * STAGE_MIN or (search_deadline is not None and time.monotonic() >= search_deadline):
             return False
         previous = phase["name"]
@@ -242,13 +298,18 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     # 2. screening ----------------------------------------------------------------------------
     phase["name"] = "screening"
     await report(f"screening {len(candidates)} candidate pairs", force=True)
-    screen_budget = int(s.budget * s.screening_share)
-    screening = await successive_halving(
-        draws, candidates, shape, proposal,
-        ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
-                          probe=s.probe),
-        budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
-        after_rung=after_rung if s.staged else None)
+    screen_budget = int(budget * s.screening_share)
+    time_stop: str | None = None
+    try:
+        screening = await successive_halving(
+            draws, candidates, shape, proposal,
+            ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
+                              probe=s.probe),
+            budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
+            after_rung=after_rung if s.staged else None)
+    except DeadlineReached as exc:  # the rate fell far below the measured one: stop with what was tested
+        time_stop = _time_stop(exc)
+        screening = Screening(ranked=[], rungs=[], stopped=time_stop, seconds=round(time.monotonic() - t0, 3))
     seconds["screening"] = screening.seconds
     ranked = screening.ranked
     draws.forget(set())
@@ -258,15 +319,19 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     refined: list[dict[str, Any]] = []
     finalists: list[CandidatePair] = [e.pair for e in ranked[: s.finalists]]
     t0 = time.monotonic()
-    if s.refine and ranked and s.refine_share > 0 and not done:
+    if s.refine and ranked and s.refine_share > 0 and not done and time_stop is None:
         phase["name"] = "refinement"
-        per_pair = int(s.budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
+        per_pair = int(budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
         for e in ranked[: s.refine_pairs]:
             await report(f"refining the pair from {e.pair.source} ({e.pair.note})", force=True)
-            ref = await refine_pair(draws, domain, e.pair, shape, proposal,
-                                    RefineSettings(trials=s.refine_trials, samples_per_trial=s.refine_samples,
-                                                   seed=s.seed + len(refined)),
-                                    budget=per_pair, deadline=search_deadline)
+            try:
+                ref = await refine_pair(draws, domain, e.pair, shape, proposal,
+                                        RefineSettings(trials=s.refine_trials, samples_per_trial=s.refine_samples,
+                                                       seed=s.seed + len(refined)),
+                                        budget=per_pair, deadline=search_deadline)
+            except DeadlineReached as exc:
+                time_stop = _time_stop(exc)
+                break
             if ref is None:
                 continue
             refined.append(ref.to_dict())
@@ -278,7 +343,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     # 4. final certification ------------------------------------------------------------------
     phase["name"] = "certification"
     finalists = [f for f in finalists if not draws.failed(f.x) and not draws.failed(f.x_prime)]
-    cert_budget = max(0, s.budget - draws.total)
+    cert_budget = max(0, budget - draws.total)
     final_alpha = s.alpha * FINAL_SHARE if s.staged else s.alpha
     result = None
     cert_error: dict[str, Any] | None = None
@@ -286,6 +351,8 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     stopped = "budget"
     if done:
         stopped = "certified"
+    elif time_stop is not None:
+        stopped = time_stop
     elif finalists and cert_budget >= 4 * 100 * len(finalists):
         n_dbs = len({k for f in finalists for k in f.key.split("|")})
         engine_settings = certification_settings(cert_budget, n_dbs, final_alpha, seed=s.seed)
@@ -305,13 +372,15 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                 first = {"stage": "final", "after": "refinement", "samples": draws.total,
                          "seconds": round(time.monotonic() - started, 3)}
             stopped = ("certified" if result.refuted or first is not None else
-                       ("time limit" if result.stopped == "time limit" else "budget"))
+                       (result.stopped if result.stopped.startswith(("time limit", "a request timed out")) else "budget"))
     elif not finalists:
         stopped = "no pair could be sampled"
     else:
         stopped = "certified" if first is not None else "no budget left for certification"
     if screening.stopped == "time limit" and stopped == "budget":
         stopped = "time limit"
+    if stopped == "budget" and budget < s.budget:
+        stopped = "budget sized to the time limit"
     seconds["certification"] = round(time.monotonic() - t0, 3)
 
     findings = findings_from(result, finalists, claimed, claim_json, stages, all_pairs)
@@ -322,7 +391,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         phase["name"] = "severity"
         t0 = time.monotonic()
         severity = await sharpen(draws, finding, shape, claim, alpha=s.alpha, deadline=deadline, seed=s.seed,
-                                 outputs=min(s.budget - draws.total, int(s.severity_share * s.budget)),
+                                 outputs=min(budget - draws.total, int(s.severity_share * budget)),
                                  progress=lambda m: report(m, force=True))
         seconds["severity"] = round(time.monotonic() - t0, 3)
     seconds["total"] = round(time.monotonic() - started, 3)
@@ -370,9 +439,17 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                    "top": [e.to_dict() for e in ranked[:10]]},
         refinement=refined, certification=cert_summary,
         samples={**draws.used, "total": draws.total}, budget=s.budget, seconds=seconds, stopped=stopped,
-        settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families)},
-        severity=severity, power=power,
+        settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families),
+                                                                            "budget_used_as": budget},
+        severity=severity, power=power, rate=None if measured is None else {
+            **measured.to_dict(), "outputs_per_second_at_end": round(timed.rate, 1) if math.isfinite(timed.rate) else None,
+            "budget_sized_to_time_limit": budget if budget != s.budget else None},
     )
+
+
+def _time_stop(exc: Exception) -> str:
+    return "a request timed out (the endpoint is too slow; no input failed)" if isinstance(exc, RequestTimedOut) \
+        else "time limit"
 
 
 def _fmt(x: float | None) -> str:

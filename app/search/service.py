@@ -92,6 +92,7 @@ async def search_endpoint(endpoint: MechanismEndpoint, domain: InputDomain, clai
     """Search an HTTP endpoint whose ``shape`` is set (declare or probe it first)."""
     if endpoint.shape is None:
         raise ValueError("the endpoint needs a shape (declared, or from a probe)")
-    async with SamplingClient(config=search_client_config(), http_config=http_config) as client:
+    deadline_seconds = 600.0 if settings.time_limit is None else max(5.0, min(600.0, settings.time_limit))
+    async with SamplingClient(config=search_client_config(deadline_seconds), http_config=http_config) as client:
         sampler = endpoint_search_sampler(client, endpoint, label=label)
         return await run_search(sampler, domain, claim, endpoint.shape, settings, progress=progress, cancel=cancel)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.timing import DeadlineReached
 from app.search.draws import SearchDraws
 from app.search.generators import database_key
 from app.stats.candidates import ProposalSettings, propose
@@ -124,7 +125,10 @@ async def sharpen(draws: SearchDraws, finding: dict[str, Any], shape: OutputShap
                 await out
 
     await say(f"severity: choosing events on {m:,} fresh outputs per side of the certified pair")
-    fresh = await draws.draw([x, xp], m, "severity", note="severity choosing")
+    try:
+        fresh = await draws.draw([x, xp], m, "severity", note="severity choosing")
+    except DeadlineReached:
+        return None
     if kx not in fresh or ky not in fresh:
         return None
     cx = fresh[kx] if kx not in draws.store else concat_outputs([draws.store[kx], fresh[kx]])
@@ -142,7 +146,11 @@ async def sharpen(draws: SearchDraws, finding: dict[str, Any], shape: OutputShap
             stopped = "time limit"
             break
         size = min(s.chunk, n - drawn)
-        out = await draws.draw([x, xp], size, "severity", note="severity test")
+        try:
+            out = await draws.draw([x, xp], size, "severity", note="severity test")
+        except DeadlineReached:  # stopping by the clock does not depend on the outputs: the counts stay valid
+            stopped = "time limit"
+            break
         if kx not in out or ky not in out:
             stopped = "the endpoint failed"
             break
