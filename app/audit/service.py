@@ -121,13 +121,14 @@ async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any
         measured = await measure_rate(raw, pairs[0][0], max_outputs=50_000)
         n_dbs = len({json.dumps(db, sort_keys=True) for pair in pairs for db in pair})
         usable = math.inf
+        asked = settings.budget * n_dbs
         if deadline is not None:
             usable = measured.rate * max(0.0, deadline - time.monotonic()) * TIME_USABLE
             per_db = int(usable // max(1, n_dbs))
             first = max(100, min(settings.first_round, per_db // 8))
             settings = replace(settings, first_round=first, budget=max(2 * first, min(settings.budget, per_db)))
         if on_estimate is not None:
-            on_estimate(budget_estimate(measured, settings.budget * n_dbs, time_limit, usable=usable))
+            on_estimate(budget_estimate(measured, asked, time_limit, usable=usable))
         timed = TimedSampler(raw, rate=measured.rate, deadline=deadline)
 
         async def on_progress(p: Progress) -> Any:
