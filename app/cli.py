@@ -502,6 +502,7 @@ def audit(
 
     from app.audit.engine import AuditSettings
     from app.audit.service import audit_endpoint, format_report, probe_shape, read_pairs
+    from app.sampling.timing import limit_left
     from app.observability import configure_logging
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError, generate_secret
@@ -572,7 +573,7 @@ def audit(
                                      timeout_seconds=60, prefer_binary=binary, shape=declared)
         if not progress_bar:
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
-                                        time_limit=time_limit, on_estimate=_err)
+                                        time_limit=limit_left(time_limit), on_estimate=_err)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -587,7 +588,7 @@ def audit(
                            description=f"round {p.round}/{p.rounds}, LB {lb}" + (f", {left}" if left else ""))
 
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
-                                        progress=on_progress, time_limit=time_limit,
+                                        progress=on_progress, time_limit=limit_left(time_limit),
                                         on_estimate=lambda line: bar.console.print(line, markup=False))
 
     from app.reporting.junit import audit_case, shown_url, write_junit

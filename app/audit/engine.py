@@ -465,7 +465,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             stopped = "refuted"
             break
     mpl = None
-    if best_pair is not None:
+    # MPL's point estimate is descriptive: past the time limit it is skipped so that the run ends on time
+    if best_pair is not None and (deadline is None or time.monotonic() < deadline):
         x, xp = pairs[best_pair]
         mpl = await asyncio.to_thread(_mpl_estimate, data[_key(x)], data[_key(xp)], shape, settings.region,
                                       best_candidate)

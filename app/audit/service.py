@@ -162,7 +162,7 @@ async def with_power(result: AuditResult, claim: Claim | None) -> AuditResult:
 
 
 #: Seconds kept after the last draw for the verdict, its power and the report.
-TIME_RESERVE = 3.0
+TIME_RESERVE = 4.0
 #: Share of (rate × time left) an audit with a time limit plans to draw.
 TIME_USABLE = 0.7
 

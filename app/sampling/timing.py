@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["DeadlineReached", "RateMeasurement", "RequestTimedOut", "TimedSampler", "budget_estimate", "format_duration",
-           "measure_rate"]
+           "limit_left", "measure_rate", "seconds_since_process_start"]
 
 Sampler = Callable[[Any, int], Awaitable[Any]]
 
@@ -59,21 +59,28 @@ class RateMeasurement:
 
 async def measure_rate(sampler: Sampler, database: Any, *, first: int = 50, target_seconds: float = 1.0,
                        max_outputs: int = 200_000) -> RateMeasurement:
-    """Time ``first`` outputs, then about ``target_seconds`` worth at that pace; fit
-    ``t(n) = latency + n/rate`` through the two points (module docstring)."""
+    """Time ``first`` outputs, then draws sized to about ``target_seconds`` at the pace seen so far
+    (at most three in all, and about 2·target_seconds of drawing): the rate is the throughput of
+    the last, largest draw, request overhead included (so it errs low: a run sized to it ends
+    early rather than late); the latency is what the first draw took beyond that."""
     t0 = time.monotonic()
     await sampler(database, first)
     t1 = time.monotonic() - t0
-    rough = first / max(t1, 1e-6)
-    second = int(min(max_outputs, max(2 * first, rough * target_seconds)))
-    if t1 >= 2 * target_seconds:  # already slow: one more point would cost too long
-        return RateMeasurement(rate=rough, latency=0.0, outputs=first, seconds=t1)
-    t0 = time.monotonic()
-    await sampler(database, second)
-    t2 = time.monotonic() - t0
-    rate = (second - first) / max(t2 - t1, 1e-6) if t2 > t1 else second / max(t2, 1e-6)
+    total_n, total_t = first, t1
+    n, t = first, t1
+    for _ in range(2):
+        if total_t >= 2 * target_seconds or t >= target_seconds / 2 and n > first:
+            break
+        pace = n / max(t, 1e-6)
+        n = int(min(max_outputs, max(2 * first, pace * target_seconds)))
+        t0 = time.monotonic()
+        await sampler(database, n)
+        t = time.monotonic() - t0
+        total_n += n
+        total_t += t
+    rate = n / max(t, 1e-6)
     latency = max(0.0, t1 - first / rate)
-    return RateMeasurement(rate=max(rate, 1e-3), latency=latency, outputs=first + second, seconds=t1 + t2)
+    return RateMeasurement(rate=max(rate, 1e-3), latency=latency, outputs=total_n, seconds=total_t)
 
 
 @dataclass
@@ -117,6 +124,28 @@ class TimedSampler:
             parts.append(out)
             left -= size
         return parts[0] if len(parts) == 1 else concat_outputs(parts)
+
+
+def seconds_since_process_start() -> float:
+    """Wall seconds since this process started (Linux: /proc; elsewhere 0), so that a command's
+    ``--time-limit`` also covers its own start-up (imports take seconds on a loaded machine)."""
+    try:
+        import os
+
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def limit_left(time_limit: float | None) -> float | None:
+    """What is left of a command's ``--time-limit`` after its start-up (at least a second)."""
+    if time_limit is None:
+        return None
+    return max(1.0, time_limit - seconds_since_process_start())
 
 
 def format_duration(seconds: float) -> str:

@@ -80,7 +80,9 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             declared = OutputShape.from_output_kind(output_kind, dim)
         elif dim is not None:
             raise UsageError("--dim goes with --output-kind vector")
-        settings = SearchSettings(alpha=alpha, budget=budget, time_limit=time_limit, seed=seed,
+        from app.sampling.timing import limit_left
+
+        settings = SearchSettings(alpha=alpha, budget=budget, time_limit=limit_left(time_limit), seed=seed,
                                   max_candidates=candidates, stop_at_first=not full_report)
         http_config = SafeHttpConfig(allow_networks=tuple(allow_networks))
         the_secret = secret or generate_secret()

@@ -69,7 +69,7 @@ __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "Sear
            "SearchSettings", "run_search"]
 
 #: Seconds kept after the last draw for the verdict, its power and the report.
-TIME_RESERVE = 3.0
+TIME_RESERVE = 4.0
 #: Share of (rate × time left) the run plans to draw: the rest absorbs computing and a slower endpoint.
 TIME_USABLE = 0.7
 #: The least budget a time limit sizes a run down to.
