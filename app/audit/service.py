@@ -22,7 +22,7 @@ from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
-from app.sampling.timing import TimedSampler, budget_estimate, format_duration, measure_rate
+from app.sampling.timing import RateMeasurement, TimedSampler, budget_estimate, format_duration, measure_rate
 from app.stats.heldout import Claim
 from app.stats.mpl import table1_pairs
 from app.stats.shapes import OutputShape, ShapeDetection, detect_shape
@@ -104,13 +104,15 @@ async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any
                          settings: AuditSettings, *, http_config: SafeHttpConfig,
                          progress: Callable[[Progress], Any] | None = None, cancel: Any = None,
                          label: str = "audit", time_limit: float | None = None,
-                         on_estimate: Callable[[str], Any] | None = None) -> AuditResult:
+                         on_estimate: Callable[[str], Any] | None = None,
+                         measured: RateMeasurement | None = None) -> AuditResult:
     """Run the engine against an HTTP endpoint whose ``shape`` is set (declare or probe it first).
 
     The endpoint's rate is measured first (app.sampling.timing) and ``on_estimate`` receives one
     line: how long the budget will take. With ``time_limit`` (seconds) the budget per database is
     sized to what the rate allows, draws stop at the limit, and the result keeps its verdict and
-    power; a request that times out stops the audit too (it is never an input's failure)."""
+    power; a request that times out stops the audit too (it is never an input's failure).
+    ``measured``: a rate measured before (app.sampling.timing.endpoint_rate), not measured again."""
     if endpoint.shape is None:
         raise ValueError("the endpoint needs a shape (declared, or from probe_shape)")
     started = time.monotonic()
@@ -118,7 +120,8 @@ async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any
     config = SamplingClientConfig(deadline_seconds=600 if time_limit is None else max(5.0, min(600.0, time_limit)))
     async with SamplingClient(config=config, http_config=http_config) as client:
         raw = endpoint_sampler(client, endpoint, label=label)
-        measured = await measure_rate(raw, pairs[0][0], max_outputs=50_000)
+        if measured is None:
+            measured = await measure_rate(raw, pairs[0][0], max_outputs=50_000)
         n_dbs = len({json.dumps(db, sort_keys=True) for pair in pairs for db in pair})
         usable = math.inf
         asked = settings.budget * n_dbs
@@ -164,7 +167,7 @@ async def with_power(result: AuditResult, claim: Claim | None) -> AuditResult:
 #: Seconds kept after the last draw for the verdict, its power and the report.
 TIME_RESERVE = 4.0
 #: Share of (rate × time left) an audit with a time limit plans to draw.
-TIME_USABLE = 0.7
+TIME_USABLE = 0.85
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

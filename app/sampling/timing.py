@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DeadlineReached", "RateMeasurement", "RequestTimedOut", "TimedSampler", "budget_estimate", "format_duration",
+__all__ = ["DeadlineReached", "endpoint_rate", "RateMeasurement", "RequestTimedOut", "TimedSampler", "budget_estimate", "format_duration",
            "limit_left", "measure_rate", "seconds_since_process_start"]
 
 Sampler = Callable[[Any, int], Awaitable[Any]]
@@ -57,7 +57,7 @@ class RateMeasurement:
                 "outputs": self.outputs, "seconds": round(self.seconds, 3)}
 
 
-async def measure_rate(sampler: Sampler, database: Any, *, first: int = 50, target_seconds: float = 1.0,
+async def measure_rate(sampler: Sampler, database: Any, *, first: int = 50, target_seconds: float = 0.5,
                        max_outputs: int = 200_000) -> RateMeasurement:
     """Time ``first`` outputs, then draws sized to about ``target_seconds`` at the pace seen so far
     (at most three in all, and about 2·target_seconds of drawing): the rate is the throughput of
@@ -146,6 +146,26 @@ def limit_left(time_limit: float | None) -> float | None:
     if time_limit is None:
         return None
     return max(1.0, time_limit - seconds_since_process_start())
+
+
+async def endpoint_rate(url: str, secret: str, shape: Any, database: Any, *, max_batch: int, binary: bool,
+                        http_config: Any) -> RateMeasurement:
+    """:func:`measure_rate` on an HTTP endpoint with a declared shape, loading only the sampling
+    client: the commands call it before they load the statistics, so that the time estimate is
+    printed within seconds of the start."""
+    from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
+
+    endpoint = MechanismEndpoint(sampling_url=url, secret=secret, max_batch=max_batch, timeout_seconds=60,
+                                 prefer_binary=binary, shape=shape)
+    async with SamplingClient(config=SamplingClientConfig(deadline_seconds=30), http_config=http_config) as client:
+        counter = {"i": 0}
+
+        async def sample(db: Any, n: int) -> Any:
+            counter["i"] += 1
+            return await client.sample(endpoint, db, n, monitor_id="rate", period=0,
+                                       request_id_prefix=f"rate-{counter['i']}")
+
+        return await measure_rate(sample, database)
 
 
 def format_duration(seconds: float) -> str:

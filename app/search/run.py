@@ -71,7 +71,7 @@ __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "Sear
 #: Seconds kept after the last draw for the verdict, its power and the report.
 TIME_RESERVE = 4.0
 #: Share of (rate × time left) the run plans to draw: the rest absorbs computing and a slower endpoint.
-TIME_USABLE = 0.7
+TIME_USABLE = 0.85
 #: The least budget a time limit sizes a run down to.
 MIN_TIMED_BUDGET = 4_000
 
@@ -192,10 +192,11 @@ def _claim_info(claim: Claim) -> tuple[str, float | None, dict[str, Any]]:
 async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape: OutputShape,
                      settings: SearchSettings | None = None, *,
                      progress: Callable[[SearchProgress], Any] | None = None, cancel: Any = None,
-                     pairs: list[CandidatePair] | None = None) -> SearchResult:
+                     pairs: list[CandidatePair] | None = None, measured: RateMeasurement | None = None) -> SearchResult:
     """Search ``domain`` for a pair and an event that break ``claim`` (module docstring).
 
-    ``pairs`` replaces the generators (the baselines use it). Raises :class:`SearchCancelled`
+    ``pairs`` replaces the generators (the baselines use it); ``measured``: the endpoint's rate,
+    measured before (app.sampling.timing.endpoint_rate), not measured again. Raises :class:`SearchCancelled`
     when ``cancel`` is set and :class:`EndpointUnusable` when every first database fails."""
     s = settings or SearchSettings()
     started = time.monotonic()
@@ -203,7 +204,6 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     deadline = None if s.time_limit is None else started + max(0.5 * s.time_limit, s.time_limit - TIME_RESERVE)
     budget = s.budget  # sized down to what the time limit allows once the endpoint's rate is known
     timed = TimedSampler(sampler, rate=math.inf, deadline=deadline)
-    measured: RateMeasurement | None = None
     parameter, claimed, claim_json = _claim_info(claim)
     phase = {"name": "generating"}
     last = {"t": 0.0}
@@ -240,10 +240,11 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     seconds["generators"] = round(time.monotonic() - t0, 3)
 
     # the endpoint's rate, and the budget the time limit allows (app.sampling.timing) -----------
-    if s.measure_rate:
+    if s.measure_rate or measured is not None:
         phase["name"] = "rate"
         try:
-            measured = await measure_rate(sampler, candidates[0].x, max_outputs=20_000)
+            if measured is None:
+                measured = await measure_rate(sampler, candidates[0].x, max_outputs=20_000)
         except (asyncio.CancelledError, SearchCancelled):
             raise
         except Exception:  # noqa: BLE001 - the draws below record the failing input as a finding
