@@ -9,6 +9,9 @@ time (docs/audit.md §10, docs/search.md §2).
   limit by much), the rate is kept up to date from every request, and once the **hard deadline**
   has passed it raises :class:`DeadlineReached` between two requests, which the audit engine and
   the search treat as "stop here and report what was tested" (never as a failing input).
+- :func:`endpoint_rate` measures an HTTP endpoint loading only the sampling client, so that the
+  commands print their estimate before they load the statistics; :func:`limit_left` takes the
+  command's own start-up off its ``--time-limit``.
 - :func:`format_duration` and :func:`budget_estimate` are the words the CLI prints.
 
 Nothing here knows about statistics: splitting a draw into requests changes no output's
@@ -23,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DeadlineReached", "endpoint_rate", "RateMeasurement", "RequestTimedOut", "TimedSampler", "budget_estimate", "format_duration",
-           "limit_left", "measure_rate", "seconds_since_process_start"]
+__all__ = ["DeadlineReached", "RateMeasurement", "RequestTimedOut", "TimedSampler", "budget_estimate", "endpoint_rate",
+           "format_duration", "limit_left", "measure_rate", "seconds_since_process_start"]
 
 Sampler = Callable[[Any, int], Awaitable[Any]]
 
