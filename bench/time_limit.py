@@ -1,6 +1,6 @@
 """Searches and audits against a slow endpoint: the time estimate, progress and --time-limit.
 
-Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP) through app.sampling.endpoint on
+Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP; ``--scale 0.5`` makes it 2-DP) through app.sampling.endpoint on
 127.0.0.1, throttled to ``--rate`` outputs per second in all (one lock: concurrent requests queue),
 then runs ``dpwatch search`` and ``dpwatch audit`` with ``--time-limit`` as subprocesses, and
 prints for each: when the time estimate line appeared on stderr, the wall time to exit, the exit
@@ -31,13 +31,13 @@ from tests.sampling_server import serve_app  # noqa: E402
 DOMAIN = {"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 0, "max": 10}, "neighbours": ["add_remove"]}
 
 
-def throttled(rate: float):
+def throttled(rate: float, scale: float = 1.0):
     lock = threading.Lock()
 
     def laplace_sum(database, n, rng):
         with lock:  # the endpoint serves `rate` outputs per second in all
             time.sleep(n / rate)
-        return float(np.clip(np.asarray(database, dtype=float), 0, 1).sum()) + rng.laplace(0, 1.0, n)
+        return float(np.clip(np.asarray(database, dtype=float), 0, 1).sum()) + rng.laplace(0, scale, n)
 
     return laplace_sum
 
@@ -70,10 +70,11 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--only", default="search,audit")
+    ap.add_argument("--scale", type=float, default=1.0, help="Laplace scale: 1 is exactly 1-DP, 0.5 is 2-DP (a violation)")
     args = ap.parse_args()
     secret = generate_secret()
     dpwatch = str(Path(sys.executable).with_name("dpwatch"))
-    with serve_app(make_endpoint_app(throttled(args.rate), secret=secret, output_kind="real", seed=1)) as url:
+    with serve_app(make_endpoint_app(throttled(args.rate, args.scale), secret=secret, output_kind="real", seed=1)) as url:
         common = ["--secret", secret, "--allow-networks", "127.0.0.0/8", "--epsilon", "1", "--time-limit",
                   str(args.time_limit), "--output-kind", "real", "--no-progress"]
         jobs = {"search": [dpwatch, "search", url + "/", "--domain", json.dumps(DOMAIN), *common],
@@ -85,6 +86,9 @@ def main() -> None:
             power = power[power.index("Power:"):][:200] if power else "(no power line)"
             verdict = next((ln for ln in text.splitlines() if ln.startswith(("verdict:", "no violation", "VIOLATION"))),
                            text.splitlines()[0] if text else "")
+            severity = next((ln for ln in text.splitlines() if "× the claim" in ln and "≥" in ln), "")
+            if severity:
+                verdict += f" / severity: {severity.strip()}"
             print(f"{name}: --time-limit {args.time_limit:g} at {args.rate:g} outputs/s: estimate printed after "
                   f"{r['estimate_at'] if r['estimate_at'] is None else round(r['estimate_at'], 1)} s; exited {r['code']} "
                   f"after {r['wall']:.1f} s (limit + 5 = {args.time_limit + 5:g}); failing inputs listed: "
