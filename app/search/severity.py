@@ -173,7 +173,7 @@ async def sharpen(draws: SearchDraws, finding: dict[str, Any], shape: OutputShap
     h = best["held_out"]
     never = h["b"] == 0 and h["a"] > 0
     return {
-        "lower_bound": h["lower_bound"], "alpha": alpha, "level_per_event": level, "events": len(chosen),
+        "lower_bound": h["lower_bound"], "alpha": alpha, "level_per_event": level, "events": k, "tested": len(chosen),
         "n_per_side": drawn, "choosing_per_side": m, "event": best["event"], "describe": best["describe"],
         "family": best["family"], "x": best["x"], "x_prime": best["x_prime"], "held_out": h,
         "never_seen": never, "q_upper_never_seen": never_seen_upper(drawn, level / 2) if never else None,
