@@ -105,7 +105,7 @@ class SearchSettings:
     stop_at_first: bool = True  # stop at the first certification (False: the full search and report)
     concurrency: int = 4
     severity: bool = True  # sharpen the bound on a certified pair (app.search.severity)
-    severity_share: float = 0.5  # of the budget, at most, for sharpening
+    severity_share: float = 0.9  # of the budget, at most (and never more than is left), for sharpening
     measure_rate: bool = True  # time the endpoint first and size the budget to the time limit
 
     def __post_init__(self) -> None:
