@@ -24,7 +24,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
 from app.api.contract import complete_openapi
-from app.api.deps import apply_timeouts, authorize, document_scope_responses, reject_unknown_query
+from app.api.deps import (
+    apply_timeouts,
+    authorize,
+    document_scope_responses,
+    record_key_use_after,
+    reject_unknown_query,
+)
 from app.api.errors import (
     PROBLEM_MEDIA_TYPE,
     UnexpectedErrorMiddleware,
@@ -33,6 +39,7 @@ from app.api.errors import (
     problem_responses,
 )
 from app.api.limits import RequestLimitsMiddleware, SecurityHeadersMiddleware, refuse_booleans_for_numbers
+from app.auth.key_use import KeyUseRecorder
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
 from app.keys.router import router as keys_router
@@ -196,6 +203,7 @@ def create_app(
     app.state.timeouts_at_connect = False
     app.state.on_startup_hooks = []
     app.state.on_shutdown_hooks = []
+    app.state.key_use = KeyUseRecorder()  # API keys' last_used_at, off the requests' transactions
 
     install_problem_handlers(app)
     # Outermost first: request id and access log, then the last-resort 500, then the limits
@@ -208,8 +216,9 @@ def create_app(
     # reject_unknown_query: 422 for undeclared query parameters; authorize: the bearer key's
     # tenant, and its scope checked against the method (403); refuse_booleans_for_numbers: 422 for
     # true/false where the published schema wants a number (pydantic's lax mode reads false as 0).
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(authorize),
-                                               Depends(refuse_booleans_for_numbers)])
+    # record_key_use_after: the key's last_used_at, written after the request in a transaction of its own.
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(record_key_use_after), Depends(reject_unknown_query),
+                                               Depends(authorize), Depends(refuse_booleans_for_numbers)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)
