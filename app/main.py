@@ -291,10 +291,25 @@ def create_app(
                 per_monitor = request.app.state.monitor_metrics.text(factory)
             except Exception as exc:  # noqa: BLE001 - serve the other metrics anyway
                 log.warning("metrics.monitor_gauge_failed", error=type(exc).__name__)
-        return Response(generate_latest(REGISTRY) + per_monitor, media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(metrics_registry()) + per_monitor, media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _problem_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def metrics_registry() -> Any:
+    """The registry /metrics renders: this process's, or, when several API processes share the work
+    (``dpwatch serve --workers N`` sets PROMETHEUS_MULTIPROC_DIR), every process's counters and
+    histograms added up (prometheus_client's multiprocess mode)."""
+    import os
+
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    from prometheus_client import CollectorRegistry, multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
 
 
 app = create_app()
