@@ -166,6 +166,9 @@ def create_app(
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
             app.state.timeouts_at_connect = True
+            if engine.dialect.name == "postgresql":  # GETs read in autocommit (app.api.deps.get_session)
+                app.state.read_session_factory = make_session_factory(
+                    engine.execution_options(isolation_level="AUTOCOMMIT"))
         log.info(
             "startup",
             env=settings.env,
@@ -182,6 +185,7 @@ def create_app(
             if engine is not None:
                 engine.dispose()
                 app.state.session_factory = None
+                app.state.read_session_factory = None
                 app.state.engine = None
                 app.state.timeouts_at_connect = False
             log.info("shutdown")
@@ -201,6 +205,7 @@ def create_app(
     #: True when the engine sets the requests' timeouts on each new connection (the lifespan's own
     #: engine); with a session factory given (tests), each request's transaction sets them.
     app.state.timeouts_at_connect = False
+    app.state.read_session_factory = None
     app.state.on_startup_hooks = []
     app.state.on_shutdown_hooks = []
     app.state.key_use = KeyUseRecorder()  # API keys' last_used_at, off the requests' transactions

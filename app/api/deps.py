@@ -27,7 +27,13 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     connection back) is one hop. The statement and lock timeouts are the connection's own when
     the app made its engine (``app.state.timeouts_at_connect``, app.main); otherwise (a session
     factory given, as in tests) the transaction sets them first, as it always did."""
-    session: Session = request.app.state.session_factory()
+    read_factory = getattr(request.app.state, "read_session_factory", None)
+    if read_factory is not None and request.method in ("GET", "HEAD"):
+        # A read on Postgres runs in autocommit: no BEGIN and no COMMIT round trips (two of a
+        # GET's four); its statements still run under the connection's timeouts.
+        session: Session = read_factory()
+    else:
+        session = request.app.state.session_factory()
     try:
         if not request.app.state.timeouts_at_connect:
             settings = request.app.state.settings
