@@ -295,3 +295,22 @@ def test_the_server_of_its_own_serves_a_bounded_pool_of_connections() -> None:
 def test_bad_limits_are_refused(options: dict) -> None:
     with pytest.raises(ValueError):
         Endpoint(laplace, secret=SECRET, **options)
+
+
+def test_signed_requests_chunked_or_not_over_uvicorn_are_served() -> None:
+    from tests.sampling_server import serve_app
+
+    endpoint = Endpoint(laplace, secret=SECRET)
+    raw = body()
+
+    def parts():  # noqa: ANN202
+        yield raw[:5]
+        yield raw[5:]
+
+    with serve_app(endpoint.asgi) as base_url, httpx.Client(timeout=10) as client:
+        chunked = client.post(base_url + "/", content=parts(), headers=signed(raw))
+        plain = client.post(base_url + "/", content=raw, headers=signed(raw))
+        unsigned = client.post(base_url + "/", content=b"\0" * MiB, headers={"content-type": "application/json"})
+    assert chunked.status_code == 200 and len(chunked.json()["samples"]) == 3, chunked.text
+    assert plain.status_code == 200
+    assert unsigned.status_code == 401
