@@ -356,20 +356,66 @@ def secret(
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; DPWATCH_PUBLIC_URL follows it when unset.")] = 8000,
-    worker: Annotated[bool, typer.Option(help="Also run the scheduler worker in this process.")] = True,
+    worker: Annotated[bool, typer.Option(help="Also run the scheduler worker (in this process; with --workers above "
+                                                "1, in a process of its own beside the API's).")] = True,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="API processes sharing the port (uvicorn's workers; "
+                                                             "/metrics adds up every process's counters).")] = 1,
 ) -> None:
-    """Run the API (and, by default, a worker) with uvicorn."""
+    """Run the API (and, by default, a worker) with uvicorn; ``--workers N`` runs N API processes."""
     import uvicorn
 
-    from app.main import create_app
-    from app.scheduler import attach_worker
     from app.settings import with_listen_address
 
     settings = with_listen_address(_settings(), host, port)  # generatorURL follows --port unless DPWATCH_PUBLIC_URL is set
-    api = create_app(settings)
-    if worker:
-        attach_worker(api, settings)
-    uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
+    if workers == 1:
+        from app.main import create_app
+        from app.scheduler import attach_worker
+
+        api = create_app(settings)
+        if worker:
+            attach_worker(api, settings)
+        uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
+        return
+    _serve_processes(settings, host, port, workers, worker)
+
+
+def _serve_processes(settings: Any, host: str, port: int, workers: int, worker: bool) -> None:
+    """``serve --workers N``: migrate once here, then N uvicorn processes (``app.main:app``, built from
+    the environment: the public URL and "no migration" are passed down through it), with
+    prometheus_client's multiprocess mode in a fresh directory unless PROMETHEUS_MULTIPROC_DIR is
+    set, and the scheduler worker as a process of its own when asked."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import uvicorn
+
+    from app.db import run_migrations
+
+    if settings.migrate_on_start:
+        run_migrations(settings.database_url)
+    os.environ["DPWATCH_MIGRATE_ON_START"] = "false"
+    os.environ["DPWATCH_PUBLIC_URL"] = str(settings.public_url)
+    made_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        made_dir = tempfile.mkdtemp(prefix="dpwatch-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made_dir
+    else:  # stale files of an earlier run would be added up with this one's
+        for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+            stale.unlink()
+    scheduler = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"]) if worker else None
+    try:
+        uvicorn.run("app.main:app", host=host, port=port, workers=workers, log_config=None, proxy_headers=False)
+    finally:
+        if scheduler is not None:
+            scheduler.terminate()
+            try:
+                scheduler.wait(30)
+            except subprocess.TimeoutExpired:
+                scheduler.kill()
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
 
 
 @app.command("worker", short_help="Run only the scheduler worker.")
