@@ -345,3 +345,24 @@ def test_contract_alarm_verdict_and_page_without_null_identity_warning(client: T
         warnings.simplefilter("error", SAWarning)
         page = web.get(f"/ui/alarms/{alarm_id}")
     assert page.status_code == 200
+
+
+def test_the_webhooks_headline_bound_says_what_it_is_valid_for() -> None:
+    """The payload's `headline_bound` annotation never lets the same-data bound read as independent evidence."""
+    from types import SimpleNamespace
+
+    from app.alarms.service import _headline_bound
+    from app.stats.evidence import alarm_evidence
+
+    check = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0)
+    alarm = SimpleNamespace(evidence={"kind": "privacy", "check": check, "confirmation": None})
+    text = _headline_bound(alarm)  # type: ignore[arg-type]
+    assert text is not None and text.startswith(f"ε > {check['lower_bound']:.3g} at 95% confidence")
+    assert "valid across runs, not given the alarm; not independent evidence" in text
+    assert "the confirmation on fresh outputs, valid given the alarm, follows" in text
+    alarm.evidence["confirmation"] = {"confirms": False}
+    assert _headline_bound(alarm).endswith("; not confirmed on fresh outputs")  # type: ignore[arg-type, union-attr]
+    # an alarm stored with only a window bound: descriptive, never "at 95% confidence"
+    old = SimpleNamespace(evidence={"check": {"method": "score", "lower_bound": 1.2, "confidence": 0.95}})
+    assert _headline_bound(old) == ("ε > 1.2 (descriptive: the window was chosen by the data; not a confidence "  # type: ignore[arg-type]
+                                    "statement); the confirmation on fresh outputs, valid given the alarm, follows")

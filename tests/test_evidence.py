@@ -77,7 +77,12 @@ def test_alarm_evidence_pools_the_detectors_window():
     assert ev["exceeds_claim"] is True and ev["epsilon_lower_bound"] >= 1.0  # ε > LB: the claim is excluded
     assert ev["epsilon_lower_bound"] == ev["anytime"]["lower_bound"]
     assert ev["window_bound"]["descriptive"] is True and ev["window_bound"]["lower_bound"] > ev["epsilon_lower_bound"]
-    assert "Evidence valid at the alarm" in ev["statement"] and "at best" not in ev["statement"]
+    assert "at best" not in ev["statement"] and "Evidence valid at the alarm" not in ev["statement"]
+    # The headline says what it is valid for: across runs, not given the alarm, and not independent of it.
+    assert "valid across runs, not given the alarm; not independent evidence" in ev["statement"]
+    assert ev["validity"] == ev["anytime"]["validity"] == "across_runs"
+    assert ev["restates_alarm"] is True and ev["anytime"]["restates_alarm"] is True
+    assert ev["window_bound"]["validity"] == "descriptive"
     assert "Descriptive" in ev["statement"]
     # "95% confidence" is said of the anytime-valid bound only, never of the window bound.
     assert "95% confidence" not in ev["window_bound"]["statement"]
@@ -177,7 +182,7 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
     assert zc["parameter"] == "ρ" and zc["method"] == "confidence_sequence" and zc["window_bound"]["exceeds_claim"]
     assert zc["anytime"]["parameter"] == "ρ" and 0.05 <= zc["lower_bound"] < 2.0 and zc["exceeds_claim"] is True
-    assert zc["epsilon_lower_bound"] is None and "Evidence valid at the alarm: ρ >" in zc["statement"]
+    assert zc["epsilon_lower_bound"] is None and "not given the alarm" in zc["statement"] and "ρ >" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
@@ -201,6 +206,9 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
     assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
     assert out["confirmation"]["orientation"] == "x" and out["confirmation"]["faces"]["event"]["confirms"] is True
+    # the one bound valid given the alarm, and independent of it, says so
+    assert out["confirmation"]["validity"] == "given_alarm" and out["confirmation"]["restates_alarm"] is False
+    assert "valid given the alarm" in out["statement"]
     # the complement face is tested too (1 − q ≤ e·(1 − p): 0.10 > e·0.03), and said so
     comp = with_confirmation(alarm, 24250, 22500, 25000, EpsilonDelta(1.0), 0.05)
     assert comp["confirmation"]["confirms"] is True and comp["confirmation"]["face"] == "complement"
@@ -211,3 +219,19 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     assert swapped["confirmation"]["orientation"] == "x_prime" and swapped["confirmation"]["confirms"] is True
     weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
     assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]
+
+
+def test_the_typed_evidence_says_what_each_bound_is_valid_for():
+    """The API's models carry `validity` and `restates_alarm`; alarms stored without them get the right ones."""
+    from app.alarms.schemas import CheckEvidence, Confirmation
+
+    ev = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0)
+    typed = CheckEvidence.model_validate(ev)
+    assert typed.validity == "across_runs" and typed.restates_alarm is True
+    assert typed.anytime is not None and typed.anytime.validity == "across_runs"
+    old = {k: v for k, v in ev.items() if k not in ("validity", "restates_alarm")}
+    assert CheckEvidence.model_validate(old).validity == "across_runs"
+    legacy = {**old, "method": "score", "anytime": None}
+    assert CheckEvidence.model_validate(legacy).validity == "descriptive"
+    conf = Confirmation.model_validate({"counts": {"a": 1, "b": 0, "n": 10}, "confidence": 0.95, "confirms": False})
+    assert conf.validity == "given_alarm" and conf.restates_alarm is False

@@ -205,8 +205,8 @@ def test_a_level_alpha_detector_refutes_and_says_that_no_valid_bound_does_yet() 
     assert v.refutes and v.strongest == "detector"
     assert v.sentence.startswith("Refuted: M_t = 6.1 > threshold 5.99 (the aggregator detector's sequential test, a "
                                  "level-0.05 test, period 32 of horizon 1), which contradicts ε = 1. No bound valid "
-                                 "at the alarm excludes the claim beyond the detector yet (the anytime-valid bound at "
-                                 "the alarm: ε > 0.9, not excluding the claimed 1)")
+                                 "at the alarm excludes the claim beyond the detector yet (the anytime-valid bound: "
+                                 "ε > 0.9, not excluding the claimed 1)")
     assert "confirmation on fresh outputs follows" in v.sentence and "95% confidence" not in v.sentence
     detector = next(e for e in v.estimators if e.name == "detector")
     assert "level-0.05 test of the claim over the horizon" in detector.label
@@ -216,11 +216,19 @@ def test_the_anytime_bound_that_excludes_the_claim_leads() -> None:
     v = alarm_verdict(new_alarm("e-detector", violation=3))
     assert_consistent(v)
     assert v.refutes and v.strongest == "anytime_bound"
-    assert v.sentence.startswith("Refuted: ε > 1.02 > claimed 1 at 95% confidence (the anytime-valid bound at the "
-                                 "alarm, every period t = 1–23), which contradicts ε = 1.")
+    assert v.sentence.startswith("Refuted: ε > 1.02 > claimed 1 at 95% confidence (the anytime-valid bound, every "
+                                 "period t = 1–23), which contradicts ε = 1. That bound is valid across runs, not "
+                                 "given the alarm; not independent evidence: it reads the periods that raised the "
+                                 "alarm; the confirmation on fresh outputs follows.")
+    anytime = next(e for e in v.estimators if e.name == "anytime_bound")
+    assert anytime.validity == "across_runs" and anytime.restates_alarm is True
+    assert "not given the alarm" in anytime.label
     v = alarm_verdict(new_alarm("e-process", violation=3, confirmation_counts=CONFIRMS))
     assert_consistent(v)
     assert v.strongest == "confirmation" and v.sentence.endswith("; 2 other estimators refute it too.")
+    conf = next(e for e in v.estimators if e.name == "confirmation")
+    assert conf.validity == "given_alarm" and conf.restates_alarm is False
+    assert "not given the alarm" not in v.sentence  # the fresh test leads: valid given the alarm
 
 
 @pytest.mark.parametrize("detector", DETECTORS)
@@ -376,8 +384,9 @@ def test_a_zcdp_alarm_is_refuted_by_its_anytime_bound_on_rho() -> None:
     assert_consistent(v)
     lb = check["anytime"]["lower_bound"]
     assert v.refutes and v.strongest == "anytime_bound" and 0.5 < lb < 2.0
-    assert v.sentence.startswith(f"Refuted: ρ > {lb:g} > claimed 0.5 at 95% confidence (the anytime-valid bound at "
-                                 "the alarm, every period t = 1–23), which contradicts 0.5-zCDP.")
+    assert v.sentence.startswith(f"Refuted: ρ > {lb:g} > claimed 0.5 at 95% confidence (the anytime-valid bound, "
+                                 "every period t = 1–23), which contradicts 0.5-zCDP. That bound is valid across runs, "
+                                 "not given the alarm")
     # the fresh confirmation (both faces) then leads
     alarm["evidence"]["confirmation"] = confirmation(23_750, 2_500, 25_000, claim)
     v = alarm_verdict(alarm)

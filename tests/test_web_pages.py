@@ -218,7 +218,8 @@ def test_monitor_page_and_series_keep_the_alarm_point(web, monitor_with_alarm): 
     check_id = monitor_with_alarm["checks"][0]["id"]
     page = web.get(f"/ui/monitors/{monitor_id}")
     assert page.status_code == 200
-    for text in ("▲ Alarm at period 25", "Acknowledge", "Pause", "Reset", f"checks/{check_id}/series", "Configuration"):
+    for text in ("▲ Alarm at period 25", "Acknowledge", "Pause", "Reset", f"checks/{check_id}/series", "Configuration",
+                 "Detection power:"):  # each check's power (method.md §13.11), or why it has none yet
         assert text in page.text
     data = web.get(f"/ui/data/monitors/{monitor_id}/checks/{check_id}/series", params={"buckets": 10}).json()
     assert data["periods"] == 30 and data["points"] < 30

@@ -26,6 +26,17 @@ WebhookUrl = Annotated[
 
 AlarmKind = Literal["privacy", "contract"]
 
+#: What a bound shown with an alarm is valid for (app.stats.evidence.VALIDITY_WORDS).
+BoundValidity = Literal["across_runs", "given_alarm", "descriptive"]
+_VALIDITY_DOC = ("What the bound is valid for: `across_runs` (an anytime-valid bound: P(it ever exceeds the true "
+                 "value) ≤ α over runs, so valid at any stopping time, but not given the alarm: it reads the periods "
+                 "that raised the alarm), `given_alarm` (the exact test on fresh outputs drawn after the alarm: its "
+                 "level holds also conditionally on the alarm), `descriptive` (a window the data chose: no confidence "
+                 "statement).")
+_RESTATES_DOC = ("The bound is computed on the data that raised the alarm, so it restates the alarm and is not "
+                 "independent evidence (for a pure-ε e-process check it rejects the claim exactly when the detector "
+                 "alarms). Only the confirmation on fresh outputs is false here.")
+
 
 class EvidenceWindow(BaseModel):
     lag: int = Field(description="k, the number of recent periods that attain M_t (eq. 13): the detector's window.")
@@ -74,6 +85,8 @@ class AnytimeBound(BaseModel):
     from_t: int
     to_t: int
     grid_step: float | None = Field(None, description="Resolution of the parameter grid (LB is a grid value).")
+    validity: BoundValidity = Field("across_runs", description=_VALIDITY_DOC)
+    restates_alarm: bool = Field(True, description=_RESTATES_DOC)
 
 
 class WindowBound(BaseModel):
@@ -84,6 +97,8 @@ class WindowBound(BaseModel):
     lower_bound: float | None = None
     exceeds_claim: bool
     descriptive: Literal[True] = True
+    validity: BoundValidity = Field("descriptive", description=_VALIDITY_DOC)
+    restates_alarm: bool = Field(True, description=_RESTATES_DOC)
     statement: str
 
 
@@ -133,6 +148,8 @@ class Confirmation(BaseModel):
         "(p ≤ e^ε q + δ) or its complement's (1 − q ≤ e^ε (1 − p) + δ; for GDP and zCDP the symmetric point).")
     faces: ConfirmationFaces | None = Field(
         None, description="Each face's bound and verdict (alarms confirmed before the two-face test have none).")
+    validity: BoundValidity = Field("given_alarm", description=_VALIDITY_DOC)
+    restates_alarm: bool = Field(False, description=_RESTATES_DOC)
     statement: str | None = None
 
 
@@ -154,7 +171,8 @@ class CheckEvidence(BaseModel):
         "ε", description="The claim's parameter that `lower_bound` bounds: ε, μ (GDP) or ρ (zCDP).")
     lower_bound: float | None = Field(
         None, description="The headline lower bound on the claim's parameter for this event: `anytime.lower_bound` "
-        "(valid at the alarm, at `confidence`) when `method` is `confidence_sequence`; otherwise the descriptive window "
+        "(valid across runs at any stopping time, not given the alarm: `validity`) when `method` is "
+        "`confidence_sequence`; otherwise the descriptive window "
         "bound (null when no loss is shown).")
     epsilon_lower_bound: float | None = Field(
         None, description="`lower_bound` when the parameter is ε (null for GDP and zCDP claims).")
@@ -162,14 +180,27 @@ class CheckEvidence(BaseModel):
         "x", description="Which side the event is likelier under, in the bound reported.")
     exact: ExactBound = Field(description="The exact Clopper–Pearson bound on the window, each side at α/2 "
                               "(descriptive: the window was chosen on the same data).")
-    anytime: AnytimeBound | None = Field(None, description="The headline: valid at the alarm.")
+    anytime: AnytimeBound | None = Field(None, description="The headline: valid across runs at any stopping time, "
+                                         "not given the alarm, and not independent of it.")
     window_bound: WindowBound | None = Field(None, description="The old window bound, descriptive.")
     detection: DetectionGuarantee | None = None
     confidence: float
     claim: ClaimRead
     claim_description: str | None = None
-    exceeds_claim: bool = Field(description="`lower_bound` contradicts the claim.")
+    exceeds_claim: bool = Field(description="`lower_bound` contradicts the claim (on the alarm's own data: see "
+                                "`validity` and `restates_alarm`).")
+    validity: BoundValidity = Field(
+        "across_runs", description="What `lower_bound` is valid for. " + _VALIDITY_DOC + " Alarms stored before "
+        "this field get `across_runs` for `confidence_sequence` and `descriptive` for a window bound.")
+    restates_alarm: bool = Field(True, description=_RESTATES_DOC)
     statement: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _validity_of_old_alarms(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "validity" not in value:
+            value = {**value, "validity": "across_runs" if value.get("method") == "confidence_sequence" else "descriptive"}
+        return value
 
 
 class ContractEvidence(BaseModel):

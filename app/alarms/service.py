@@ -37,6 +37,7 @@ from app.auth.service import generate_signing_secret
 from app.db import utcnow
 from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
 from app.settings import Settings
+from app.stats.evidence import VALIDITY_WORDS
 
 ALERT_NAME = "DifferentialPrivacyViolation"
 log = structlog.get_logger("dpwatch.alarms")
@@ -145,6 +146,25 @@ def _evidence_statement(alarm: Alarm) -> str | None:
     return evidence.get("statement") if isinstance(evidence, dict) else None
 
 
+def _headline_bound(alarm: Alarm) -> str | None:
+    """The check's headline lower bound in words, with what it is valid for (the payload's annotation
+    ``headline_bound``): the webhook's number never reads as independent evidence."""
+    evidence = alarm.evidence if isinstance(alarm.evidence, dict) else {}
+    check = evidence.get("check") if isinstance(evidence.get("check"), dict) else {}
+    lb = check.get("lower_bound")
+    if not isinstance(lb, (int, float)):
+        return None
+    validity = check.get("validity") or ("across_runs" if check.get("method") == "confidence_sequence"
+                                         else "descriptive")
+    conf = check.get("confidence")
+    level = f" at {100 * conf:g}% confidence" if isinstance(conf, (int, float)) and validity != "descriptive" else ""
+    text = f"{check.get('parameter') or 'ε'} > {lb:.3g}{level} ({VALIDITY_WORDS.get(validity, validity)})"
+    confirmation = evidence.get("confirmation") if isinstance(evidence.get("confirmation"), dict) else None
+    if confirmation is None:
+        return text + "; the confirmation on fresh outputs, valid given the alarm, follows"
+    return text + ("; confirmed" if confirmation.get("confirms") else "; not confirmed") + " on fresh outputs"
+
+
 def _crossed(monitor: Monitor) -> str:
     """What crossed its threshold, in the alarm's description, by the monitor's detector."""
     if monitor.detector == "e-process":
@@ -202,6 +222,9 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
     annotations = {"summary": summary, "description": description}
     if verdict is not None:  # the one conclusion (app/alarms/verdict.py)
         annotations = {"verdict": verdict.sentence, **annotations}
+    headline = _headline_bound(alarm) if alarm.kind == "privacy" else None
+    if headline is not None:
+        annotations["headline_bound"] = headline
         if alarm.kind != "contract":
             # route on it: "true" when the fresh outputs drawn after the alarm contradict the claim (issue 20)
             labels["confirmed"] = {True: "true", False: "false"}.get(verdict.confirmed, "none")

@@ -12,8 +12,10 @@ at an alarm follows issue 20 (docs/method.md §11, docs/jobs_and_evidence.md §2
   sequential test of the claim (seed 002; method.md §4, §13.3): it refutes by itself. For the
   e-detector an **ARL-controlled detection** (ARL ≥ c, method.md §13.4), not a refutation at
   level α: it is shown as a detection and never counted as refuting;
-- the anytime-valid lower bound (``check.anytime``, eq. CS): valid at the alarm, a stopping time;
-  it refutes when it excludes the claim;
+- the anytime-valid lower bound (``check.anytime``, eq. CS): valid across runs at any stopping time,
+  so at the alarm's, but *not given the alarm* and not independent of it (it reads the periods that
+  raised the alarm; for a pure-ε e-process check it rejects exactly when the detector alarms). It
+  refutes when it excludes the claim, and its label and the sentence say what it is valid for;
 - the confirmation on fresh outputs drawn after the alarm (``confirmation``, method.md §11.3):
   valid also given the alarm; it refutes when it contradicts the claim;
 - the MPL snapshot (seed 003 eq. 26, t̂ chosen and LB computed on different fresh outputs)
@@ -63,6 +65,8 @@ DETECTION_PREFIX = "a detection, not a refutation"
 NOT_CONFIRMED_PREFIX = "does not confirm the alarm"
 #: What a descriptive figure's label says first (issue 20).
 DESCRIPTIVE_WHY = "the window was chosen by the data; not a confidence statement"
+#: What the anytime-valid bound is valid for (app.stats.evidence.VALIDITY_WORDS["across_runs"]).
+ACROSS_RUNS_WORDS = "valid across runs, not given the alarm; not independent evidence"
 
 
 class EstimatorReading(BaseModel):
@@ -80,8 +84,8 @@ class EstimatorReading(BaseModel):
                        "refutes, with `weaker estimator` or `does not refute` when it does not (then it also says "
                        "that it does not clear the mechanism), with `not a test` for a point estimate, with "
                        "`descriptive` for a figure over a window chosen by the data (never a confidence statement), "
-                       "with `a detection, not a refutation` for an e-detector's alarm (ARL-controlled), with `does not confirm the "
-                       "alarm` for a confirmation on fresh outputs that does not contradict the claim.")
+                       "with `a detection, not a refutation` for an e-detector's alarm (ARL-controlled), with "
+                       "`does not confirm the alarm` for a confirmation on fresh outputs that does not contradict the claim.")
     figure: str = Field(description="Its own number, e.g. `ε > 1.08 > claimed 1` or `M_t = 3.91 > threshold 3.42`.")
     value: float | None = Field(None, description="The number in `figure` (a bound, a statistic), when finite.")
     refutes: bool = Field(description="This estimator, on its own, refutes the claim at its stated level (never true "
@@ -89,6 +93,14 @@ class EstimatorReading(BaseModel):
     valid: bool = Field(description="It is a test at a stated level, valid where it is stated (false for a point "
                         "estimate, a descriptive window figure and an e-detector's ARL-controlled detection).")
     confidence: float | None = Field(None, description="Its level 1 − α, when it has one.")
+    validity: Literal["across_runs", "given_alarm", "descriptive"] | None = Field(
+        None, description="What its figure is valid for: `across_runs` (the anytime-valid bound: P(it ever exceeds "
+        "the truth) ≤ α over runs, not given the alarm), `given_alarm` (fresh outputs drawn after the alarm: valid "
+        "also conditionally on the alarm), `descriptive` (a window the data chose). Null for the detector itself, "
+        "a point estimate and an audit's test.")
+    restates_alarm: bool | None = Field(
+        None, description="Computed on the data that raised the alarm, so not independent evidence of it (null when "
+        "not about an alarm).")
 
 
 class Verdict(BaseModel):
@@ -176,8 +188,10 @@ class _Draft:
 
     def __init__(self, name: str, figure: str, refutes: bool, *, kind: DraftKind = "test", value: float | None = None,
                  confidence: float | None = None, can: str = "", cannot: str = "", where: str = "",
-                 short: str | None = None, note: str = "") -> None:
+                 short: str | None = None, note: str = "", validity: str | None = None,
+                 restates_alarm: bool | None = None) -> None:
         self.name, self.figure, self.kind, self.valid = name, figure, kind, kind == "test"
+        self.validity, self.restates_alarm = validity, restates_alarm
         self.note = note
         self.short = short or _SHORT.get(name, name)
         self.refutes = bool(refutes and self.valid)
@@ -198,7 +212,8 @@ class _Draft:
         else:
             label = _label(self.refutes, any_refutes, self.can, self.cannot)
         return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,  # type: ignore[arg-type]
-                                refutes=self.refutes, valid=self.valid, confidence=self.confidence)
+                                refutes=self.refutes, valid=self.valid, confidence=self.confidence,
+                                validity=self.validity, restates_alarm=self.restates_alarm)  # type: ignore[arg-type]
 
 
 def _listing(drafts: list[_Draft]) -> str:
@@ -237,6 +252,10 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
         elif others:
             also = f"; {len(others)} other estimators refute it too"
         sentence = f"Refuted: {top.figure}{level} ({top.short}{top.where}), which contradicts {what}{also}."
+        if top.restates_alarm and top.validity == "across_runs":
+            # the same-data bound leads only until the fresh outputs are in: say what it is valid for
+            sentence += (f" That bound is {ACROSS_RUNS_WORDS}: it reads the periods that raised the alarm"
+                         + ("" if confirmation is not None else "; the confirmation on fresh outputs follows") + ".")
         if top.name == "detector" and not others:
             # the alarm is the detector's own level-α test; say what the valid bounds do not (yet) show
             shown = f" ({_listing(valid_others)})" if valid_others else ""
@@ -266,7 +285,7 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
 
 _SHORT = {
     "detector": "the detector's sequential test",
-    "anytime_bound": "the anytime-valid bound at the alarm",
+    "anytime_bound": "the anytime-valid bound",
     "confirmation": "the exact test on fresh outputs drawn after the alarm",
     "window_bound": "the descriptive bound over the detector's window",
     "exact_bound": "the descriptive exact bound over that window",
@@ -316,7 +335,7 @@ def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
     kind_of = "score" if method == "score" else "exact"
     drafts = [_Draft(
         "window_bound", f"{kind_of} bound on {param} over the window: {_g(lb)}{tail}", False, kind="descriptive",
-        value=lb, where=where,
+        value=lb, where=where, validity="descriptive", restates_alarm=True,
         cannot=f"the {kind_of} bound on {param} over the last periods the detector pooled, at the time it alarmed"
         + ("; stored by an older dpwatch as the alarm's headline" if legacy else ""))]
     exact = check.get("exact")
@@ -324,7 +343,7 @@ def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
         elb = _num(exact.get("lower_bound", exact.get("epsilon_lower_bound")))
         drafts.append(_Draft(
             "exact_bound", f"exact bound on {param} over the window: {_g(elb)}{tail}", False, kind="descriptive",
-            value=elb, where=where,
+            value=elb, where=where, validity="descriptive", restates_alarm=True,
             cannot="the Clopper–Pearson version of the window bound (each side at α/2), on the same window"))
     return drafts
 
@@ -350,8 +369,10 @@ def _anytime_draft(check: Mapping[str, Any], claim: Any) -> _Draft | None:
              if anytime.get("from_t") is not None else "")
     return _Draft(
         "anytime_bound", figure, refutes, value=lb, confidence=confidence, where=where,
+        validity=str(anytime.get("validity") or "across_runs"), restates_alarm=bool(anytime.get("restates_alarm", True)),
         can=f"an anytime-valid {_pct(confidence)} lower bound on {param} from every period of the horizon (a "
-        "confidence sequence), valid at the alarm whatever chose its time, excludes the claim",
+        f"confidence sequence) excludes the claim; it is {ACROSS_RUNS_WORDS} (it reads the periods that raised the "
+        "alarm, so only the confirmation on fresh outputs is valid given the alarm)",
         cannot=f"the anytime-valid lower bound on {param} pools every period and may not have caught up with the "
         "detector yet; a lower bound below a claim says nothing about how large the loss may be")
 
@@ -365,6 +386,7 @@ def _confirmation_draft(conf: Mapping[str, Any], claim: Any) -> _Draft:
     where = f", {int(n):,} per database" if _num(n) is not None else ""
     return _Draft(
         "confirmation", _param_bound(param, lb, claim, refutes), refutes, value=lb, confidence=confidence, where=where,
+        validity="given_alarm", restates_alarm=False,
         can="the exact Clopper–Pearson test on fresh outputs drawn after the alarm, independent of everything the "
         "detector saw, contradicts the claim (valid also given that the alarm happened)",
         cannot="the fresh outputs do not contradict the claim: the alarm may be a false alarm, or the violation too "

@@ -86,3 +86,65 @@ def power_warning(position: int, advice: dict[str, Any] | None) -> str | None:
             else "; no n helps: choose another event")
     return f"check {position}: the event is too sparse for the test to have power at n = {advice['n']} (" \
            + "; ".join(advice.get("reasons") or []) + ")" + tail
+
+
+#: The periods a monitor's detection power is stated for ("caught within K periods with probability ≥ 0.9").
+POWER_PERIODS = (1, 10, 100)
+
+
+def check_detection_power(check: Any, claim: dict[str, Any], *, n: int, detector: str, level: float | None,
+                          threshold: float | None, horizon: int, gamma: float, t: int) -> dict[str, Any]:
+    """The check's detection power (app.stats.monitor_power, method.md §13.11): for each K in
+    :data:`POWER_PERIODS`, the smallest violation ε ≥ X of this check's event that its detector catches
+    within K periods with probability ≥ 0.9, for a violation that starts at the next period, at the
+    event's estimated q. Pure-ε claims only; other claims get ``epsilon`` null and the reason."""
+    from app.stats.monitor_power import DEFAULT_PROBABILITY, smallest_caught_violation
+
+    out: dict[str, Any] = {"probability": DEFAULT_PROBABILITY, "detector": detector, "n": int(n), "q_estimate": None,
+                           "source": None, "within": [], "statement": ""}
+    parsed = parse_claim(claim)
+    if set(claim) != {"epsilon"} or getattr(parsed, "epsilon", None) is None:
+        out["statement"] = ("Detection power is computed for pure-ε claims only; this check's claim "
+                            f"({', '.join(f'{k} {v:g}' for k, v in claim.items())}) gets none yet. This does not mean "
+                            "that a violation would be missed.")
+        return out
+    eps = float(claim["epsilon"])
+    est = _estimate(check)
+    if est is None:
+        out["statement"] = "No estimate of the event's probability yet (the first period gives one)."
+        return out
+    _, q, source = est
+    out.update(q_estimate=q, source=source)
+    state = check.detector_state or {}
+    kw: dict[str, Any]
+    if detector == "aggregator":
+        if threshold is None:
+            out["statement"] = "The aggregator's threshold is not computed yet."
+            return out
+        kw = {"threshold": float(threshold), "horizon": int(horizon), "gamma": float(gamma)}
+    else:
+        log_thr = state.get("log_threshold")
+        if log_thr is None and level:
+            log_thr = math.log(1.0 / float(level))
+        if log_thr is None:
+            out["statement"] = "The detector's threshold is not known yet."
+            return out
+        kw = {"log_threshold": float(log_thr)}
+    start = int(t) + 1
+    for k in POWER_PERIODS:
+        if detector == "aggregator" and start - 1 + k > int(horizon):
+            continue
+        res = smallest_caught_violation(detector, n=int(n), q=min(max(q, 0.0), 1.0), epsilon=eps, periods=k,  # type: ignore[arg-type]
+                                        start=start if detector == "e-process" else 1, **kw)
+        out["within"].append({"periods": k, "epsilon": res.epsilon, "violation_p": res.violation_p})
+    caught = [w for w in out["within"] if w["epsilon"] is not None]
+    if caught:
+        w = next((c for c in caught if c["periods"] == 10), caught[0])
+        out["statement"] = (f"A violation of ε ≥ {w['epsilon']:.2f} on this check (claimed {eps:g}) is caught within "
+                            f"{w['periods']} period{'s' if w['periods'] != 1 else ''} with probability ≥ 0.9 "
+                            f"(event probability q ≈ {q:.3g} on x', n = {n} per period, the {detector}).")
+    else:
+        out["statement"] = (f"No violation of this event is caught within {max(POWER_PERIODS)} periods with "
+                            f"probability ≥ 0.9 at n = {n}: the event is too rare (q ≈ {q:.3g}). This does not clear "
+                            "the mechanism.")
+    return out

@@ -439,6 +439,29 @@ class EventPower(BaseModel):
         None, description="Which detector finds the reference violation soonest at this n (method.md §13.9).")
 
 
+class CheckPowerWithin(BaseModel):
+    periods: int = Field(description="K: the violation is caught within this many periods of its start.")
+    epsilon: float | None = Field(description="X: a violation of ε ≥ X on this check's event is caught within K periods "
+                                  "with probability ≥ `probability`; null: no violation of this event is (too rare).")
+    violation_p: float | None = Field(description="p = min(1, e^X·q): the event's probability on x at that violation.")
+
+
+class CheckDetectionPower(BaseModel):
+    """How large a violation this check catches, and how soon (app/stats/monitor_power.py, method.md §13.11):
+    the check's design (n per period, its detector and threshold) at the event's estimated q, for a
+    violation starting at the next period. Pure-ε claims only; others get `within` empty and the reason."""
+
+    probability: float = Field(description="The detection probability the statement is made at (0.9).")
+    detector: str
+    n: int = Field(description="The monitor's samples_per_period.")
+    q_estimate: float | None = Field(description="The event's estimated probability on x' (null: no estimate yet).")
+    source: Literal["periods", "discovery"] | None = Field(description="Where q comes from.")
+    within: list[CheckPowerWithin] = Field(description="For K = 1, 10 and 100 periods (the aggregator: those left in "
+                                      "its horizon).")
+    statement: str = Field(description="In words: \"a violation of ε ≥ X on this check is caught within K periods "
+                           "with probability ≥ 0.9\", or why there is no figure.")
+
+
 class CheckStatus(BaseModel):
     id: uuid.UUID
     position: int
@@ -461,6 +484,8 @@ class CheckStatus(BaseModel):
     alarm: bool = Field(description="Whether this check has an open alarm.")
     power: EventPower | None = Field(None, description="Sparse-event advice at the event's estimated probabilities; "
                                      "null until there is an estimate (the first period, or discovery).")
+    detection_power: CheckDetectionPower | None = Field(
+        None, description="The smallest violation this check catches within K periods with probability ≥ 0.9.")
 
 
 class MonitorStatus(BaseModel):

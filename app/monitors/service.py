@@ -599,11 +599,15 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         )
         or 0
     )
-    from app.monitors.power import check_power, power_warning
+    from app.monitors.power import check_detection_power, check_power, power_warning
 
     powers = {c.id: (None if is_auto(c) else check_power(c, check_claim(monitor, c), monitor.samples_per_period,
                                                           c.level, horizon=monitor.horizon, gamma=monitor.gamma))
               for c in checks}
+    detection = {c.id: (None if is_auto(c) else check_detection_power(
+        c, check_claim(monitor, c), n=monitor.samples_per_period, detector=monitor.detector, level=c.level,
+        threshold=_check_threshold(c, monitor), horizon=monitor.horizon, gamma=monitor.gamma, t=monitor.t))
+        for c in checks}
     warnings = [w for c in checks if (w := power_warning(c.position, powers[c.id])) is not None]
     return MonitorStatus(
         id=monitor.id,
@@ -645,6 +649,7 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
                 max_statistic=c.max_statistic,
                 alarm=c.id in open_ids,
                 power=powers[c.id],
+                detection_power=detection[c.id],
             )
             for c in checks
         ],

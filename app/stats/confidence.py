@@ -30,7 +30,13 @@ docs/jobs_and_evidence.md). Two statements are valid at τ:
 
    For ε and (ε, δ) claims W_t(θ) is the service's e-process at θ (the predictable face of the claim,
    the grid and the aGRAPA bet with 0.8 of the prior, method.md §13.3c; or the design of the check's
-   stored detector state), so at θ = the claimed ε it *is* the e-process detector's statistic. For
+   stored detector state). For a pure-ε claim W_t(θ_claim) is then the e-process detector's own
+   statistic (the same line p ≤ e^ε q, the same orientation), and the bound rejects the claim exactly
+   when that detector alarms. For (ε, δ) it is *not*: the detector bets each period on the claim's
+   supporting line at the anchored estimate of the past periods (app.stats.claim_period.anchor_line,
+   which may be either face of the region), while W_t(θ_claim) bets on the line p ≤ e^ε q + δ in the
+   orientation of :func:`predictable_orientation`. Both are valid tests of the claim, but different
+   ones: at the (1, 10⁻²) vertex they disagree in many periods (docs/method.md §11.2). For
    μ-GDP and ρ-zCDP it bets on both faces with the grid + aGRAPA on a line that changes every period
    (:func:`curve_increments`).
    The line of each period is chosen before its counts: the fixed line p ≤ e^θ q + δ for ε and

@@ -59,6 +59,7 @@ from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_c
 from app.stats.sequential import EProcessDesign
 
 __all__ = [
+    "VALIDITY_WORDS",
     "alarm_evidence",
     "confirmation_statement",
     "detection_guarantee",
@@ -198,6 +199,21 @@ DETECTION_GUARANTEES = {
 }
 
 
+#: What a bound shown with an alarm is valid for (its ``validity``), in the words every page and payload
+#: uses. ``across_runs``: the anytime-valid bound LB_τ (eq. CS) satisfies P(∃t: LB_t ≥ θ*) ≤ α over the
+#: runs of a θ*-mechanism, so it is valid at any stopping time, but it is computed on the periods that
+#: raised the alarm: *given* that an alarm happened it is not a 1 − α statement (among boundary false
+#: alarms it excluded the claim in 11–100% of them, issue 30), and it is no independent evidence
+#: (``restates_alarm``). ``given_alarm``: the exact test on fresh outputs drawn after the alarm
+#: (method.md §11.3), independent of the alarm, so its level holds conditionally on the alarm.
+#: ``descriptive``: a figure over a window the data chose, no confidence statement at all.
+VALIDITY_WORDS: dict[str, str] = {
+    "across_runs": "valid across runs, not given the alarm; not independent evidence",
+    "given_alarm": "valid given the alarm (fresh outputs the detector never saw)",
+    "descriptive": "descriptive: the window was chosen by the data; not a confidence statement",
+}
+
+
 def detection_guarantee(detector: str | None, *, alpha: float, arl: float | None = None,
                         window: int | None = None) -> dict[str, Any] | None:
     """What the detector's alarm means (method.md §13.4 for the e-detector's ARL)."""
@@ -219,7 +235,9 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
     of eq. 13, or the periods since the e-value was last ≤ 1).
 
     - headline (``anytime``, ``lower_bound``, ``exceeds_claim``): the anytime-valid lower bound LB_τ
-      of app.stats.confidence (eq. CS) on every period: valid at the alarm, a stopping time;
+      of app.stats.confidence (eq. CS) on every period: valid across runs at any stopping time, not
+      given the alarm, and computed on the data that raised it (``validity`` ``across_runs``,
+      ``restates_alarm`` true; :data:`VALIDITY_WORDS`);
     - ``window_bound``: the old bound on the last ``lag`` periods (the inverted score statistic for
       pure ε, else the exact test), a *descriptive* figure: the window was chosen on the same data;
     - ``detection``: what the detector's alarm guarantees (a level-α test, or an ARL);
@@ -257,17 +275,19 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
         anytime = {"method": "confidence_sequence", "parameter": param, "lower_bound": _json_float(lb),
                    "confidence": 1 - alpha, "contradicts_claim": bool(cs.claim_rejected[0, -1]),
                    "periods": len(a), "from_t": int(t[0]), "to_t": int(t[-1]),
-                   "grid_step": float(cs.grid[1] - cs.grid[0]) if cs.grid.size > 1 else None}
+                   "grid_step": float(cs.grid[1] - cs.grid[0]) if cs.grid.size > 1 else None,
+                   "validity": "across_runs", "restates_alarm": True}
         if anytime["contradicts_claim"]:
-            head = (f"Evidence valid at the alarm: {param} > {lb:.3g} at {confidence:g}% confidence (an anytime-valid "
-                    f"bound from every period since t = {t[0]}, valid at any stopping time), which contradicts the claim "
-                    f"{describe}.")
+            head = (f"Anytime-valid bound ({VALIDITY_WORDS['across_runs']}: it reads the periods that raised the "
+                    f"alarm): {param} > {lb:.3g} at {confidence:g}% confidence over runs, from every period since "
+                    f"t = {t[0]}; it excludes the claim {describe} on the alarm's own data. The evidence valid given "
+                    "the alarm is the confirmation on fresh outputs.")
         else:
             shown = f"{lb:.3g}" if math.isfinite(lb) else "−∞ (no loss shown yet)"
-            head = (f"Evidence valid at the alarm: the anytime-valid {confidence:g}% lower bound on {param} from every "
-                    f"period since t = {t[0]} is {shown}; it does not exclude the claim {describe} yet. This does not "
-                    "clear the mechanism: the alarm is the detector's own test, and the confirmation on fresh outputs "
-                    "follows.")
+            head = (f"Anytime-valid bound ({VALIDITY_WORDS['across_runs']}): the {confidence:g}% lower bound on "
+                    f"{param} from every period since t = {t[0]} is {shown}; it does not exclude the claim {describe} "
+                    "yet. This does not clear the mechanism: the alarm is the detector's own test, and the "
+                    "confirmation on fresh outputs follows.")
         headline_lb, contradicts, method = lb, anytime["contradicts_claim"], "confidence_sequence"
     else:
         head = (f"No anytime-valid bound is computed for {describe} claims (method.md §11.2); the window bound below is "
@@ -290,9 +310,11 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
         "epsilon_lower_bound": _json_float(headline_lb) if is_epsilon else None,
         "orientation": found["orientation"],
         "anytime": anytime,
+        "validity": "across_runs" if method == "confidence_sequence" else "descriptive",
+        "restates_alarm": True,
         "window_bound": {"method": found["method"], "lower_bound": _json_float(window_lb),
                          "exceeds_claim": bool(found["contradicts_claim"]), "descriptive": True,
-                         "statement": window_text},
+                         "validity": "descriptive", "restates_alarm": True, "statement": window_text},
         "exact": {"method": "clopper_pearson", "p_lower": exact.p_lo, "q_upper": exact.q_hi,
                   "lower_bound": _json_float(exact.lower_bound),
                   "epsilon_lower_bound": _json_float(exact.lower_bound) if is_epsilon else None,
@@ -316,8 +338,8 @@ def confirmation_statement(conf: dict[str, Any], describe: str) -> str:
     if conf["confirms"]:
         where = (" (on the event's complement, the claim's other face)" if conf.get("face") == "complement" else "")
         return (f"Confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} on x' "
-                f"in the event): {conf['parameter']} > {shown} at {pct:g}% confidence (exact){where}, which contradicts "
-                f"the claim {describe}.")
+                f"in the event): {conf['parameter']} > {shown} at {pct:g}% confidence (exact; {VALIDITY_WORDS['given_alarm']})"
+                f"{where}, which contradicts the claim {describe}.")
     return (f"Not confirmed on fresh outputs drawn after the alarm ({c['a']} of {c['n']} on x, {c['b']} of {c['n']} "
             f"on x'): their exact {pct:g}% bound on {conf['parameter']} (the event and its complement) is {shown}, which "
             f"does not contradict the claim "
@@ -403,6 +425,6 @@ def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05,
     return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
             "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,
             "confidence": 1 - alpha, "confirms": bool(faces[face].refutes), "orientation": orientation,
-            "face": face,
+            "face": face, "validity": "given_alarm", "restates_alarm": False,
             "faces": {k: {"lower_bound": _json_float(r.lower_bound), "confirms": bool(r.refutes)}
                       for k, r in faces.items()}}
