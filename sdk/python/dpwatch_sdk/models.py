@@ -32,6 +32,8 @@ class AnytimeBound(TypedDict):
     from_t: int
     to_t: int
     grid_step: NotRequired[float | None]
+    validity: NotRequired[Literal['across_runs', 'given_alarm', 'descriptive']]
+    restates_alarm: NotRequired[bool]
 
 
 class ApiKeyCreate(TypedDict):
@@ -130,6 +132,12 @@ class CategoryRecords(TypedDict):
 
     type: Literal['category']
     values: list[str | int]
+
+
+class CheckPowerWithin(TypedDict):
+    periods: int
+    epsilon: float | None
+    violation_p: float | None
 
 
 class CheckRead(TypedDict):
@@ -300,6 +308,8 @@ class EstimatorReading(TypedDict):
     refutes: bool
     valid: bool
     confidence: NotRequired[float | None]
+    validity: NotRequired[Literal['across_runs', 'given_alarm', 'descriptive'] | None]
+    restates_alarm: NotRequired[bool | None]
 
 
 class EventPower(TypedDict):
@@ -840,6 +850,8 @@ class WindowBound(TypedDict):
     lower_bound: NotRequired[float | None]
     exceeds_claim: bool
     descriptive: NotRequired[Literal[True]]
+    validity: NotRequired[Literal['across_runs', 'given_alarm', 'descriptive']]
+    restates_alarm: NotRequired[bool]
     statement: str
 
 
@@ -862,6 +874,22 @@ class AuditRequest2(TypedDict):
 
 
 AuditRequest: TypeAlias = AuditRequest1 | AuditRequest2
+
+
+class CheckDetectionPower(TypedDict):
+    """
+    How large a violation this check catches, and how soon (app/stats/monitor_power.py, method.md §13.11):
+    the check's design (n per period, its detector and threshold) at the event's estimated q, for a
+    violation starting at the next period. Pure-ε claims only; others get `within` empty and the reason.
+    """
+
+    probability: float
+    detector: str
+    n: int
+    q_estimate: float | None
+    source: Literal['periods', 'discovery'] | None
+    within: list[CheckPowerWithin]
+    statement: str
 
 
 class CheckEvidence(TypedDict):
@@ -887,6 +915,8 @@ class CheckEvidence(TypedDict):
     claim: ClaimRead
     claim_description: NotRequired[str | None]
     exceeds_claim: bool
+    validity: NotRequired[Literal['across_runs', 'given_alarm', 'descriptive']]
+    restates_alarm: NotRequired[bool]
     statement: str
 
 
@@ -908,6 +938,7 @@ class CheckStatus(TypedDict):
     max_statistic: float | None
     alarm: bool
     power: NotRequired[EventPower | None]
+    detection_power: NotRequired[CheckDetectionPower | None]
 
 
 class Confirmation(TypedDict):
@@ -924,6 +955,8 @@ class Confirmation(TypedDict):
     orientation: NotRequired[Literal['x', 'x_prime']]
     face: NotRequired[Literal['event', 'complement']]
     faces: NotRequired[ConfirmationFaces | None]
+    validity: NotRequired[Literal['across_runs', 'given_alarm', 'descriptive']]
+    restates_alarm: NotRequired[bool]
     statement: NotRequired[str | None]
 
 
