@@ -8,13 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import CurrentPrincipal, SessionDep
-from app.api.errors import problem_responses
+from app.api.errors import InvalidInputError, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
 from app.jobs import service
-from app.jobs.schemas import AuditRequest, JobKind, JobRead, JobState
+from app.jobs.schemas import AuditRequest, DiscoverRequest, JobKind, JobRead, JobState
 from app.mechanisms.service import get_mechanism
-from app.jobs.schemas import DiscoverRequest
-from app.api.errors import InvalidInputError
 from app.search.schemas import SearchRequest
 
 router = APIRouter(tags=["jobs"])

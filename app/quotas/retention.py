@@ -1,0 +1,83 @@
+"""Retention: old periods are deleted, so that the period tables stay bounded however long the
+service runs (docs/hardening.md "Quotas and retention").
+
+What is kept: each monitor's detector state (on ``checks``: O(1) per check, never deleted here),
+its alarms with their evidence (stored on the alarm), for an ``aggregator`` monitor the periods of
+its **current horizon** (its threshold test reads the horizon's prefix sums from ``period_checks``;
+the e-process and e-detector carry everything in O(1) state), the periods an
+alarm points at, and every period younger than ``retention_days``. What goes: older
+``period_runs`` rows, with their ``period_checks`` and any ``period_outputs`` (foreign keys ON
+DELETE CASCADE). Raw outputs are already bounded per monitor by ``outputs_window`` (the period's
+write prunes them) and per tenant by the stored-bytes quota.
+
+The sweep deletes at most ``retention_batch`` periods per statement, each statement its own short
+transaction, so that it never holds locks a period's write waits on for long; it stops after
+:data:`MAX_BATCHES` batches and goes on at the next sweep.
+
+**Partitioning** (Postgres range partitions of the period tables by time) is not used: a partition
+can only be dropped whole, and the rows retention must keep (a long horizon's periods, an alarm's
+period) would pin every partition they fall in. Batched deletes by the ``(monitor_id,
+scheduled_for)`` index keep the tables flat at the measured rates (docs/hardening.md); partitions
+become worth their cost when retention is a pure age cut-off, e.g. a deployment whose horizons
+are shorter than ``retention_days`` and that keeps no alarm's period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+from sqlalchemy import and_, delete, exists, or_, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+log = structlog.get_logger("dpwatch.retention")
+
+#: Batches one sweep deletes at most (the rest waits for the next sweep).
+MAX_BATCHES = 20
+
+
+@dataclass(frozen=True)
+class Swept:
+    periods: int
+    batches: int
+
+
+def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list:  # type: ignore[type-arg]
+    from app.alarms.models import Alarm
+    from app.monitors.models import Monitor, PeriodRun
+
+    return list(session.scalars(
+        select(PeriodRun.id)
+        .join(Monitor, Monitor.id == PeriodRun.monitor_id)
+        .where(PeriodRun.scheduled_for < cutoff,
+               or_(Monitor.detector != "aggregator", PeriodRun.horizon_index < Monitor.horizon_index),
+               ~exists().where(and_(Alarm.period_run_id == PeriodRun.id)))
+        .limit(limit)))
+
+
+def sweep(session_factory: sessionmaker[Session], settings: Settings, now: datetime) -> Swept:
+    """Delete the periods past retention, in batches; returns how many went."""
+    from app.monitors.models import PeriodRun
+
+    if settings.retention_days <= 0:
+        return Swept(0, 0)
+    cutoff = now - timedelta(days=settings.retention_days)
+    total = batches = 0
+    for _ in range(MAX_BATCHES):
+        with session_factory() as session:
+            ids = _expired_batch(session, cutoff, settings.retention_batch)
+            if not ids:
+                session.commit()
+                break
+            session.execute(delete(PeriodRun).where(PeriodRun.id.in_(ids)).execution_options(synchronize_session=False))
+            session.commit()
+        total += len(ids)
+        batches += 1
+        if len(ids) < settings.retention_batch:
+            break
+    if total:
+        log.info("retention_swept", periods=total, batches=batches, cutoff=cutoff.isoformat())
+    return Swept(total, batches)
