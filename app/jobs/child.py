@@ -111,12 +111,12 @@ def _run_job(job_id: str, settings: Any, kind: str, handler_ref: str) -> tuple[s
     return asyncio.run(main())
 
 
-def call_child(func_ref: str, args: tuple[Any, ...], limits: Limits, conn: Any) -> None:
-    """Run ``func_ref(*args)`` (a plain function, e.g. a snapshot's computation) under ``limits``
-    and send ``("succeeded", {"result": …})`` or a failure to the parent."""
+def call_child(func_ref: str, args: tuple[Any, ...], kwargs: dict[str, Any], limits: Limits, conn: Any) -> None:
+    """Run ``func_ref(*args, **kwargs)`` (a plain function, e.g. a snapshot's computation) under
+    ``limits`` and send ``("succeeded", {"result": …})`` or a failure to the parent."""
     apply_limits(limits)
     try:
-        outcome: tuple[str, dict[str, Any]] = ("succeeded", {"result": _handler(func_ref)(*args)})
+        outcome: tuple[str, dict[str, Any]] = ("succeeded", {"result": _handler(func_ref)(*args, **kwargs)})
     except MemoryError:
         outcome = ("failed", {"error": "the computation went over its memory limit", "failure_reason": "memory limit"})
     except BaseException as exc:  # noqa: BLE001

@@ -176,10 +176,10 @@ class ChildFailed(Exception):
         self.reason = reason
 
 
-async def call_in_child(func_ref: str, args: tuple[Any, ...], limits: Limits) -> Any:
-    """``func_ref(*args)`` (``"module:function"``) in a child under ``limits``; its result, or
-    :class:`ChildFailed` with the reason."""
-    outcome = await supervise(call_child, (func_ref, args), limits, label=func_ref.rsplit(":", 1)[-1])
+async def call_in_child(func_ref: str, args: tuple[Any, ...], limits: Limits, **kwargs: Any) -> Any:
+    """``func_ref(*args, **kwargs)`` (``"module:function"``) in a child under ``limits``; its result,
+    or :class:`ChildFailed` with the reason."""
+    outcome = await supervise(call_child, (func_ref, args, kwargs), limits, label=func_ref.rsplit(":", 1)[-1])
     if outcome.state == "succeeded":
         return outcome.kwargs["result"]
     raise ChildFailed(outcome.kwargs.get("error", "failed"), outcome.kwargs.get("failure_reason") or "crashed")
