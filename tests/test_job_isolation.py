@@ -96,6 +96,7 @@ def test_a_job_that_never_yields_leaves_the_loop_free_and_is_cancelled_within_se
     assert stall < 0.5, f"the worker's loop stalled {stall:.2f} s while the job spun"
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])  # the limit is the process's; the database plays no part
 def test_a_job_over_its_memory_limit_fails_with_that_reason_and_is_not_retried(
         db, two_tenants, session_factory, engine_settings, arun):
     [job_id] = _enqueue(db, two_tenants[0])
@@ -111,14 +112,14 @@ def test_a_job_over_its_memory_limit_fails_with_that_reason_and_is_not_retried(
 @pytest.mark.parametrize("backend", ["sqlite"])  # the limit is the process's; the database plays no part
 def test_a_job_over_its_cpu_time_ends_with_time_limit(db, two_tenants, session_factory, engine_settings, arun):
     [job_id] = _enqueue(db, two_tenants[0])
-    runner = _runner(session_factory, engine_settings, job_handlers.spin, job_cpu_seconds=2)
+    runner = _runner(session_factory, engine_settings, job_handlers.spin, job_cpu_seconds=1)
     assert runner.claim(1) == [job_id]
     state, _ = arun(_run_watching_the_loop(runner, job_id))
     job = _job(db, job_id)
     assert state == "failed" and job.failure_reason == "time limit", job.error
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("backend", ["postgres"])  # the limits' tests run on SQLite
 def test_a_job_whose_process_dies_is_tried_again_then_fails_as_crashed(
         db, two_tenants, session_factory, engine_settings, arun):
     [job_id] = _enqueue(db, two_tenants[0])
@@ -159,3 +160,23 @@ def test_claims_take_turns_across_tenants_within_each_tenants_quota(db, two_tena
     second = runner.claim(5)
     assert second == [a_jobs[1]]  # A reaches its quota of 2 running; the rest wait
     assert runner.claim(5) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_worker_without_jobs_and_a_job_runner_tick_what_their_roles_say(session_factory, engine_settings, arun):
+    from app.scheduler.worker import Worker
+
+    async def ticks(worker: Worker) -> set[str]:
+        await worker.start()
+        try:
+            return {job.id for job in worker._scheduler.get_jobs()}  # type: ignore[union-attr]
+        finally:
+            await worker.stop()
+
+    no_jobs = engine_settings.model_copy(update={"worker_runs_jobs": False})
+    assert arun(ticks(Worker(no_jobs, session_factory))) == {"periods", "outbox", "calibration", "snapshots",
+                                                            "retention"}
+    assert arun(ticks(Worker(engine_settings, session_factory, roles=("jobs",)))) == {"jobs"}
+    assert "jobs" in arun(ticks(Worker(engine_settings, session_factory)))
+    with pytest.raises(ValueError, match="roles"):
+        Worker(engine_settings, session_factory, roles=("sampling",))

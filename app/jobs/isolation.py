@@ -159,7 +159,8 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
         outcome = ChildOutcome("failed", {"error": text, "failure_reason": reason})
     outcome.peak_rss = peak
     outcome.seconds = time.monotonic() - started
-    process.close()
+    if process.exitcode is not None:
+        process.close()
     return outcome
 
 
