@@ -165,6 +165,9 @@ class Settings(BaseSettings):
         300.0, gt=0, description="How often a worker runs the retention sweep.")
     retention_batch: int = Field(
         5000, ge=1, le=1_000_000, description="Period rows one retention statement deletes at most.")
+    retention_vacuum: bool = Field(
+        True, description="Postgres: `VACUUM` the period tables after each retention sweep, so that the space of "
+        "deleted periods and pruned outputs is reused even where autovacuum is off or behind.")
     snapshot_isolation: Literal["process", "inline"] = Field(
         "process",
         description="`process`: a snapshot's MPL computation runs in a child process with the job limits; `inline`: "

@@ -67,6 +67,10 @@ def sizes(engine) -> dict[str, tuple[int, int]]:  # noqa: ANN001
             rows = c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
             size = c.execute(text(f"SELECT pg_total_relation_size('{table}')")).scalar_one()
             out[table] = (int(rows), int(size))
+            dead, vacuums = c.execute(text(
+                "SELECT n_dead_tup, autovacuum_count + vacuum_count FROM pg_stat_user_tables WHERE relname = :t"),
+                {"t": table}).one()
+            out[f"{table}:dead"] = (int(dead), int(vacuums))
         out["committed"] = (int(c.execute(text("SELECT coalesce(sum(last_seq), 0) FROM monitors")).scalar_one()), 0)
     return out
 
@@ -81,6 +85,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=420.0)
     parser.add_argument("--every", type=float, default=30.0)
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--default-autovacuum", action="store_true",
+                        help="reset the period tables' autovacuum settings to the server's defaults (as before)")
     args = parser.parse_args()
 
     import logging
@@ -110,6 +116,11 @@ def main() -> None:
             c.execute(text(f'CREATE DATABASE "{dbname}"'))
         created = True
         run_migrations(db_url)
+        if args.default_autovacuum:
+            with create_engine(db_url, isolation_level="AUTOCOMMIT").connect() as c:
+                for table in TABLES[:3]:
+                    c.execute(text(f"ALTER TABLE {table} RESET (autovacuum_vacuum_scale_factor, "
+                                   "autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay)"))
         procs.start("endpoints", [sys.executable, str(ROOT / "bench" / "isolation.py"), "--serve", str(port)],
                     {"PYTHONUNBUFFERED": "1"})
         wait_port(port, 60, procs)
@@ -139,12 +150,14 @@ def main() -> None:
         admin.dispose()
 
     print(f"\nRetention: {args.monitors} e-process monitors, period {args.period} s, n = {args.n}, retention "
-          f"{args.retention:g} s, sweep every {args.sweep:g} s, 2 workers, {args.duration:g} s\n")
-    print("| t (s) | periods committed | " + " | ".join(f"{t} rows / MB" for t in TABLES[:3]) + " |")
+          f"{args.retention:g} s, sweep every {args.sweep:g} s, 2 workers, {args.duration:g} s, autovacuum "
+          f"{'server defaults' if args.default_autovacuum else 'as migrated (0008)'}\n")
+    print("| t (s) | periods committed | " + " | ".join(f"{t} rows / MB (dead rows, vacuums)" for t in TABLES[:3]) + " |")
     print("|---:|---:|" + "---:|" * 3)
     for t, s in series:
         print(f"| {t:.0f} | {s['committed'][0]} | " + " | ".join(
-            f"{s[name][0]:,} / {s[name][1] / 2**20:.1f}" for name in TABLES[:3]) + " |")
+            f"{s[name][0]:,} / {s[name][1] / 2**20:.1f} ({s[name + ':dead'][0]:,}, {s[name + ':dead'][1]})"
+            for name in TABLES[:3]) + " |")
     # steady state: the periods committed per second in the last half, and the rows kept
     half = [x for x in series if x[0] >= args.duration / 2]
     if len(half) >= 2:

@@ -81,3 +81,14 @@ def test_old_periods_go_and_what_the_detectors_and_alarms_need_stays(client, db,
     # a second sweep finds nothing; retention_days = 0 keeps everything
     assert sweep(session_factory, settings.model_copy(update={"retention_days": 30}), NOW).periods == 0
     assert sweep(session_factory, settings.model_copy(update={"retention_days": 0}), NOW + timedelta(days=999)).periods == 0
+
+
+def test_the_period_tables_are_vacuumed_on_postgres_only(backend, settings, session_factory, request):
+    from app.db import make_session_factory
+    from app.quotas.retention import vacuum
+
+    if backend == "postgres":  # an engine, not the test's connection inside a transaction
+        engine_factory = make_session_factory(request.getfixturevalue("postgres_engine"))
+        assert vacuum(engine_factory, settings) is True
+        assert vacuum(engine_factory, settings.model_copy(update={"retention_vacuum": False})) is False
+    assert vacuum(session_factory, settings) is False  # SQLite; or a session inside a transaction

@@ -12,7 +12,13 @@ write prunes them) and per tenant by the stored-bytes quota.
 
 The sweep deletes at most ``retention_batch`` periods per statement, each statement its own short
 transaction, so that it never holds locks a period's write waits on for long; it stops after
-:data:`MAX_BATCHES` batches and goes on at the next sweep.
+:data:`MAX_BATCHES` batches and goes on at the next sweep. On Postgres it then runs a plain
+``VACUUM`` of the period tables (``retention_vacuum``): rows deleted by retention, and the kept
+outputs each period's write deletes as it adds new ones, leave dead tuples whose space is only
+reused once vacuumed. Autovacuum does that where it runs (migration 0008 makes it start after a
+fixed number of dead rows on these tables); a server with autovacuum off (as the one the benches
+ran on) would otherwise grow by the bytes of every deleted row (measured: 43 MB for 4,000 live
+rows of kept outputs after 6 minutes). A plain VACUUM takes no lock a period's write waits on.
 
 **Partitioning** (Postgres range partitions of the period tables by time) is not used: a partition
 can only be dropped whole, and the rows retention must keep (a long horizon's periods, an alarm's
@@ -28,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import structlog
-from sqlalchemy import and_, delete, exists, or_, select
+from sqlalchemy import Engine, and_, delete, exists, or_, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
@@ -37,12 +43,15 @@ log = structlog.get_logger("dpwatch.retention")
 
 #: Batches one sweep deletes at most (the rest waits for the next sweep).
 MAX_BATCHES = 20
+#: The tables that churn at a constant size (kept outputs) or lose rows to retention.
+VACUUMED = ("period_outputs", "period_runs", "period_checks")
 
 
 @dataclass(frozen=True)
 class Swept:
     periods: int
     batches: int
+    vacuumed: bool = False
 
 
 def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list:  # type: ignore[type-arg]
@@ -63,7 +72,7 @@ def sweep(session_factory: sessionmaker[Session], settings: Settings, now: datet
     from app.monitors.models import PeriodRun
 
     if settings.retention_days <= 0:
-        return Swept(0, 0)
+        return Swept(0, 0, vacuum(session_factory, settings))
     cutoff = now - timedelta(days=settings.retention_days)
     total = batches = 0
     for _ in range(MAX_BATCHES):
@@ -78,6 +87,18 @@ def sweep(session_factory: sessionmaker[Session], settings: Settings, now: datet
         batches += 1
         if len(ids) < settings.retention_batch:
             break
+    vacuumed = vacuum(session_factory, settings)
     if total:
-        log.info("retention_swept", periods=total, batches=batches, cutoff=cutoff.isoformat())
-    return Swept(total, batches)
+        log.info("retention_swept", periods=total, batches=batches, cutoff=cutoff.isoformat(), vacuumed=vacuumed)
+    return Swept(total, batches, vacuumed)
+
+
+def vacuum(session_factory: sessionmaker[Session], settings: Settings) -> bool:
+    """``VACUUM`` the period tables on Postgres (outside any transaction); False where it does not
+    apply (SQLite, a session bound to a connection in a transaction, or ``retention_vacuum`` off)."""
+    bind = session_factory.kw.get("bind")
+    if not settings.retention_vacuum or not isinstance(bind, Engine) or bind.dialect.name != "postgresql":
+        return False
+    with bind.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.execute(text(f"VACUUM {', '.join(VACUUMED)}"))
+    return True

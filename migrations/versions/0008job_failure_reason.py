@@ -5,6 +5,10 @@
 - ``tenant_quotas``: a tenant's own limits, each column NULL for the deployment's default
   (app/quotas, docs/hardening.md "Quotas and retention").
 - ``ix_jobs_tenant_id_state``: fair job claims count each tenant's running jobs.
+- Postgres: the period tables are vacuumed after a fixed number of dead rows rather than a fifth
+  of the table (``autovacuum_vacuum_scale_factor`` 0): every period deletes as many kept outputs as
+  it writes, and retention deletes old periods, so the tables churn at a constant size and their
+  freed pages must be reused at the rate they are freed (docs/hardening.md "Retention").
 
 Revision ID: 0008job_failure_reason
 Revises: 0007keyed
@@ -20,6 +24,10 @@ revision: str = '0008job_failure_reason'
 down_revision: str | Sequence[str] | None = '0007keyed'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+#: (table, dead rows that start an autovacuum) on Postgres.
+CHURN_TABLES = (("period_outputs", 1000), ("period_runs", 5000), ("period_checks", 5000))
 
 
 def upgrade() -> None:
@@ -39,9 +47,17 @@ def upgrade() -> None:
                                 ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('tenant_id', name=op.f('pk_tenant_quotas')),
     )
+    if op.get_bind().dialect.name == 'postgresql':
+        for table, threshold in CHURN_TABLES:
+            op.execute(f"ALTER TABLE {table} SET (autovacuum_vacuum_scale_factor = 0, "
+                       f"autovacuum_vacuum_threshold = {threshold}, autovacuum_vacuum_cost_delay = 0)")
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == 'postgresql':
+        for table, _ in CHURN_TABLES:
+            op.execute(f"ALTER TABLE {table} RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
+                       "autovacuum_vacuum_cost_delay)")
     op.drop_table('tenant_quotas')
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.drop_index('ix_jobs_tenant_id_state')
