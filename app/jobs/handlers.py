@@ -17,8 +17,9 @@ from sqlalchemy import select
 from app.audit.discovery import discover_checks
 from app.audit.engine import AuditCancelled, AuditSettings, Progress, Sampler, run_engine
 from app.jobs.context import JobCancelled, JobContext, JobFailed
-from app.mechanisms.contract import contract_of, endpoint_of
 from app.mechanisms.models import Mechanism
+from app.mechanisms.contract import contract_of
+from app.mechanisms.contract import endpoint_of
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.stats.heldout import EpsilonDelta
 from app.stats.mpl import table1_pairs
