@@ -356,20 +356,66 @@ def secret(
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; DPWATCH_PUBLIC_URL follows it when unset.")] = 8000,
-    worker: Annotated[bool, typer.Option(help="Also run the scheduler worker in this process.")] = True,
+    worker: Annotated[bool, typer.Option(help="Also run the scheduler worker (in this process; with --workers above "
+                                                "1, in a process of its own beside the API's).")] = True,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="API processes sharing the port (uvicorn's workers; "
+                                                             "/metrics adds up every process's counters).")] = 1,
 ) -> None:
-    """Run the API (and, by default, a worker) with uvicorn."""
+    """Run the API (and, by default, a worker) with uvicorn; ``--workers N`` runs N API processes."""
     import uvicorn
 
-    from app.main import create_app
-    from app.scheduler import attach_worker
     from app.settings import with_listen_address
 
     settings = with_listen_address(_settings(), host, port)  # generatorURL follows --port unless DPWATCH_PUBLIC_URL is set
-    api = create_app(settings)
-    if worker:
-        attach_worker(api, settings)
-    uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
+    if workers == 1:
+        from app.main import create_app
+        from app.scheduler import attach_worker
+
+        api = create_app(settings)
+        if worker:
+            attach_worker(api, settings)
+        uvicorn.run(api, host=host, port=port, log_config=None, proxy_headers=False)
+        return
+    _serve_processes(settings, host, port, workers, worker)
+
+
+def _serve_processes(settings: Any, host: str, port: int, workers: int, worker: bool) -> None:
+    """``serve --workers N``: migrate once here, then N uvicorn processes (``app.main:app``, built from
+    the environment: the public URL and "no migration" are passed down through it), with
+    prometheus_client's multiprocess mode in a fresh directory unless PROMETHEUS_MULTIPROC_DIR is
+    set, and the scheduler worker as a process of its own when asked."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import uvicorn
+
+    from app.db import run_migrations
+
+    if settings.migrate_on_start:
+        run_migrations(settings.database_url)
+    os.environ["DPWATCH_MIGRATE_ON_START"] = "false"
+    os.environ["DPWATCH_PUBLIC_URL"] = str(settings.public_url)
+    made_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        made_dir = tempfile.mkdtemp(prefix="dpwatch-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made_dir
+    else:  # stale files of an earlier run would be added up with this one's
+        for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*.db"):
+            stale.unlink()
+    scheduler = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"]) if worker else None
+    try:
+        uvicorn.run("app.main:app", host=host, port=port, workers=workers, log_config=None, proxy_headers=False)
+    finally:
+        if scheduler is not None:
+            scheduler.terminate()
+            try:
+                scheduler.wait(30)
+            except subprocess.TimeoutExpired:
+                scheduler.kill()
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
 
 
 def _run_worker(roles: tuple[str, ...]) -> None:
@@ -538,6 +584,7 @@ def audit(
                                              "and stop at the first rejection (scalar real outputs; method.md §13.10).")] = False,
     max_pairs: Annotated[int, typer.Option(help="With --sequential: output pairs at most.")] = 10_000,
     pair_batch: Annotated[int, typer.Option(help="With --sequential: outputs drawn per request on each database.")] = 100,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Seconds for the whole audit: the endpoint's rate is measured first and the budget sized to fit; it ends with a verdict and its power.")] = None,
 ) -> None:
     """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
     the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
@@ -559,11 +606,18 @@ def audit(
         _fail("--delta goes with --epsilon")
     if not 0 < alpha < 1:
         _fail(f"--alpha must lie in (0, 1), got {alpha:g}")
+    if time_limit is not None and not time_limit > 0:
+        _fail(f"--time-limit must be positive, got {time_limit:g}")
+    early = None if sequential else _early_rate(sampling_url, pairs, secret, shape, output_kind, dim, budget,
+                                                 time_limit, max_batch, binary, allow_networks)
+    if early is not None:
+        secret = early[1]
 
     import asyncio
 
     from app.audit.engine import AuditSettings
     from app.audit.service import audit_endpoint, format_report, probe_shape, read_pairs
+    from app.sampling.timing import limit_left
     from app.observability import configure_logging
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError, generate_secret
@@ -633,7 +687,9 @@ def audit(
         endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, max_batch=max_batch,
                                      timeout_seconds=60, prefer_binary=binary, shape=declared)
         if not progress_bar:
-            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config)
+            return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
+                                        time_limit=limit_left(time_limit), on_estimate=None if early else _err,
+                                        measured=early[0] if early else None)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -643,11 +699,14 @@ def audit(
 
             def on_progress(p) -> None:  # type: ignore[no-untyped-def]
                 lb = "n/a" if p.lower_bound is None else f"{p.lower_bound:.3g}"
+                left = p.message.rsplit(" · ", 1)[-1] if " · " in p.message else ""
                 bar.update(task, total=p.budget_samples, completed=p.samples_used,
-                           description=f"round {p.round}/{p.rounds}, LB {lb}")
+                           description=f"round {p.round}/{p.rounds}, LB {lb}" + (f", {left}" if left else ""))
 
             return await audit_endpoint(endpoint, candidates, claim, settings, http_config=http_config,
-                                        progress=on_progress)
+                                        progress=on_progress, time_limit=limit_left(time_limit),
+                                        on_estimate=None if early else lambda line: bar.console.print(line, markup=False),
+                                        measured=early[0] if early else None)
 
     from app.reporting.junit import audit_case, shown_url, write_junit
 
@@ -662,6 +721,44 @@ def audit(
                                                             claimed=claim is not None)])
     if claim is not None and result.refuted:  # type: ignore[attr-defined]
         raise typer.Exit(code=1)
+
+
+def _early_rate(url: str, pairs: str, secret: str | None, shape: str | None, output_kind: str | None,
+                dim: int | None, budget: int, time_limit: float | None, max_batch: int, binary: bool,
+                allow_networks: str | None) -> tuple[Any, str] | None:
+    """Time the endpoint before the statistics are loaded, and print how long the budget will take
+    (app.sampling.timing): (the measurement, the secret used) or None when the shape or the pairs
+    are not declared plainly (the audit measures later then)."""
+    if shape is None and output_kind is None:
+        return None
+    text = pairs.strip()
+    try:
+        data = json.loads(text if text.startswith(("[", "{")) else Path(text).read_text())
+        first = data[0]["x"] if isinstance(data[0], dict) else data[0][0]
+        n_dbs = len({json.dumps(db, sort_keys=True) for item in data
+                     for db in ((item["x"], item["x_prime"]) if isinstance(item, dict) else item)})
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    import asyncio
+
+    from app.sampling.protocol import generate_secret
+    from app.sampling.safe_http import SafeHttpConfig
+    from app.sampling.timing import budget_estimate, endpoint_rate, limit_left
+    from app.stats.shapes import OutputShape
+
+    try:
+        declared = OutputShape.model_validate_json(shape) if shape is not None else \
+            OutputShape.from_output_kind(output_kind, dim)  # type: ignore[arg-type]
+        the_secret = secret or generate_secret()
+        config = SafeHttpConfig(allow_networks=tuple(_networks(allow_networks)))
+        measured = asyncio.run(endpoint_rate(url, the_secret, declared, first, max_batch=max_batch, binary=binary,
+                                             http_config=config))
+    except Exception:  # noqa: BLE001 - the audit itself reports what is wrong with the endpoint
+        return None
+    left = limit_left(time_limit)
+    usable = math.inf if left is None else measured.rate * max(0.0, left - 4.0) * 0.85
+    _err(budget_estimate(measured, budget * n_dbs, time_limit, usable=usable))
+    return measured, the_secret
 
 
 def _audit_failed(exc: Exception, junit_xml: Path | None, case: str) -> None:
@@ -769,7 +866,7 @@ def search(
     dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
     shape: Annotated[Optional[str], typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
     budget: Annotated[int, typer.Option(help="Outputs drawn in all, every phase and database.")] = 8_000_000,
-    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search; half for searching, the rest for certifying.")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search, as naturally as --budget: the endpoint's rate is measured first, the budget sized to fit, and it ends within the limit with a verdict and its power.")] = None,
     alpha: Annotated[float, typer.Option(help="Level of the certification (false certifications at most α).")] = 0.05,
     candidates: Annotated[int, typer.Option(help="Candidate pairs the generators propose at most.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the search's random choices (candidates, refinement).")] = 0,
@@ -797,17 +894,20 @@ def search(
     problem = usage_problem(domain, epsilon, delta, mu, rho)
     if problem is not None:
         _fail(problem)  # before the engine and the settings are loaded: in a fraction of a second
-    from app.observability import configure_logging
     from app.search.cli import run_command
 
-    configure_logging("WARNING", "console")
+    def quiet_logging() -> None:  # after the time estimate: structlog and prometheus take a second to load
+        from app.observability import configure_logging
+
+        configure_logging("WARNING", "console")
+
     networks = _networks(allow_networks)
     code = run_command(url=sampling_url, domain=domain, epsilon=epsilon, delta=delta, mu=mu, rho=rho,
                        output_kind=output_kind, dim=dim, shape=shape, budget=budget, time_limit=time_limit,
                        alpha=alpha, candidates=candidates, seed=seed, secret=secret, max_batch=max_batch, binary=binary,
                        allow_networks=networks, as_json=as_json, progress_bar=progress_bar,
                        monitor_body_path=monitor_body, mechanism_id=mechanism_id, full_report=full_report,
-                       echo=typer.echo, err=_err, junit_xml=junit_xml)
+                       echo=typer.echo, err=_err, junit_xml=junit_xml, setup_logging=quiet_logging)
     if code:
         raise typer.Exit(code=code)
 

@@ -24,7 +24,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.router import alarms_router, webhooks_router
 from app.api.contract import complete_openapi
-from app.api.deps import apply_timeouts, authorize, document_scope_responses, reject_unknown_query
+from app.api.deps import (
+    apply_timeouts,
+    authorize,
+    document_scope_responses,
+    record_key_use_after,
+    reject_unknown_query,
+)
 from app.api.errors import (
     PROBLEM_MEDIA_TYPE,
     UnexpectedErrorMiddleware,
@@ -33,6 +39,7 @@ from app.api.errors import (
     problem_responses,
 )
 from app.api.limits import RequestLimitsMiddleware, SecurityHeadersMiddleware, refuse_booleans_for_numbers
+from app.auth.key_use import KeyUseRecorder
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
 from app.keys.router import router as keys_router
@@ -160,6 +167,9 @@ def create_app(
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
             app.state.timeouts_at_connect = True
+            if engine.dialect.name == "postgresql":  # GETs read in autocommit (app.api.deps.get_session)
+                app.state.read_session_factory = make_session_factory(
+                    engine.execution_options(isolation_level="AUTOCOMMIT"))
         log.info(
             "startup",
             env=settings.env,
@@ -176,6 +186,7 @@ def create_app(
             if engine is not None:
                 engine.dispose()
                 app.state.session_factory = None
+                app.state.read_session_factory = None
                 app.state.engine = None
                 app.state.timeouts_at_connect = False
             log.info("shutdown")
@@ -195,8 +206,10 @@ def create_app(
     #: True when the engine sets the requests' timeouts on each new connection (the lifespan's own
     #: engine); with a session factory given (tests), each request's transaction sets them.
     app.state.timeouts_at_connect = False
+    app.state.read_session_factory = None
     app.state.on_startup_hooks = []
     app.state.on_shutdown_hooks = []
+    app.state.key_use = KeyUseRecorder()  # API keys' last_used_at, off the requests' transactions
 
     install_problem_handlers(app)
     # Outermost first: request id and access log, then the last-resort 500, then the limits
@@ -209,8 +222,9 @@ def create_app(
     # reject_unknown_query: 422 for undeclared query parameters; authorize: the bearer key's
     # tenant, and its scope checked against the method (403); refuse_booleans_for_numbers: 422 for
     # true/false where the published schema wants a number (pydantic's lax mode reads false as 0).
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(reject_unknown_query), Depends(authorize),
-                                               Depends(refuse_booleans_for_numbers)])
+    # record_key_use_after: the key's last_used_at, written after the request in a transaction of its own.
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(record_key_use_after), Depends(reject_unknown_query),
+                                               Depends(authorize), Depends(refuse_booleans_for_numbers)])
     v1.include_router(mechanisms_router)
     v1.include_router(monitors_router)
     v1.include_router(alarms_router)
@@ -284,10 +298,25 @@ def create_app(
                 per_monitor = request.app.state.monitor_metrics.text(factory)
             except Exception as exc:  # noqa: BLE001 - serve the other metrics anyway
                 log.warning("metrics.monitor_gauge_failed", error=type(exc).__name__)
-        return Response(generate_latest(REGISTRY) + per_monitor, media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(metrics_registry()) + per_monitor, media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _problem_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def metrics_registry() -> Any:
+    """The registry /metrics renders: this process's, or, when several API processes share the work
+    (``dpwatch serve --workers N`` sets PROMETHEUS_MULTIPROC_DIR), every process's counters and
+    histograms added up (prometheus_client's multiprocess mode)."""
+    import os
+
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    from prometheus_client import CollectorRegistry, multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
 
 
 app = create_app()

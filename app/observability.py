@@ -42,7 +42,9 @@ WEBHOOK_DELIVERIES_TOTAL = Counter(
     "Webhook delivery attempts, by outcome (delivered, retry, failed, disabled).",
     ["outcome"],
 )
-MONITORS = Gauge("dpwatch_monitors", "Monitors by state (computed at scrape time).", ["state"])
+# mostrecent: under several API processes (multiprocess mode) the last scrape's count, not one per process.
+MONITORS = Gauge("dpwatch_monitors", "Monitors by state (computed at scrape time).", ["state"],
+                 multiprocess_mode="mostrecent")
 HTTP_REQUESTS_TOTAL = Counter(
     "dpwatch_http_requests_total", "API requests, by method, route template and status.", ["method", "route", "status"]
 )

@@ -75,6 +75,14 @@ def create_monitors(env: st.Env, engine, count: int, period: int) -> list[uuid.U
     return ids
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started (serve --workers N: its API processes)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def request_of(i: int, mid: uuid.UUID) -> tuple[str, str]:
     return (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
             ("list", "/v1/monitors?limit=50"), ("periods", f"/v1/monitors/{mid}/periods?limit=50"))[i % 4]
@@ -125,6 +133,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=None,
                     help="also run a third phase: this many requests/s, open loop")
     ap.add_argument("--api-env", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--api-workers", type=int, default=1,
+                    help="API processes (dpwatch serve --workers N); their CPU is added up")
     args = ap.parse_args()
 
     import logging
@@ -140,7 +150,8 @@ def main() -> None:
                                                         "DPWATCH_TICK_SECONDS": "0.2"})
         st.say(f"{len(ids)} monitors, worker started; warm-up {args.warmup:g} s")
         time.sleep(args.warmup)
-        pids = {"worker": [procs.procs["worker"].pid], "api": [procs.procs["api"].pid],
+        api_pid = procs.procs["api"].pid
+        pids = {"worker": [procs.procs["worker"].pid], "api": [api_pid, *child_pids(api_pid)],
                 "reference": [procs.procs["reference"].pid]}
         rows = []
         phases = ["worker alone", "worker + API clients"]
@@ -177,7 +188,8 @@ def main() -> None:
             rows.append((phase, committed(engine, t0, t1) / window, samples, cpu, load0, os.getloadavg()[0],
                          after.system - before.system, window))
         alone = rows[0][1]
-        print(f"\nAPI load: {args.clients} closed-loop clients beside one worker with {len(ids)} monitors "
+        print(f"\nAPI load ({args.api_workers} API process{'es' if args.api_workers > 1 else ''}): "
+              f"{args.clients} closed-loop clients beside one worker with {len(ids)} monitors "
               f"(period {args.period} s, demand {len(ids) / args.period:.0f} periods/s); phases of "
               f"{args.duration:g} s\n")
         print("| phase | periods/s | API requests/s | get p50/p99 | status p50/p99 | list p50/p99 | periods p50/p99 "

@@ -297,8 +297,10 @@ def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str]
         say(f"reference endpoint on :{env.ref_port}, API on :{env.api_port} (logs in {log_dir})")
         procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
                                   str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
+        api_workers = getattr(args, "api_workers", 1) or 1  # serve --workers N: N API processes
         procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
-                            str(env.api_port)], common_env(env) | (api_env or {}))
+                            str(env.api_port), *(["--workers", str(api_workers)] if api_workers > 1 else [])],
+                    common_env(env) | (api_env or {}))
         wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
         wait_http(f"{env.api}/healthz", 60, procs)
         setup_tenant_and_mechanisms(env, engine)

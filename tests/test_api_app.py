@@ -231,7 +231,10 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
     monitor_create = schema["components"]["schemas"]["MonitorCreate"]
     assert monitor_create["examples"][0]["checks"]
     event_kinds = set(schema["components"]["schemas"]["CheckCreate"]["properties"]["event"]["discriminator"]["mapping"])
-    assert event_kinds == {"interval", "union", "set", "box", "lattice", "rows", "projection", "auto"}
+    assert event_kinds == {
+        "interval", "union", "set", "box", "lattice", "rows", "projection", "auto",
+        "key", "key_value", "key_count", "key_set", "key_sets",
+    }
 
 
 def test_unknown_route_and_method_are_problems(client: TestClient) -> None:

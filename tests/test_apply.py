@@ -193,10 +193,10 @@ def test_secrets_come_from_the_environment(service, tmp_path):
     secret = generate_secret()
     with Endpoint(lambda db, n, rng: [float(sum(db))] * n, secret=secret).start() as endpoint:
         manifest = {"mechanisms": [{"name": "local", "sampling_url": endpoint.url, "output_kind": "real",
-                                    "secret_env": "LOCAL_SECRET", "probe_database": [1, 2]}]}
-        missing = apply(service, manifest, tmp_path=tmp_path, env={"LOCAL_SECRET": ""})
-        assert missing.exit_code == 2 and "LOCAL_SECRET (secret_env) is not set" in missing.stderr
-        made = apply(service, manifest, tmp_path=tmp_path, env={"LOCAL_SECRET": secret})
+                                    "secret_env": "DPWATCH_SECRET_LOCAL", "probe_database": [1, 2]}]}
+        missing = apply(service, manifest, tmp_path=tmp_path, env={"DPWATCH_SECRET_LOCAL": ""})
+        assert missing.exit_code == 2 and "DPWATCH_SECRET_LOCAL (secret_env) is not set" in missing.stderr
+        made = apply(service, manifest, tmp_path=tmp_path, env={"DPWATCH_SECRET_LOCAL": secret})
         assert made.exit_code == 0, made.output and "whsec_" not in made.output
         base, key = service
         with Client(base, key) as dpwatch:

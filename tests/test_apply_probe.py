@@ -40,7 +40,7 @@ def users_service():
 
 def manifest(url: str) -> dict:
     return {"version": 1,
-            "mechanisms": [{"name": "sum", "sampling_url": url, "output_kind": "real", "secret_env": "SUM_SECRET"}],
+            "mechanisms": [{"name": "sum", "sampling_url": url, "output_kind": "real", "secret_env": "DPWATCH_SECRET_SUM"}],
             "monitors": [{"name": "sum watch", "mechanism": "sum", "epsilon": 1.0,
                           "checks": [{"x": [1, 0], "x_prime": [1], "event": {"kind": "interval", "low": 0.5}}],
                           "horizon": 10, "samples_per_period": 100, "period_seconds": 3600}]}
@@ -51,7 +51,7 @@ def run_apply(service, data, tmp_path):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     base, key = service
     return CliRunner().invoke(cli, ["apply", "-f", str(path), "--url", base, "--api-key", key],
-                              env={"SUM_SECRET": SECRET})
+                              env={"DPWATCH_SECRET_SUM": SECRET})
 
 
 def test_apply_probes_before_creating_monitors_and_names_the_trailing_slash(service, users_service, tmp_path):

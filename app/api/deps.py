@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.api.errors import ForbiddenError, ProblemError, UnauthorizedError, field_problem
+from app.auth.key_use import KeyUseRecorder
 from app.auth.service import Principal, authenticate
 from app.settings import Settings
 
@@ -26,7 +27,13 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     connection back) is one hop. The statement and lock timeouts are the connection's own when
     the app made its engine (``app.state.timeouts_at_connect``, app.main); otherwise (a session
     factory given, as in tests) the transaction sets them first, as it always did."""
-    session: Session = request.app.state.session_factory()
+    read_factory = getattr(request.app.state, "read_session_factory", None)
+    if read_factory is not None and request.method in ("GET", "HEAD"):
+        # A read on Postgres runs in autocommit: no BEGIN and no COMMIT round trips (two of a
+        # GET's four); its statements still run under the connection's timeouts.
+        session: Session = read_factory()
+    else:
+        session = request.app.state.session_factory()
     try:
         if not request.app.state.timeouts_at_connect:
             settings = request.app.state.settings
@@ -92,19 +99,49 @@ bearer_scheme = HTTPBearer(
 
 
 def get_principal(
+    request: Request,
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
-    """The tenant behind the bearer key; 401 with ``WWW-Authenticate: Bearer`` otherwise."""
+    """The tenant behind the bearer key; 401 with ``WWW-Authenticate: Bearer`` otherwise.
+
+    Nothing is written: a key whose use is due is noted on the request, and
+    :func:`record_key_use_after` writes it after the handler."""
     if credentials is None:
         raise UnauthorizedError("Send an API key as `Authorization: Bearer <key>`.")
     principal = authenticate(session, credentials.credentials)
     if principal is None:
         raise UnauthorizedError("The API key is unknown or has been revoked.", error="invalid_token")
+    if principal.use_due:
+        request.state.key_use_due = principal.api_key_id
     return principal
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+async def record_key_use_after(request: Request) -> AsyncIterator[None]:
+    """After the request (after its response when the handler succeeded, whatever it answered),
+    write the key's ``last_used_at`` if :func:`get_principal` found it due: in a short transaction
+    of its own (:class:`app.auth.key_use.KeyUseRecorder`), never in the request's, so no row lock
+    is held across a request for bookkeeping. A router-wide dependency of ``/v1`` (request scope,
+    so that its end runs after the response); no thread hop unless a write is due."""
+    try:
+        yield
+    finally:
+        api_key_id = getattr(request.state, "key_use_due", None)
+        if api_key_id is not None:
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(key_use_recorder(request).record, request.app.state.session_factory,
+                                        api_key_id)
+
+
+def key_use_recorder(request: Request) -> KeyUseRecorder:
+    """The app's recorder of API keys' last use (one per app and process)."""
+    recorder = getattr(request.app.state, "key_use", None)
+    if recorder is None:
+        recorder = request.app.state.key_use = KeyUseRecorder()
+    return recorder
 
 
 #: Methods a ``read`` key may use; every other method needs an ``admin`` key.

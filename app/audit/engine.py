@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.timing import DeadlineReached
 from app.stats.candidates import Candidate, ProposalSettings, propose
 from app.stats.events import event_contains
 from app.stats.heldout import Claim, Counts, EpsilonDelta, test_claim
@@ -149,6 +150,7 @@ class AuditResult:
     stopped: str
     note: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    power: list[dict[str, Any]] | None = None  # not refuted: what the run would have caught (app.audit.power)
 
     @property
     def verdict(self) -> str:
@@ -380,8 +382,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
              claim_used.describe())
     try:
         pilot = await draw(list(keys), settings.first_round, 0)
-    except _OutOfTime:
-        pilot, schedule, stopped = {}, [], "time limit"
+    except (_OutOfTime, DeadlineReached) as exc:
+        pilot, schedule, stopped = {}, [], _time_stop(exc)
     data.update(pilot)
     active = list(range(len(pairs)))
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
@@ -438,8 +440,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         hits = [[0, 0] for _ in chosen]
         try:
             await _held_out_draws(needed, n_r, r, chosen, hits)
-        except _OutOfTime:  # the round is unfinished: none of its events is tested
-            stopped = "time limit"
+        except (_OutOfTime, DeadlineReached) as exc:  # the round is unfinished: none of its events is tested
+            stopped = _time_stop(exc)
             break
         round_tests = []
         for (i, cand), (a, b) in zip(chosen, hits):
@@ -463,7 +465,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             stopped = "refuted"
             break
     mpl = None
-    if best_pair is not None:
+    # MPL's point estimate is descriptive: past the time limit it is skipped so that the run ends on time
+    if best_pair is not None and (deadline is None or time.monotonic() < deadline):
         x, xp = pairs[best_pair]
         mpl = await asyncio.to_thread(_mpl_estimate, data[_key(x)], data[_key(xp)], shape, settings.region,
                                       best_candidate)
@@ -479,6 +482,13 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         settings={"budget": settings.budget, "first_round": settings.first_round, "rounds": len(schedule),
                   "events_per_round": settings.events_per_round, "keep_pairs": settings.keep_pairs,
                   "region": settings.region})
+
+
+def _time_stop(exc: Exception) -> str:
+    from app.sampling.timing import RequestTimedOut
+
+    return "a request timed out (the endpoint is too slow; no input failed)" if isinstance(exc, RequestTimedOut) \
+        else "time limit"
 
 
 def _compare(lb: float, eps_hat: float | None, claim: Claim | None) -> str:

@@ -6,9 +6,13 @@ detects an endpoint's output shape from one raw answer; ``format_report`` render
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import math
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +22,7 @@ from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
+from app.sampling.timing import RateMeasurement, TimedSampler, budget_estimate, format_duration, measure_rate
 from app.stats.heldout import Claim
 from app.stats.mpl import table1_pairs
 from app.stats.shapes import OutputShape, ShapeDetection, detect_shape
@@ -98,14 +103,71 @@ async def probe_shape(endpoint: MechanismEndpoint, database: Any, n: int, *,
 async def audit_endpoint(endpoint: MechanismEndpoint, pairs: list[tuple[Any, Any]], claim: Claim | None,
                          settings: AuditSettings, *, http_config: SafeHttpConfig,
                          progress: Callable[[Progress], Any] | None = None, cancel: Any = None,
-                         label: str = "audit") -> AuditResult:
-    """Run the engine against an HTTP endpoint whose ``shape`` is set (declare or probe it first)."""
+                         label: str = "audit", time_limit: float | None = None,
+                         on_estimate: Callable[[str], Any] | None = None,
+                         measured: RateMeasurement | None = None) -> AuditResult:
+    """Run the engine against an HTTP endpoint whose ``shape`` is set (declare or probe it first).
+
+    The endpoint's rate is measured first (app.sampling.timing) and ``on_estimate`` receives one
+    line: how long the budget will take. With ``time_limit`` (seconds) the budget per database is
+    sized to what the rate allows, draws stop at the limit, and the result keeps its verdict and
+    power; a request that times out stops the audit too (it is never an input's failure).
+    ``measured``: a rate measured before (app.sampling.timing.endpoint_rate), not measured again."""
     if endpoint.shape is None:
         raise ValueError("the endpoint needs a shape (declared, or from probe_shape)")
-    config = SamplingClientConfig(deadline_seconds=600)
+    started = time.monotonic()
+    deadline = None if time_limit is None else started + max(0.5 * time_limit, time_limit - TIME_RESERVE)
+    config = SamplingClientConfig(deadline_seconds=600 if time_limit is None else max(5.0, min(600.0, time_limit)))
     async with SamplingClient(config=config, http_config=http_config) as client:
-        return await run_engine(endpoint_sampler(client, endpoint, label=label), pairs, endpoint.shape, claim,
-                                settings, progress=progress, cancel=cancel)
+        raw = endpoint_sampler(client, endpoint, label=label)
+        if measured is None:
+            measured = await measure_rate(raw, pairs[0][0], max_outputs=50_000)
+        n_dbs = len({json.dumps(db, sort_keys=True) for pair in pairs for db in pair})
+        usable = math.inf
+        asked = settings.budget * n_dbs
+        if deadline is not None:
+            usable = measured.rate * max(0.0, deadline - time.monotonic()) * TIME_USABLE
+            per_db = int(usable // max(1, n_dbs))
+            first = max(100, min(settings.first_round, per_db // 8))
+            settings = replace(settings, first_round=first, budget=max(2 * first, min(settings.budget, per_db)))
+        if on_estimate is not None:
+            on_estimate(budget_estimate(measured, asked, time_limit, usable=usable))
+        timed = TimedSampler(raw, rate=measured.rate, deadline=deadline)
+
+        async def on_progress(p: Progress) -> Any:
+            if progress is None:
+                return None
+            left = max(0, p.budget_samples - p.samples_used) / max(timed.rate, 1e-9)
+            if deadline is not None:
+                left = min(left, max(0.0, deadline - time.monotonic()))
+            p.message = f"{p.message} · at most {format_duration(left)} left"
+            out = progress(p)
+            if inspect.isawaitable(out):
+                out = await out
+            return out
+
+        result = await run_engine(timed, pairs, endpoint.shape, claim, settings, progress=on_progress, cancel=cancel,
+                                  deadline=deadline)
+    result.settings["rate"] = {**measured.to_dict(), "outputs_per_second_at_end": round(timed.rate, 1)}
+    return await with_power(result, claim)
+
+
+async def with_power(result: AuditResult, claim: Claim | None) -> AuditResult:
+    """``result`` with its power (app.audit.power) when a claim was tested and not refuted."""
+    if claim is not None and not result.refuted:
+        from app.audit.power import power_rows
+
+        try:
+            result.power = await asyncio.to_thread(power_rows, result.tests, claim)
+        except ValueError:
+            result.power = None
+    return result
+
+
+#: Seconds kept after the last draw for the verdict, its power and the report.
+TIME_RESERVE = 4.0
+#: Share of (rate × time left) an audit with a time limit plans to draw.
+TIME_USABLE = 0.85
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -155,6 +217,10 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
         else:
             lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
                          f"(LB = {_fmt(lb)}); this does not show that the mechanism satisfies it")
+            if r.get("power") is not None:
+                from app.audit.power import power_sentence
+
+                lines.append(power_sentence(r["power"]))
     lines.append("estimators:")
     lines += [f"  {e.name.replace('_', ' ')}: {e.figure} ({e.label})" for e in verdict.estimators]
     return "\n".join(lines)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import SCOPES, ApiKey, Tenant, WebSession
@@ -45,6 +45,10 @@ class Principal:
     #: ``admin`` may do anything; ``read`` may only read (GET) (app/api/deps.py enforces it).
     #: Defaults to the least privilege, so that a principal built without it cannot write.
     scope: str = "read"
+    #: The key's recorded last use is older than ``LAST_USED_RESOLUTION_SECONDS`` (or absent):
+    #: the caller records this use with :func:`record_key_use`, in a short transaction of its own
+    #: (``app.auth.key_use``), never in the request's (whose row lock would last as long as it).
+    use_due: bool = field(default=False, compare=False)
 
     @property
     def may_write(self) -> bool:
@@ -169,10 +173,27 @@ def authenticate(session: Session, plaintext: str) -> Principal | None:
     if api_key is None or api_key.revoked_at is not None:
         return None
     now = utcnow()
-    # Throttled so that a busy client does not turn every read into a row write.
-    if api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS:
-        api_key.last_used_at = now
-    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope)
+    # Nothing is written here: a write would hold the key's row lock until the request's
+    # transaction ends (a hanging probe made every other request of the key wait on it, then 503).
+    due = api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS
+    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope, use_due=due)
+
+
+def record_key_use(session: Session, api_key_id: uuid.UUID) -> bool:
+    """Set the key's ``last_used_at`` to now unless it was set within ``LAST_USED_RESOLUTION_SECONDS``;
+    whether a row was written. Never waits for a lock on Postgres (``FOR UPDATE SKIP LOCKED``: a
+    key whose row another transaction holds is left as it is, its use is recorded next time).
+    Meant for a transaction of its own that commits at once (``app.auth.key_use``)."""
+    now = utcnow()
+    cutoff = now - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
+    stale = and_(ApiKey.id == api_key_id, or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < cutoff))
+    if session.get_bind().dialect.name == "postgresql":
+        target = select(ApiKey.id).where(stale).with_for_update(skip_locked=True).scalar_subquery()
+        stmt = update(ApiKey).where(ApiKey.id == target)
+    else:
+        stmt = update(ApiKey).where(stale)
+    result = session.execute(stmt.values(last_used_at=now).execution_options(synchronize_session=False))
+    return result.rowcount == 1
 
 
 # ------------------------------------------------------------------------------ dashboard sessions

@@ -114,6 +114,9 @@ async def run_audit_job(ctx: JobContext) -> dict[str, Any]:
             progress=progress_reporter(ctx), cancel=ctx.cancelled)
     except AuditCancelled as exc:
         raise JobCancelled(str(exc)) from None
+    from app.audit.service import with_power  # not refuted: what the audit would have caught (docs/audit.md §9)
+
+    result = await with_power(result, EpsilonDelta(request.epsilon, request.delta))
     out = result.to_dict()
     out["refutes_claim"] = out["refuted"]
     return out

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from app.manifest.plan import Change, ManifestError, Plan, make_plan, mechanism_entry, monitor_entry, webhook_entry
 from app.manifest.probe import ProbeFailed, probe_mechanisms
+from app.manifest.safe_yaml import load_yaml_file
 from app.manifest.schema import Manifest
 
 __all__ = ["export_manifest", "load_manifest", "run_apply", "run_export"]
@@ -34,13 +35,9 @@ HEADER = ("# dpwatch manifest: `dpwatch apply -f FILE` makes the service match i
 
 
 def load_manifest(path: Path) -> Manifest:
-    """The file, read and validated; ManifestError says what is wrong and where."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ManifestError(f"cannot read {path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{path} is not valid YAML: {exc}") from None
+    """The file, read within limits (size, nesting, aliases: app/manifest/safe_yaml.py) and
+    validated; ManifestError says what is wrong and where."""
+    data = load_yaml_file(path)
     try:
         return Manifest.model_validate(data or {})
     except ValidationError as exc:
@@ -49,6 +46,8 @@ def load_manifest(path: Path) -> Manifest:
             where = ".".join(str(p) for p in error["loc"]) or "(top level)"
             lines.append(f"  {where}: {error['msg']}")
         raise ManifestError("\n".join(lines)) from None
+    except (RecursionError, MemoryError) as exc:
+        raise ManifestError(f"{path} cannot be validated within this process's limits ({type(exc).__name__})") from None
 
 
 def _client(url: str | None, api_key: str | None) -> Any:

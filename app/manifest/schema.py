@@ -13,12 +13,13 @@ the environment variable that does (``secret_env``); a webhook may say ``enabled
 from __future__ import annotations
 
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from app.alarms.schemas import WebhookCreate
@@ -29,7 +30,11 @@ __all__ = ["Manifest", "MechanismSpec", "MonitorSpec", "SCHEMA_PATH", "WebhookSp
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "dpwatch-manifest.schema.json"
 SCHEMA_ID = "https://dpwatch.dev/schemas/dpwatch-manifest.schema.json"
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: The only environment variables ``secret_env`` may name: a manifest (perhaps written by someone
+#: else) must not make ``apply`` send the shell's other variables (a cloud key, a token) to a
+#: sampling endpoint as its signing secret.
+SECRET_ENV_PREFIX = "DPWATCH_SECRET_"
+SECRET_ENV_NAME = r"^DPWATCH_SECRET_[A-Za-z0-9_]+$"
 
 
 class MechanismSpec(MechanismCreate):
@@ -38,13 +43,23 @@ class MechanismSpec(MechanismCreate):
 
     model_config = ConfigDict(extra="forbid", title="Mechanism", json_schema_extra={"examples": [
         {"name": "laplace-count", "sampling_url": "https://dp.example.org/count/sample", "output_kind": "real",
-         "secret_env": "LAPLACE_COUNT_SECRET"}]})
+         "secret_env": "DPWATCH_SECRET_LAPLACE_COUNT"}]})
 
     secret: SkipJsonSchema[None] = Field(None, exclude=True)
     secret_env: str | None = Field(
-        None, pattern=ENV_NAME, max_length=200,
+        None, max_length=200, json_schema_extra={"pattern": SECRET_ENV_NAME},
         description="The environment variable holding the endpoint's `whsec_…` signing secret, read when the "
-        "mechanism is created. The secret itself is never written in the file.")
+        f"mechanism is created; its name starts with `{SECRET_ENV_PREFIX}` (apply reads no other variable). "
+        "The secret itself is never written in the file.")
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env_prefix(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(SECRET_ENV_NAME, value):
+            raise ValueError(f"secret_env must name an environment variable whose name starts with {SECRET_ENV_PREFIX} "
+                             f"(letters, digits and _ after it), e.g. {SECRET_ENV_PREFIX}LAPLACE_COUNT; apply reads "
+                             "no other variable of its shell")
+        return value
 
     @model_validator(mode="before")
     @classmethod

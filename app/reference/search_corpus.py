@@ -311,6 +311,9 @@ def search_corpus() -> dict[str, SearchCorpusEntry]:
                           unit, {"epsilon": EPSILON, "delta": _analytic_delta(EPSILON, approx_sigma, 1.0)}, EPSILON,
                           real, _gaussian(approx_sigma, 0.0, 1.0)),
     ]
+    from app.reference.severity_corpus import severity_entries
+
+    entries += severity_entries(SearchCorpusEntry, EPSILON)
     return {e.slug: e for e in entries}
 
 

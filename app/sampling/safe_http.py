@@ -620,21 +620,42 @@ class _GuardedAsyncTransport(httpx.AsyncBaseTransport):
             return self._ephemeral, None
         now = time.monotonic()
         entry = self._pools.get(key)
+        stale: list[_Pool] = []
         if entry is None:
-            await self._prune(now)
+            # Take the stale pools out and put the new one in before the first await: closing a
+            # pool yields to other requests, which must neither pop the same keys again nor be
+            # handed a pool that is being closed, nor create a second pool for this key.
+            stale = self._take_stale(now)
             entry = self._pools[key] = _Pool(self._new_pool(keepalive=True))
         entry.active += 1
         entry.last_used = now
+        if stale:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._close_pools(stale)
+            except BaseException:
+                entry.active -= 1
+                raise
         return entry.pool, entry
 
-    async def _prune(self, now: float) -> None:
+    def _take_stale(self, now: float) -> list[_Pool]:
+        """Remove the idle pools past their keep-alive expiry, and the least recently used idle
+        ones beyond ``max_pools`` (counting one pool about to be added); return them to close.
+        Synchronous, so that no other request sees a pool on its way out."""
         idle = [(e.last_used, k) for k, e in self._pools.items() if e.active == 0]
         stale = {k for used, k in idle if now - used > self.KEEPALIVE_SECONDS}
         excess = len(self._pools) + 1 - self._max_pools
         if excess > 0:
             stale.update(k for _, k in sorted(idle)[:excess])
-        for key in stale:
-            await self._pools.pop(key).pool.aclose()
+        return [self._pools.pop(key) for key in stale]
+
+    @staticmethod
+    async def _close_pools(entries: list[_Pool]) -> None:
+        for entry in entries:
+            try:
+                await entry.pool.aclose()
+            except Exception as exc:  # noqa: BLE001 - an idle pool that fails to close is dropped anyway
+                log.warning("safe_http.idle_pool_close_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key = request.extensions.pop(ISOLATION_EXTENSION, None)

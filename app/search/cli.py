@@ -51,13 +51,57 @@ def usage_problem(domain: str | None, epsilon: float | None, delta: float, mu: f
     return None
 
 
+def _early_rate(url: str, domain: str | None, shape: str | None, output_kind: str | None, dim: int | None,
+                secret: str | None, max_batch: int, binary: bool, allow_networks: list[str], budget: int,
+                time_limit: float | None, err: Any) -> tuple[Any, str] | None:
+    """Time the endpoint on the first candidate database before the search's statistics are
+    loaded, and print how long the budget will take (app.sampling.timing): (the measurement, the
+    secret used), or None when the shape is not declared or the domain not readable (the search
+    measures itself then)."""
+    if domain is None or (shape is None and output_kind is None):
+        return None
+    import asyncio
+    import math
+
+    from app.sampling.protocol import generate_secret
+    from app.sampling.safe_http import SafeHttpConfig
+    from app.sampling.timing import budget_estimate, endpoint_rate, limit_left
+    from app.search.domain import InputDomain
+    from app.search.generators import candidate_pairs, statdp_patterns
+    from app.stats.shapes import OutputShape
+
+    try:
+        text = domain.strip()
+        the_domain = InputDomain.model_validate_json(text if text.startswith("{") else Path(text).read_text())
+        patterns = statdp_patterns(the_domain)  # the edge cases and Halton load scipy.stats: seconds
+        first = patterns[0].x if patterns else candidate_pairs(the_domain, 1)[0].x
+        declared = OutputShape.model_validate_json(shape) if shape is not None else \
+            OutputShape.from_output_kind(output_kind, dim)  # type: ignore[arg-type]
+        the_secret = secret or generate_secret()
+        measured = asyncio.run(endpoint_rate(url, the_secret, declared, first, max_batch=max_batch, binary=binary,
+                                             http_config=SafeHttpConfig(allow_networks=tuple(allow_networks))))
+    except Exception:  # noqa: BLE001 - the search itself reports what is wrong with the domain or endpoint
+        return None
+    left = limit_left(time_limit)
+    usable = math.inf if left is None else measured.rate * max(0.0, left - 4.0) * 0.85
+    err(budget_estimate(measured, budget, time_limit, usable=usable))
+    return measured, the_secret
+
+
 def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: float, mu: float | None,
                 rho: float | None, output_kind: str | None, dim: int | None, shape: str | None, budget: int,
                 time_limit: float | None, alpha: float, candidates: int, seed: int, secret: str | None, max_batch: int,
                 binary: bool, allow_networks: list[str], as_json: bool, progress_bar: bool,
                 monitor_body_path: Path | None, mechanism_id: str | None,
-                echo: Any, err: Any, junit_xml: Path | None = None, full_report: bool = False) -> int:
+                echo: Any, err: Any, junit_xml: Path | None = None, full_report: bool = False,
+                setup_logging: Any = None) -> int:
     """Run the search and print its report; returns the exit code (module docstring)."""
+    early = _early_rate(url, domain, shape, output_kind, dim, secret, max_batch, binary, allow_networks, budget,
+                        time_limit, err)
+    if early is not None:
+        secret = early[1]
+    if setup_logging is not None:
+        setup_logging()
     from app.search.report import format_search_report, monitor_body
     from app.search.run import EndpointUnusable, SearchSettings
     from app.search.service import make_claim, read_domain, search_endpoint
@@ -80,7 +124,9 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             declared = OutputShape.from_output_kind(output_kind, dim)
         elif dim is not None:
             raise UsageError("--dim goes with --output-kind vector")
-        settings = SearchSettings(alpha=alpha, budget=budget, time_limit=time_limit, seed=seed,
+        from app.sampling.timing import limit_left
+
+        settings = SearchSettings(alpha=alpha, budget=budget, time_limit=limit_left(time_limit), seed=seed,
                                   max_candidates=candidates, stop_at_first=not full_report)
         http_config = SafeHttpConfig(allow_networks=tuple(allow_networks))
         the_secret = secret or generate_secret()
@@ -106,7 +152,12 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
         endpoint = MechanismEndpoint(sampling_url=url, secret=the_secret, max_batch=max_batch, timeout_seconds=60,
                                      prefer_binary=binary, shape=declared)
         if not progress_bar:
-            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config)
+            def rate_line(p: Any) -> None:  # the time the budget will take, even without a progress bar
+                if p.phase == "rate" and early is None:
+                    err(p.message)
+
+            return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
+                                         progress=rate_line, measured=early[0] if early else None)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -116,10 +167,14 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             task = bar.add_task("generating candidates", total=settings.budget)
 
             def on_progress(p: Any) -> None:
-                bar.update(task, completed=min(p.samples_used, p.budget), description=p.message[:70])
+                if p.phase == "rate" and early is None:
+                    bar.console.print(p.message, markup=False)
+                head, _, left = p.message.partition(" · ")
+                bar.update(task, total=p.budget, completed=min(p.samples_used, p.budget),
+                           description=head[:60] + (f" · {left}" if left else ""))
 
             return await search_endpoint(endpoint, the_domain, claim, settings, http_config=http_config,
-                                         progress=on_progress)
+                                         progress=on_progress, measured=early[0] if early else None)
 
     from app.reporting.junit import error_case, search_cases, search_properties, shown_url, write_junit
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.sampling.timing import DeadlineReached, RequestTimedOut
 from app.search.generators import database_key
 from app.stats.shapes import concat_outputs, n_outputs, take_outputs
 
@@ -93,10 +94,12 @@ class SearchDraws:
         started = time.perf_counter()
         try:
             out = await self.sampler(db, n)
-        except (asyncio.CancelledError, SearchCancelled):
+        except (asyncio.CancelledError, SearchCancelled, DeadlineReached):
             raise
         except Exception as exc:  # noqa: BLE001 - every failure of an input is a finding
             info = failure_of(exc)
+            if info["reason"] == "timeout":  # our own request timed out: the endpoint is slow, the input is fine
+                raise RequestTimedOut(f"a request for {n:,} outputs timed out ({info['detail'][:200]})") from None
             self.failures[key] = {"database": db, "phase": phase, "pair": note, **info,
                                   "seconds": round(time.perf_counter() - started, 3)}
             if not self.successes and len(self.failures) >= UNUSABLE_AFTER:

@@ -38,7 +38,8 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
                  f"{x['trials']} trials, {'moved' if x['improved'] else 'kept'}" for x in r["refinement"]) + ")"),
              _certified_line(r),
              f"samples: screening {s['screening']:,} + refinement {s['refinement']:,} + certification "
-             f"{s['certification']:,} = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
+             f"{s['certification']:,}" + (f" + severity {s['severity']:,}" if s.get("severity") else "")
+             + f" = {s['total']:,} of a budget of {r['budget']:,}; {r['seconds']['total']:.1f} s "
              f"(stopped: {r['stopped']})", ""]
     f = r.get("finding")
     if r["certified"] and f:
@@ -52,11 +53,32 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
                   f"tested at level {h['alpha']:.2e}",
                   f"  {r['parameter']} ≥ {_fmt(f['lower_bound'])} at {conf} confidence (claimed {r['parameter']} = "
                   f"{_fmt(r['claimed_value'])})"]
+        sev = r.get("severity")
+        if sev and sev.get("lower_bound") is not None:
+            hs = sev["held_out"]
+            lines += ["SEVERITY (the bound to act on; fresh outputs of the certified pair, after the certification)",
+                      f"  event: {sev['describe']} ({sev['family']})",
+                      f"  held out: {hs['a']:,}/{hs['n_x']:,} vs {hs['b']:,}/{hs['n_xp']:,}, {sev['events']} events "
+                      f"each at level {sev['level_per_event']:.2e}",
+                      f"  {r['parameter']} ≥ {_fmt(sev['lower_bound'])} at {conf} confidence"
+                      + (f" ({sev['lower_bound'] / r['claimed_value']:.3g} × the claim)" if r['claimed_value'] else "")]
+            if sev.get("never_seen"):
+                lines.append(f"  x′ never produced this output in {hs['n_xp']:,} draws: the bound is limited by the "
+                             "draws and the loss may be unbounded in truth")
     else:
         lb = r["certification"].get("lower_bound")
         lines += ["no violation certified within the budget (this does not show that the claim holds)"]
         if lb is not None:
             lines.append(f"  largest lower bound on {r['parameter']} certified on fresh samples: {_fmt(lb)}")
+        power = r.get("power")
+        if power:
+            lines.append("  power (each row: the smallest violation one tested event would have revealed with "
+                         "probability ≥ 0.9, at event probability q on x′; nothing about other pairs or events):")
+            for row in power[:6]:
+                got = ", ".join(f"q={d['q']:g}: {_fmt(d['theta'], 3) if d['theta'] is not None else 'none'}"
+                                for d in row["detected"])
+                lines.append(f"    {_short(row['x'], 30)} vs {_short(row['x_prime'], 30)}, {row['family']}, "
+                             f"{row['n_per_side']:,}/side: {row['parameter']} ≥ … {got}")
     fails = r["failing_inputs"]
     if fails:
         lines += ["", f"failing inputs ({len(fails)}; the endpoint did not answer them, findings too):"]

@@ -24,24 +24,56 @@ result says that none was found within the budget, which never means that the cl
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.search.certify import FINAL_SHARE, StageResult, certification_settings, certify, findings_from, staged_test
+from app.audit.power import power_rows, power_sentence
+from app.sampling.timing import (
+    DeadlineReached,
+    RateMeasurement,
+    RequestTimedOut,
+    TimedSampler,
+    budget_estimate,
+    format_duration,
+    measure_rate,
+)
+from app.search.certify import (
+    FINAL_SHARE,
+    StageResult,
+    certification_settings,
+    certify,
+    findings_from,
+    staged_test,
+)
 from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
 from app.search.refine import RefineSettings, refine_pair
-from app.search.screening import ScreenedPair, ScreeningSettings, successive_halving
+from app.search.screening import (
+    ScreenedPair,
+    Screening,
+    ScreeningSettings,
+    successive_halving,
+)
+from app.search.severity import severity_statement, sharpen
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
 from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
            "SearchSettings", "run_search"]
+
+#: Seconds kept after the last draw for the verdict, its power and the report.
+TIME_RESERVE = 4.0
+#: Share of (rate × time left) the run plans to draw: the rest absorbs computing and a slower endpoint.
+TIME_USABLE = 0.85
+#: The least budget a time limit sizes a run down to.
+MIN_TIMED_BUDGET = 4_000
 
 #: Fresh outputs per database of a staged test at least.
 STAGE_MIN = 500
@@ -72,6 +104,9 @@ class SearchSettings:
     stage_share: float = 0.2  # the staged tests' outputs, in all, at most this share of the budget
     stop_at_first: bool = True  # stop at the first certification (False: the full search and report)
     concurrency: int = 4
+    severity: bool = True  # sharpen the bound on a certified pair (app.search.severity)
+    severity_share: float = 0.9  # of the budget, at most (and never more than is left), for sharpening
+    measure_rate: bool = True  # time the endpoint first and size the budget to the time limit
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -129,6 +164,9 @@ class SearchResult:
     seconds: dict[str, float]
     stopped: str
     settings: dict[str, Any] = field(default_factory=dict)
+    severity: dict[str, Any] | None = None  # the sharpened bound on the certified pair (app.search.severity)
+    power: list[dict[str, Any]] | None = None  # when nothing is certified: what the run would have caught
+    rate: dict[str, Any] | None = None  # the endpoint's measured rate (app.sampling.timing)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,14 +192,18 @@ def _claim_info(claim: Claim) -> tuple[str, float | None, dict[str, Any]]:
 async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape: OutputShape,
                      settings: SearchSettings | None = None, *,
                      progress: Callable[[SearchProgress], Any] | None = None, cancel: Any = None,
-                     pairs: list[CandidatePair] | None = None) -> SearchResult:
+                     pairs: list[CandidatePair] | None = None, measured: RateMeasurement | None = None) -> SearchResult:
     """Search ``domain`` for a pair and an event that break ``claim`` (module docstring).
 
-    ``pairs`` replaces the generators (the baselines use it). Raises :class:`SearchCancelled`
+    ``pairs`` replaces the generators (the baselines use it); ``measured``: the endpoint's rate,
+    measured before (app.sampling.timing.endpoint_rate), not measured again. Raises :class:`SearchCancelled`
     when ``cancel`` is set and :class:`EndpointUnusable` when every first database fails."""
     s = settings or SearchSettings()
     started = time.monotonic()
-    deadline = None if s.time_limit is None else started + s.time_limit
+    # the verdict, its power and the report need a moment after the last draw
+    deadline = None if s.time_limit is None else started + max(0.5 * s.time_limit, s.time_limit - TIME_RESERVE)
+    budget = s.budget  # sized down to what the time limit allows once the endpoint's rate is known
+    timed = TimedSampler(sampler, rate=math.inf, deadline=deadline)
     parameter, claimed, claim_json = _claim_info(claim)
     phase = {"name": "generating"}
     last = {"t": 0.0}
@@ -173,11 +215,16 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         if not force and now - last["t"] < 0.2:
             return
         last["t"] = now
-        out = progress(SearchProgress(phase["name"], draws.total, s.budget, round(now - started, 3), message))
+        if measured is not None and phase["name"] not in ("rate", "done"):
+            left = max(0, budget - draws.total) / max(timed.rate, 1e-9)
+            if deadline is not None:
+                left = min(left, max(0.0, deadline - now))
+            message = f"{message} · {now - started:.0f} s elapsed, at most {format_duration(left)} left"
+        out = progress(SearchProgress(phase["name"], draws.total, budget, round(now - started, 3), message))
         if hasattr(out, "__await__"):
             await out
 
-    draws = SearchDraws(sampler, concurrency=s.concurrency, cancel=cancel)
+    draws = SearchDraws(timed, concurrency=s.concurrency, cancel=cancel)
     draws.on_draw = lambda: report(f"{phase['name']}: {draws.total:,} outputs drawn")
     seconds: dict[str, float] = {}
 
@@ -192,16 +239,34 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         by_source[p.source] = by_source.get(p.source, 0) + 1
     seconds["generators"] = round(time.monotonic() - t0, 3)
 
+    # the endpoint's rate, and the budget the time limit allows (app.sampling.timing) -----------
+    if s.measure_rate or measured is not None:
+        phase["name"] = "rate"
+        try:
+            if measured is None:
+                measured = await measure_rate(sampler, candidates[0].x, max_outputs=20_000)
+        except (asyncio.CancelledError, SearchCancelled):
+            raise
+        except Exception:  # noqa: BLE001 - the draws below record the failing input as a finding
+            measured = None
+        if measured is not None:
+            timed.rate = measured.rate
+            usable = math.inf
+            if deadline is not None:
+                usable = measured.rate * max(0.0, deadline - time.monotonic()) * TIME_USABLE
+                budget = int(max(MIN_TIMED_BUDGET, min(s.budget, usable)))
+            await report(budget_estimate(measured, s.budget, s.time_limit, usable=usable), force=True)
+
     claim_eps = getattr(claim, "epsilon", None)
     delta = float(getattr(claim, "delta", 0.0) or 0.0)
-    cert_budget_guess = s.budget * (1 - s.screening_share - s.refine_share)
+    cert_budget_guess = budget * (1 - s.screening_share - s.refine_share)
     proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
     search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
 
     # staged certification (app.search.certify.staged_test) -------------------------------------
     stages: list[StageResult] = []
-    stage_budget = int(s.budget * s.stage_share) if s.staged else 0
+    stage_budget = int(budget * s.stage_share) if s.staged else 0
     first: dict[str, Any] | None = None
     all_pairs = list(candidates)
 
@@ -210,7 +275,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         nonlocal first
         left = stage_budget - sum(st.samples for st in stages)
         # a stage may spend half of what is left for stages (all of it once that is small)
-        room = min(left if left < 8 * STAGE_MIN else left // 2, s.budget - draws.total)
+        room = min(left if left < 8 * STAGE_MIN else left // 2, budget - draws.total)
         if not ranked_pairs or room < 2 * STAGE_MIN or (search_deadline is not None and time.monotonic() >= search_deadline):
             return False
         previous = phase["name"]
@@ -234,13 +299,18 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     # 2. screening ----------------------------------------------------------------------------
     phase["name"] = "screening"
     await report(f"screening {len(candidates)} candidate pairs", force=True)
-    screen_budget = int(s.budget * s.screening_share)
-    screening = await successive_halving(
-        draws, candidates, shape, proposal,
-        ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
-                          probe=s.probe),
-        budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
-        after_rung=after_rung if s.staged else None)
+    screen_budget = int(budget * s.screening_share)
+    time_stop: str | None = None
+    try:
+        screening = await successive_halving(
+            draws, candidates, shape, proposal,
+            ScreeningSettings(first_rung=s.first_rung, survivors=max(s.finalists, s.refine_pairs),
+                              probe=s.probe),
+            budget=screen_budget, deadline=search_deadline, progress=lambda m: report(m, force=True),
+            after_rung=after_rung if s.staged else None)
+    except DeadlineReached as exc:  # the rate fell far below the measured one: stop with what was tested
+        time_stop = _time_stop(exc)
+        screening = Screening(ranked=[], rungs=[], stopped=time_stop, seconds=round(time.monotonic() - t0, 3))
     seconds["screening"] = screening.seconds
     ranked = screening.ranked
     draws.forget(set())
@@ -250,15 +320,19 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     refined: list[dict[str, Any]] = []
     finalists: list[CandidatePair] = [e.pair for e in ranked[: s.finalists]]
     t0 = time.monotonic()
-    if s.refine and ranked and s.refine_share > 0 and not done:
+    if s.refine and ranked and s.refine_share > 0 and not done and time_stop is None:
         phase["name"] = "refinement"
-        per_pair = int(s.budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
+        per_pair = int(budget * s.refine_share) // max(1, min(s.refine_pairs, len(ranked)))
         for e in ranked[: s.refine_pairs]:
             await report(f"refining the pair from {e.pair.source} ({e.pair.note})", force=True)
-            ref = await refine_pair(draws, domain, e.pair, shape, proposal,
-                                    RefineSettings(trials=s.refine_trials, samples_per_trial=s.refine_samples,
-                                                   seed=s.seed + len(refined)),
-                                    budget=per_pair, deadline=search_deadline)
+            try:
+                ref = await refine_pair(draws, domain, e.pair, shape, proposal,
+                                        RefineSettings(trials=s.refine_trials, samples_per_trial=s.refine_samples,
+                                                       seed=s.seed + len(refined)),
+                                        budget=per_pair, deadline=search_deadline)
+            except DeadlineReached as exc:
+                time_stop = _time_stop(exc)
+                break
             if ref is None:
                 continue
             refined.append(ref.to_dict())
@@ -270,7 +344,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     # 4. final certification ------------------------------------------------------------------
     phase["name"] = "certification"
     finalists = [f for f in finalists if not draws.failed(f.x) and not draws.failed(f.x_prime)]
-    cert_budget = max(0, s.budget - draws.total)
+    cert_budget = max(0, budget - draws.total)
     final_alpha = s.alpha * FINAL_SHARE if s.staged else s.alpha
     result = None
     cert_error: dict[str, Any] | None = None
@@ -278,6 +352,8 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     stopped = "budget"
     if done:
         stopped = "certified"
+    elif time_stop is not None:
+        stopped = time_stop
     elif finalists and cert_budget >= 4 * 100 * len(finalists):
         n_dbs = len({k for f in finalists for k in f.key.split("|")})
         engine_settings = certification_settings(cert_budget, n_dbs, final_alpha, seed=s.seed)
@@ -297,20 +373,30 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                 first = {"stage": "final", "after": "refinement", "samples": draws.total,
                          "seconds": round(time.monotonic() - started, 3)}
             stopped = ("certified" if result.refuted or first is not None else
-                       ("time limit" if result.stopped == "time limit" else "budget"))
+                       (result.stopped if result.stopped.startswith(("time limit", "a request timed out")) else "budget"))
     elif not finalists:
         stopped = "no pair could be sampled"
     else:
         stopped = "certified" if first is not None else "no budget left for certification"
     if screening.stopped == "time limit" and stopped == "budget":
         stopped = "time limit"
+    if stopped == "budget" and budget < s.budget:
+        stopped = "budget sized to the time limit"
     seconds["certification"] = round(time.monotonic() - t0, 3)
-    seconds["total"] = round(time.monotonic() - started, 3)
-    await report("done", force=True)
 
     findings = findings_from(result, finalists, claimed, claim_json, stages, all_pairs)
     certified = first is not None
     finding = findings[0] if findings and certified else None
+    severity = None
+    if finding is not None and s.severity:
+        phase["name"] = "severity"
+        t0 = time.monotonic()
+        severity = await sharpen(draws, finding, shape, claim, alpha=s.alpha, deadline=deadline, seed=s.seed,
+                                 outputs=min(budget - draws.total, int(s.severity_share * budget)),
+                                 progress=lambda m: report(m, force=True))
+        seconds["severity"] = round(time.monotonic() - t0, 3)
+    seconds["total"] = round(time.monotonic() - started, 3)
+    await report("done", force=True)
     failing = list(draws.failures.values())
     lbs = [t["held_out"]["lower_bound"] for st in stages for t in st.tests if t["held_out"]["lower_bound"] is not None]
     if result is not None and result.lower_bound is not None:
@@ -328,6 +414,19 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             "engine_settings": result.settings, "mpl": result.mpl})
     statement = _statement(certified, finding, parameter, claimed, s.alpha, draws.total, seconds["total"],
                            len(candidates), best_lb, failing, stopped)
+    if severity is not None:
+        statement += " " + severity_statement(severity, parameter, claimed)
+    power = None
+    if not certified:
+        tested = [t for st in stages for t in st.tests] + (list(result.tests) if result is not None else [])
+        try:
+            power = await asyncio.to_thread(power_rows, tested, claim)
+        except ValueError:
+            power = None
+        if power is not None:
+            tried = {frozenset((json.dumps(t["x"], sort_keys=True), json.dumps(t["x_prime"], sort_keys=True)))
+                     for t in tested}
+            statement += " " + power_sentence(power, untested_pairs=max(0, len(candidates) - len(tried)))
     return SearchResult(
         certified=certified,
         verdict="violation certified" if certified else "no violation certified",
@@ -341,8 +440,17 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                    "top": [e.to_dict() for e in ranked[:10]]},
         refinement=refined, certification=cert_summary,
         samples={**draws.used, "total": draws.total}, budget=s.budget, seconds=seconds, stopped=stopped,
-        settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families)},
+        settings={k: v for k, v in asdict(s).items() if k != "families"} | {"families": list(s.families),
+                                                                            "budget_used_as": budget},
+        severity=severity, power=power, rate=None if measured is None else {
+            **measured.to_dict(), "outputs_per_second_at_end": round(timed.rate, 1) if math.isfinite(timed.rate) else None,
+            "budget_sized_to_time_limit": budget if budget != s.budget else None},
     )
+
+
+def _time_stop(exc: Exception) -> str:
+    return "a request timed out (the endpoint is too slow; no input failed)" if isinstance(exc, RequestTimedOut) \
+        else "time limit"
 
 
 def _fmt(x: float | None) -> str:

@@ -88,10 +88,12 @@ def search_client_config(deadline_seconds: float = 600.0) -> SamplingClientConfi
 
 async def search_endpoint(endpoint: MechanismEndpoint, domain: InputDomain, claim: Claim, settings: SearchSettings,
                           *, http_config: SafeHttpConfig, progress: Callable[[SearchProgress], Any] | None = None,
-                          cancel: Any = None, label: str = "search") -> SearchResult:
+                          cancel: Any = None, label: str = "search", measured: Any = None) -> SearchResult:
     """Search an HTTP endpoint whose ``shape`` is set (declare or probe it first)."""
     if endpoint.shape is None:
         raise ValueError("the endpoint needs a shape (declared, or from a probe)")
-    async with SamplingClient(config=search_client_config(), http_config=http_config) as client:
+    deadline_seconds = 600.0 if settings.time_limit is None else max(5.0, min(600.0, settings.time_limit))
+    async with SamplingClient(config=search_client_config(deadline_seconds), http_config=http_config) as client:
         sampler = endpoint_search_sampler(client, endpoint, label=label)
-        return await run_search(sampler, domain, claim, endpoint.shape, settings, progress=progress, cancel=cancel)
+        return await run_search(sampler, domain, claim, endpoint.shape, settings, progress=progress, cancel=cancel,
+                                measured=measured)

@@ -27,7 +27,7 @@ from markupsafe import Markup
 from sqlalchemy import func, select
 
 from app.alarms.models import Webhook, WebhookMessage
-from app.api.deps import SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep, key_use_recorder
 from app.api.errors import ConflictError
 from app.auth.models import Tenant
 from app.auth.service import Principal, authenticate, end_web_session, open_web_session
@@ -369,6 +369,8 @@ def build_router() -> APIRouter:
             return render(request, "login.html", {"next": target, "error": error,
                                                   "insecure": _secure_cookie_over_http(request)}, status_code=401)
         response = RedirectResponse(target, status_code=303)
+        if principal.use_due:  # in a transaction of its own (app.auth.key_use), before this one writes
+            key_use_recorder(request).record(request.app.state.session_factory, principal.api_key_id)
         session_id = open_web_session(session, principal.api_key_id, signer_of(request).max_age)
         signer_of(request).start_session(response, principal.api_key_id, principal.tenant_id, session_id)
         return response
