@@ -73,15 +73,19 @@ async def _run_watching_the_loop(runner: JobRunner, job_id: uuid.UUID, during=No
     return state, stall
 
 
-def test_a_job_that_never_yields_leaves_the_loop_free_and_is_cancelled_within_seconds(
+def test_a_job_that_never_yields_leaves_the_loop_free_keeps_its_lease_and_is_cancelled_within_seconds(
         db, two_tenants, session_factory, engine_settings, arun):
     [job_id] = _enqueue(db, two_tenants[0])
-    runner = _runner(session_factory, engine_settings, job_handlers.spin)
+    runner = _runner(session_factory, engine_settings, job_handlers.spin, job_lease_seconds=3)
+    other = JobRunner(session_factory, None, engine_settings.model_copy(update={"worker_id": "other"}),  # type: ignore[arg-type]
+                      handlers={})
     assert runner.claim(1) == [job_id]
     asked: dict[str, float] = {}
 
     async def cancel_later() -> None:
-        await asyncio.sleep(1.5)  # the child spins meanwhile
+        await asyncio.sleep(4.0)  # the child spins meanwhile, past its 3 s lease
+        asked["taken by another worker"] = await asyncio.to_thread(other.claim, 1)  # type: ignore[assignment]
+
         def ask() -> None:
             with db() as session:
                 cancel_job(session, session.get(Job, job_id))
@@ -91,6 +95,7 @@ def test_a_job_that_never_yields_leaves_the_loop_free_and_is_cancelled_within_se
     state, stall = arun(_run_watching_the_loop(runner, job_id, cancel_later))
     took = time.perf_counter() - asked["at"]
     job = _job(db, job_id)
+    assert asked["taken by another worker"] == []  # the lease was renewed while the child spun
     assert state == "cancelled" and job.state == "cancelled" and job.failure_reason == "cancelled"
     assert took < 10, f"the cancel took {took:.1f} s"
     assert stall < 0.5, f"the worker's loop stalled {stall:.2f} s while the job spun"
