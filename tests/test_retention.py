@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import func, select
 
 from app.alarms.models import Alarm
@@ -92,3 +93,20 @@ def test_the_period_tables_are_vacuumed_on_postgres_only(backend, settings, sess
         assert vacuum(engine_factory, settings) is True
         assert vacuum(engine_factory, settings.model_copy(update={"retention_vacuum": False})) is False
     assert vacuum(session_factory, settings) is False  # SQLite; or a session inside a transaction
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite has one process: no other sweeper
+def test_one_worker_sweeps_at_a_time_on_postgres(backend, settings, request):
+    from sqlalchemy import func, select
+
+    from app.db import make_session_factory
+    from app.quotas.retention import RETENTION_LOCK_KEY, sweep
+
+    engine = request.getfixturevalue("postgres_engine")
+    factory = make_session_factory(engine)
+    with engine.connect() as other:  # another worker's sweep holds the lock
+        assert other.execute(select(func.pg_try_advisory_lock(RETENTION_LOCK_KEY))).scalar() is True
+        assert sweep(factory, settings, NOW).vacuumed is False  # skipped
+        other.execute(select(func.pg_advisory_unlock(RETENTION_LOCK_KEY)))
+        other.commit()
+    assert sweep(factory, settings, NOW).vacuumed is True

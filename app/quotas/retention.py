@@ -30,11 +30,13 @@ are shorter than ``retention_days`` and that keeps no alarm's period.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import structlog
-from sqlalchemy import Engine, and_, delete, exists, or_, select, text
+from sqlalchemy import Engine, and_, delete, exists, func, or_, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
@@ -43,6 +45,9 @@ log = structlog.get_logger("dpwatch.retention")
 
 #: Batches one sweep deletes at most (the rest waits for the next sweep).
 MAX_BATCHES = 20
+#: Key of the session-level advisory lock one sweep holds (Postgres): with several workers, one
+#: sweeps and vacuums at a time, and the others skip that round instead of waiting.
+RETENTION_LOCK_KEY = 0x6470_7265_7465  # "dprete"
 #: The tables that churn at a constant size (kept outputs) or lose rows to retention.
 VACUUMED = ("period_outputs", "period_runs", "period_checks")
 
@@ -67,8 +72,34 @@ def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list:  # t
         .limit(limit)))
 
 
+@contextmanager
+def _one_sweeper(session_factory: sessionmaker[Session]) -> Iterator[bool]:
+    """True when this process may sweep: always on SQLite, on Postgres when it holds the lock."""
+    bind = session_factory.kw.get("bind")
+    if not isinstance(bind, Engine) or bind.dialect.name != "postgresql":
+        yield True
+        return
+    with bind.connect() as connection:
+        got = bool(connection.execute(select(func.pg_try_advisory_lock(RETENTION_LOCK_KEY))).scalar())
+        connection.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                connection.execute(select(func.pg_advisory_unlock(RETENTION_LOCK_KEY)))
+                connection.commit()
+
+
 def sweep(session_factory: sessionmaker[Session], settings: Settings, now: datetime) -> Swept:
-    """Delete the periods past retention, in batches; returns how many went."""
+    """Delete the periods past retention, in batches, then vacuum; returns how many went. Skipped
+    (nothing done) while another worker sweeps."""
+    with _one_sweeper(session_factory) as mine:
+        if not mine:
+            return Swept(0, 0)
+        return _sweep(session_factory, settings, now)
+
+
+def _sweep(session_factory: sessionmaker[Session], settings: Settings, now: datetime) -> Swept:
     from app.monitors.models import PeriodRun
 
     if settings.retention_days <= 0:
