@@ -58,20 +58,20 @@ log = structlog.get_logger("dpwatch.jobs")
 JOB_CLAIM_LOCK_KEY = 0x6470_6A6F_6273  # "dpjobs"
 
 
-def job_sampling_client(settings: Settings) -> SamplingClient:
+def job_sampling_client(settings: Settings, http: Any = None) -> SamplingClient:
     """The sampling client of jobs: they draw tens of thousands of outputs per database, so their
-    deadline is their own (the job's lease is renewed while it runs), not a period's."""
+    deadline is their own (the job's lease is renewed while it runs), not a period's. With ``http``
+    (a worker's safe client) it shares that client's pools; otherwise it owns one."""
     from app import observability as obs
     from app.sampling.client import SamplingClientConfig
 
-    return SamplingClient(
-        http_config=settings.safe_http_config(),
-        config=SamplingClientConfig(deadline_seconds=300, max_response_bytes=settings.sampling_max_bytes,
-                                    max_attempts=settings.sampling_max_attempts,
-                                    backoff_initial=settings.sampling_backoff_seconds),
-        on_request=obs.observe_sampling_request,
-    )
-
+    config = SamplingClientConfig(deadline_seconds=300, max_response_bytes=settings.sampling_max_bytes,
+                                  max_attempts=settings.sampling_max_attempts,
+                                  backoff_initial=settings.sampling_backoff_seconds)
+    if http is not None:
+        return SamplingClient(http=http, config=config, on_request=obs.observe_sampling_request)
+    return SamplingClient(http_config=settings.safe_http_config(), config=config,
+                          on_request=obs.observe_sampling_request)
 
 
 def json_safe(value: Any) -> Any:

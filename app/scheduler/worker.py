@@ -105,7 +105,8 @@ class Worker:
         self.calibrator = Calibrator(self.session_factory, s, sampling, clock=self.clock)
         self.snapshots = SnapshotRunner(self.session_factory, sampling, s, clock=self.clock)
         # Jobs run in child processes with clients of their own; inline jobs (tests) use this one.
-        self.jobs = JobRunner(self.session_factory, job_sampling_client(s), s, handlers=job_handlers(), clock=self.clock)
+        self.jobs = JobRunner(self.session_factory, job_sampling_client(s, self.http), s, handlers=job_handlers(),
+                              clock=self.clock)
 
     async def start(self) -> None:
         """Open, then tick: claim and run due work every ``tick_seconds``."""
@@ -170,8 +171,6 @@ class Worker:
         if self.http is not None:
             await self.http.aclose()
             self.http = None
-        if getattr(self, "jobs", None) is not None:
-            await self.jobs.client.aclose()
         log.info("worker_stopped", worker_id=self.settings.worker_id)
 
     async def run_forever(self) -> None:
