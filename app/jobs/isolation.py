@@ -108,13 +108,22 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
     process = ctx.Process(target=target, args=(*args, limits, send), daemon=True,
                           name=f"dpwatch-job-{label}"[:60])
     started = time.monotonic()
-    await asyncio.to_thread(process.start)
-    send.close()
-    loop = asyncio.get_running_loop()
-    next_poll = loop.time() + RENEW_SECONDS
+    flag = {"answer": "ok"}
+
+    async def renew() -> None:  # from the start: a fork server's first start takes seconds
+        while poll is not None:
+            await asyncio.sleep(RENEW_SECONDS)
+            answer = await poll()
+            if answer in ("cancel", "lost"):
+                flag["answer"] = answer
+                return
+
+    renewer = asyncio.create_task(renew())
     peak = 0
     outcome: ChildOutcome | None = None
     try:
+        await asyncio.to_thread(process.start)
+        send.close()
         while True:
             if receive.poll():
                 try:
@@ -138,22 +147,22 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
                 outcome = ChildOutcome("failed", {"error": f"the job ran longer than its {limits.wall_seconds:g} s",
                                                   "failure_reason": "time limit"})
                 break
-            if poll is not None and loop.time() >= next_poll:
-                next_poll = loop.time() + RENEW_SECONDS
-                answer = await poll()
-                if answer == "cancel":
-                    outcome = ChildOutcome("cancelled", {"message": "cancelled", "failure_reason": "cancelled"})
-                    break
-                if answer == "lost":
-                    outcome = ChildOutcome("lost")
-                    break
+            if flag["answer"] == "cancel":
+                outcome = ChildOutcome("cancelled", {"message": "cancelled", "failure_reason": "cancelled"})
+                break
+            if flag["answer"] == "lost":
+                outcome = ChildOutcome("lost")
+                break
             await asyncio.sleep(POLL_SECONDS)
     finally:
+        renewer.cancel()
         cpu = cpu_seconds(process.pid) if process.pid else None  # type: ignore[arg-type]
-        if process.is_alive():
-            process.kill()
-        await asyncio.to_thread(process.join, 10)
+        if process.pid is not None:
+            if process.is_alive():
+                process.kill()
+            await asyncio.to_thread(process.join, 10)
         receive.close()
+        send.close()
     if outcome is None:
         reason, text = _exit_reason(process.exitcode, limits, cpu)
         outcome = ChildOutcome("failed", {"error": text, "failure_reason": reason})
