@@ -418,9 +418,7 @@ def _serve_processes(settings: Any, host: str, port: int, workers: int, worker: 
             shutil.rmtree(made_dir, ignore_errors=True)
 
 
-@app.command("worker", short_help="Run only the scheduler worker.")
-def worker_command() -> None:
-    """Run only the scheduler worker (no API); replicas share the work through database leases."""
+def _run_worker(roles: tuple[str, ...]) -> None:
     import asyncio
 
     from app.db import make_engine, make_session_factory, run_migrations
@@ -434,7 +432,7 @@ def worker_command() -> None:
     engine = make_engine(settings.database_url, ping_after_idle=1.0)  # busy connections are not pinged
 
     async def run() -> None:
-        worker = Worker(settings, make_session_factory(engine))
+        worker = Worker(settings, make_session_factory(engine), roles=roles)
         await worker.start()
         freeze_startup_objects()  # full collections no longer scan start-up's objects
         freeze_warm_objects_later()  # ... nor, after a minute, what the first periods built
@@ -447,6 +445,73 @@ def worker_command() -> None:
         asyncio.run(run())
     except KeyboardInterrupt:
         pass
+    finally:
+        engine.dispose()
+
+
+@app.command("worker", short_help="Run only the scheduler worker.")
+def worker_command(
+    jobs: Annotated[bool, typer.Option(
+        "--jobs/--no-jobs",
+        help="Also run jobs (searches, audits, discovery) here. --no-jobs leaves them to `dpwatch jobs` processes "
+        "(default: DPWATCH_WORKER_RUNS_JOBS, on).")] = True,
+) -> None:
+    """Run only the scheduler worker (no API); replicas share the work through database leases."""
+    settings = _settings()
+    _run_worker(("periods", "jobs") if jobs and settings.worker_runs_jobs else ("periods",))
+
+
+@app.command("jobs", short_help="Run only jobs (searches, audits, discovery).")
+def jobs_command() -> None:
+    """Run a job runner: it claims queued jobs fairly across tenants and runs each in a child process with
+    its memory and time limits, and runs no periods. Pair it with `dpwatch worker --no-jobs`."""
+    _run_worker(("jobs",))
+
+
+@app.command("quota", short_help="Show or set a tenant's quotas.")
+def quota_command(
+    tenant: Annotated[str, typer.Argument(help="The tenant's name or id.")],
+    max_monitors: Annotated[int | None, typer.Option(help="Monitors (0: no limit).")] = None,
+    max_concurrent_jobs: Annotated[int | None, typer.Option(help="Jobs running at once.")] = None,
+    max_queued_jobs: Annotated[int | None, typer.Option(help="Jobs queued or running.")] = None,
+    max_outputs_per_day: Annotated[int | None, typer.Option(help="Outputs drawn per day.")] = None,
+    max_stored_output_bytes: Annotated[int | None, typer.Option(help="Raw-output bytes kept.")] = None,
+    reset: Annotated[bool, typer.Option(help="Back to the deployment's defaults (DPWATCH_QUOTA_*).")] = False,
+) -> None:
+    """Print a tenant's quotas and usage as JSON; with options, set them first."""
+    import json
+    import uuid as _uuid
+
+    from sqlalchemy import or_, select
+
+    from app.auth.models import Tenant
+    from app.db import make_engine, make_session_factory
+    from app.quotas import service as quotas
+
+    settings = _settings()
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            try:
+                as_id = _uuid.UUID(tenant)
+            except ValueError:
+                as_id = None
+            row = session.scalar(select(Tenant).where(or_(Tenant.name == tenant, Tenant.id == as_id)))
+            if row is None:
+                _fail(f"tenant {tenant!r}: no such tenant (give its name or id)")
+            values = {"max_monitors": max_monitors, "max_concurrent_jobs": max_concurrent_jobs,
+                      "max_queued_jobs": max_queued_jobs, "max_outputs_per_day": max_outputs_per_day,
+                      "max_stored_output_bytes": max_stored_output_bytes}
+            given = {k: v for k, v in values.items() if v is not None}
+            if reset or given:
+                try:
+                    quotas.set_quotas(session, row.id, {k: None for k in values} if reset else given)
+                except ValueError as exc:
+                    _fail(str(exc))
+                session.commit()
+            typer.echo(json.dumps({"tenant": str(row.id), "name": row.name,
+                                   "quotas": quotas.quotas_of(session, row.id, settings).as_dict(),
+                                   "usage": quotas.usage(session, row.id)}, indent=2))
     finally:
         engine.dispose()
 

@@ -47,6 +47,7 @@ from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
 from app.silences.router import router as silences_router
+from app.quotas.router import router as quotas_router
 from app.snapshots.router import router as snapshots_router
 from app.observability import (
     RequestContextMiddleware,
@@ -232,6 +233,7 @@ def create_app(
     v1.include_router(jobs_router)
     v1.include_router(keys_router)
     v1.include_router(silences_router)
+    v1.include_router(quotas_router)
     app.include_router(v1)
     install_offline_docs(app)
     install_dashboard(app, settings)

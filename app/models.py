@@ -12,6 +12,7 @@ import app.auth.models  # noqa: F401
 import app.jobs.models  # noqa: F401
 import app.mechanisms.models  # noqa: F401
 import app.monitors.models  # noqa: F401
+import app.quotas.models  # noqa: F401
 import app.silences.models  # noqa: F401
 import app.snapshots.models  # noqa: F401
 from app.db import Base

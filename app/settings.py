@@ -112,7 +112,67 @@ class Settings(BaseSettings):
         60, ge=3, le=3600,
         description="Lease of a running job (discovery, audit, re-discovery); its heartbeat renews it every third.",
     )
-    max_jobs_in_flight: int = Field(2, ge=1, le=64, description="Jobs one worker runs at once.")
+    max_jobs_in_flight: int = Field(
+        2, ge=1, le=64,
+        description="Jobs one worker runs at once (each in a process of its own: about one core and up to "
+        "job_memory_mb each).",
+    )
+    job_isolation: Literal["process", "inline"] = Field(
+        "process",
+        description="`process`: each job runs in a child process with the limits below, and the worker's loop only "
+        "watches it (app/jobs/isolation.py). `inline`: on the worker's loop, with no limits (tests, tools).",
+    )
+    job_memory_mb: int = Field(
+        768, ge=64, le=1_000_000,
+        description="Memory of one job's process: its data segment (RLIMIT_DATA) and resident size. Over it the "
+        "job fails with `failure_reason: memory limit` and is not retried.",
+    )
+    job_cpu_seconds: int = Field(
+        3600, ge=1, le=30 * 86_400,
+        description="CPU time of one job's process (RLIMIT_CPU); over it the job fails with `time limit`.",
+    )
+    job_wall_seconds: int = Field(
+        7200, ge=1, le=30 * 86_400,
+        description="How long one job's process may live; over it the worker kills it (`time limit`).",
+    )
+    worker_runs_jobs: bool = Field(
+        True,
+        description="Whether `dpwatch worker` (and `dpwatch serve`'s worker) also runs jobs. Off "
+        "(`dpwatch worker --no-jobs`), jobs are left to `dpwatch jobs` processes, on this host or others.",
+    )
+    # Quotas per tenant: the defaults; a tenant's own values are in `tenant_quotas` (`dpwatch quota`).
+    quota_max_monitors: int = Field(
+        1000, ge=0, description="Monitors one tenant may have (0: no limit). Over it, creating one is a 429.")
+    quota_max_concurrent_jobs: int = Field(
+        2, ge=0, description="Jobs of one tenant running at once across all workers (0: no limit); more wait queued.")
+    quota_max_queued_jobs: int = Field(
+        20, ge=0, description="Jobs of one tenant queued or running (0: no limit). Over it, starting one is a 429.")
+    quota_max_outputs_per_day: int = Field(
+        5_000_000_000, ge=0,
+        description="Outputs one tenant may have drawn per day (0: no limit): its runnable monitors' periods per day "
+        "× n × databases, plus the budgets of the jobs it started in the last 24 hours. A request that alone goes "
+        "over is a 422, one that goes over with the rest a 429.")
+    quota_max_stored_output_bytes: int = Field(
+        10 * 2**30, ge=0,
+        description="Raw-output bytes one tenant's monitors may keep (0: no limit): outputs_window × n × databases "
+        "× bytes per output, summed over its monitors (422 alone, 429 with the rest).")
+
+    # Retention (app/quotas/retention.py), run by the worker.
+    retention_days: float = Field(
+        30.0, ge=0, description="Periods older than this are deleted (0: kept forever), except those of a monitor's "
+        "current horizon and those an alarm points at. Detector state and alarms are kept.")
+    retention_every_seconds: float = Field(
+        300.0, gt=0, description="How often a worker runs the retention sweep.")
+    retention_batch: int = Field(
+        5000, ge=1, le=1_000_000, description="Period rows one retention statement deletes at most.")
+    retention_vacuum: bool = Field(
+        True, description="Postgres: `VACUUM` the period tables after each retention sweep, so that the space of "
+        "deleted periods and pruned outputs is reused even where autovacuum is off or behind.")
+    snapshot_isolation: Literal["process", "inline"] = Field(
+        "process",
+        description="`process`: a snapshot's MPL computation runs in a child process with the job limits; `inline`: "
+        "in a thread of the worker.",
+    )
 
     # Webhook deliveries (docs/hardening.md, "Hostile tenants").
     webhook_timeout_seconds: float = Field(

@@ -199,6 +199,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
         ("GET", "/v1/silences"),
         ("GET", "/v1/silences/{silence_id}"),
         ("DELETE", "/v1/silences/{silence_id}"),
+        ("GET", "/v1/quotas"),
         ("POST", "/v1/keys"),
         ("GET", "/v1/keys"),
         ("GET", "/v1/keys/{key_id}"),

@@ -21,6 +21,9 @@ from app.db import Base, JSONType, new_uuid, utcnow
 JOB_KINDS = ("discovery", "audit", "rediscovery", "search")
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
+#: Why a job ended without a result: over its memory or time limit, cancelled, its process died
+#: (or its worker, ``max_attempts`` times), or its handler failed (bad input, an unusable endpoint).
+FAILURE_REASONS = ("memory limit", "time limit", "cancelled", "crashed", "error")
 
 
 class Job(Base):
@@ -33,6 +36,8 @@ class Job(Base):
         Index("ix_jobs_state_created_at", "state", "created_at"),
         Index("ix_jobs_tenant_id_created_at", "tenant_id", "created_at"),
         Index("ix_jobs_monitor_id_state", "monitor_id", "state"),
+        # Fair claims count each tenant's running jobs.
+        Index("ix_jobs_tenant_id_state", "tenant_id", "state"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
@@ -46,6 +51,8 @@ class Job(Base):
     params: Mapped[dict[str, Any]] = mapped_column(JSONType)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     error: Mapped[str | None] = mapped_column(Text)
+    # Why a job ended without a result: one of FAILURE_REASONS (app/jobs/isolation.py).
+    failure_reason: Mapped[str | None] = mapped_column(String(32))
     progress: Mapped[float] = mapped_column(default=0.0)
     progress_message: Mapped[str | None] = mapped_column(String(500))
     cancel_requested: Mapped[bool] = mapped_column(default=False)

@@ -21,6 +21,7 @@ _JOB_EXAMPLE = {
     "progress": {"fraction": 0.5, "message": "drew 70000 outputs on database 1/2"},
     "result": None,
     "error": None,
+    "failure_reason": None,
     "cancel_requested": False,
     "attempts": 1,
     "created_at": "2026-01-01T12:00:00Z",
@@ -62,6 +63,11 @@ class JobRead(BaseModel):
         "`level`).",
     )
     error: str | None = Field(None, description="Why the job failed, when `failed`.")
+    failure_reason: Literal["memory limit", "time limit", "cancelled", "crashed", "error"] | None = Field(
+        None, description="Why the job ended without a result: `memory limit` or `time limit` (its process went over "
+        "the job limits; not retried), `cancelled`, `crashed` (its process or worker died `max_attempts` times), "
+        "`error` (the job itself failed: bad input, an unusable endpoint; see `error`). Null while it runs and when "
+        "it succeeded.")
     cancel_requested: bool = Field(description="A cancel was asked; a running job stops at its next step.")
     attempts: int = Field(description="How many times a worker started the job (a worker that dies is retried).")
     created_at: datetime

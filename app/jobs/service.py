@@ -66,6 +66,7 @@ def cancel_job(session: Session, job: Job, *, now: datetime | None = None) -> Jo
         job.state = "cancelled"
         job.finished_at = now
         job.progress_message = "cancelled before it started"
+        job.failure_reason = "cancelled"
     session.flush()
     return job
 
@@ -98,7 +99,8 @@ def to_job_read(job: Job) -> JobRead:
         id=job.id, kind=job.kind, state=job.state, mechanism_id=job.mechanism_id,  # type: ignore[arg-type]
         monitor_id=job.monitor_id, params=job.params,
         progress=JobProgress(fraction=min(1.0, max(0.0, job.progress)), message=job.progress_message),
-        result=_typed_result(job.kind, job.result), error=job.error, cancel_requested=job.cancel_requested, attempts=job.attempts,
+        result=_typed_result(job.kind, job.result), error=job.error, failure_reason=job.failure_reason,  # type: ignore[arg-type]
+        cancel_requested=job.cancel_requested, attempts=job.attempts,
         created_at=job.created_at, updated_at=job.updated_at, started_at=job.started_at,
         finished_at=job.finished_at,
     )

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import ProblemError, field_problem, problem_responses
+from app.quotas.service import check_monitor as check_monitor_quotas
 from app.api.pagination import CursorQuery, LimitQuery, Page, SeqCursorQuery
 from app.mechanisms.models import Mechanism
 from app.mechanisms.router import ProberDep
@@ -77,7 +78,7 @@ ValidateMonitorQuery = Annotated[
         "event is `auto`, it starts `calibrating` and becomes `active` once the threshold is "
         "computed (and the events chosen). The first period is at `start_at` (default: now)."
     ),
-    responses=problem_responses(401, 404, 422),
+    responses=problem_responses(401, 404, 422, 429),
 )
 def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: SessionDep, settings: SettingsDep,
                    prober: ProberDep, validate: ValidateMonitorQuery = False) -> MonitorCreated:
@@ -97,6 +98,7 @@ def create_monitor(body: MonitorCreate, principal: CurrentPrincipal, session: Se
                         for problem in p.report.problems],
             )
     monitor = service.create_monitor(session, principal.tenant_id, body)
+    check_monitor_quotas(session, principal.tenant_id, monitor.id, settings, creating=True)
     checks = service.get_checks(session, monitor.id)
     read = _read(monitor, checks)
     return MonitorCreated.model_validate({**read.model_dump(), "validation": validation,
@@ -204,12 +206,13 @@ async def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, sessio
         "field. Pause and resume with `POST …/pause` and `…/resume`. 404 for another tenant's monitor; 403 for "
         "a `read` key."
     ),
-    responses=problem_responses(401, 403, 404, 409, 422),
+    responses=problem_responses(401, 403, 404, 409, 422, 429),
 )
 def update_monitor(monitor_id: uuid.UUID, body: MonitorUpdate, principal: CurrentPrincipal,
-                   session: SessionDep) -> MonitorRead:
+                   session: SessionDep, settings: SettingsDep) -> MonitorRead:
     monitor = service.get_monitor(session, principal.tenant_id, monitor_id, for_update=True)
     service.update_monitor(session, monitor, body)
+    check_monitor_quotas(session, principal.tenant_id, monitor.id, settings, creating=False)
     return _read(monitor, service.get_checks(session, monitor.id))
 
 

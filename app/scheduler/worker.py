@@ -7,7 +7,13 @@ processes, as its FAQ says). Each tick claims due work through leases in the dat
 - ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
 - ``calibration``: claim monitors in ``calibrating`` and compute their thresholds off the table;
 - ``outbox``: deliver due webhook messages;
-- ``jobs``: claim queued jobs (discovery, audits, re-discovery) and run up to ``max_jobs_in_flight``.
+- ``jobs``: claim queued jobs (discovery, audits, re-discovery, searches) fairly across tenants and run up
+  to ``max_jobs_in_flight``, each in a child process with its limits (app/jobs/isolation.py);
+- ``retention``: delete old periods (app/quotas/retention.py) every ``retention_every_seconds``.
+
+A worker's ``roles`` choose its ticks: ``periods`` (periods, calibration, outbox, snapshots,
+retention) and ``jobs``. ``dpwatch worker --no-jobs`` runs the first only, ``dpwatch jobs`` the
+second only, so that job runners can live on hosts of their own.
 """
 
 from __future__ import annotations
@@ -25,12 +31,12 @@ from app import observability as obs
 from app.alarms.delivery import WebhookDeliverer
 from app.db import utcnow
 from app.jobs.context import Handler
-from app.jobs.runner import JobRunner, default_handlers
+from app.jobs.runner import JobRunner, default_handlers, job_sampling_client
 from app.monitors.calibration import Calibrator
+from app.monitors.leases import claim_monitors
 from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeAsyncClient
-from app.monitors.leases import claim_monitors
 from app.settings import Settings
 from app.snapshots.runner import SnapshotRunner
 
@@ -51,10 +57,19 @@ def job_handlers() -> dict[str, Handler]:
     return {**default_handlers(), "rediscovery": run_rediscovery_job, "search": run_search_job}
 
 
+ROLES = ("periods", "jobs")
+
+
 class Worker:
     def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *, max_in_flight: int | None = None,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, roles: tuple[str, ...] | None = None) -> None:
         self.settings = settings
+        if roles is None:
+            roles = ROLES if settings.worker_runs_jobs else ("periods",)
+        unknown = set(roles) - set(ROLES)
+        if unknown or not roles:
+            raise ValueError(f"a worker's roles are among {ROLES}, not {sorted(unknown) or 'none'}")
+        self.roles = tuple(roles)
         self.session_factory = session_factory
         self.max_in_flight = max_in_flight or settings.max_in_flight
         self._claiming = asyncio.Lock()
@@ -89,16 +104,9 @@ class Worker:
         self.deliverer = WebhookDeliverer(self.session_factory, self.http, s, on_delivery=obs.observe_delivery)
         self.calibrator = Calibrator(self.session_factory, s, sampling, clock=self.clock)
         self.snapshots = SnapshotRunner(self.session_factory, sampling, s, clock=self.clock)
-        # Jobs draw tens of thousands of outputs per database: their sampling deadline is their
-        # own (the job's lease is renewed by its heartbeat), not a period's.
-        job_sampling = SamplingClient(
-            http=self.http,
-            config=SamplingClientConfig(deadline_seconds=300, max_response_bytes=s.sampling_max_bytes,
-                                        max_attempts=s.sampling_max_attempts,
-                                        backoff_initial=s.sampling_backoff_seconds),
-            on_request=obs.observe_sampling_request,
-        )
-        self.jobs = JobRunner(self.session_factory, job_sampling, s, handlers=job_handlers(), clock=self.clock)
+        # Jobs run in child processes with clients of their own; inline jobs (tests) use this one.
+        self.jobs = JobRunner(self.session_factory, job_sampling_client(s, self.http), s, handlers=job_handlers(),
+                              clock=self.clock)
 
     async def start(self) -> None:
         """Open, then tick: claim and run due work every ``tick_seconds``."""
@@ -108,15 +116,21 @@ class Worker:
         now = datetime.now(UTC)
         common = dict(trigger="interval", max_instances=1, coalesce=True, next_run_time=now,
                       misfire_grace_time=None)
-        sched.add_job(self._tracked(self.tick_periods), id="periods", seconds=s.tick_seconds, **common)
-        sched.add_job(self._tracked(self.tick_outbox), id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
-        sched.add_job(self._tracked(self.tick_calibration), id="calibration", seconds=max(s.tick_seconds, 2.0),
-                      **common)
-        sched.add_job(self._tracked(self.tick_snapshots), id="snapshots", seconds=max(s.tick_seconds, 1.0), **common)
-        sched.add_job(self._tracked(self.tick_jobs), id="jobs", seconds=max(s.tick_seconds, 1.0), **common)
+        if "periods" in self.roles:
+            sched.add_job(self._tracked(self.tick_periods), id="periods", seconds=s.tick_seconds, **common)
+            sched.add_job(self._tracked(self.tick_outbox), id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
+            sched.add_job(self._tracked(self.tick_calibration), id="calibration", seconds=max(s.tick_seconds, 2.0),
+                          **common)
+            sched.add_job(self._tracked(self.tick_snapshots), id="snapshots", seconds=max(s.tick_seconds, 1.0),
+                          **common)
+            sched.add_job(self._tracked(self.tick_retention), id="retention", seconds=s.retention_every_seconds,
+                          **common)
+        if "jobs" in self.roles:
+            sched.add_job(self._tracked(self.tick_jobs), id="jobs", seconds=max(s.tick_seconds, 1.0), **common)
         sched.start()
         self._scheduler = sched
-        log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds)
+        log.info("worker_started", worker_id=s.worker_id, tick_seconds=s.tick_seconds, lease_seconds=s.lease_seconds,
+                 roles=list(self.roles))
 
     def _tracked(self, tick: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
         """``tick`` as a ticker job whose runs :meth:`stop` waits for (instead of leaving them to be
@@ -292,6 +306,17 @@ class Worker:
         """Wait for the jobs in flight (tests and benchmarks)."""
         while self._jobs_in_flight:
             await asyncio.gather(*list(self._jobs_in_flight), return_exceptions=True)
+
+    async def tick_retention(self) -> int:
+        """Delete old periods (app/quotas/retention.py), in short statements off the loop."""
+        from app.quotas.retention import sweep
+
+        try:
+            swept = await asyncio.to_thread(sweep, self.session_factory, self.settings, self.clock())
+            return swept.periods
+        except Exception:
+            log.exception("retention_failed")
+            return 0
 
     async def tick_calibration(self) -> int:
         # Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other

@@ -246,6 +246,22 @@ class SnapshotRunner:
                     notify_alarm(session, alarm, monitor, check, self.settings)
             session.commit()
 
+    async def compute(self, pairs: list[PairSamples], plan: SnapshotPlan) -> dict[str, Any]:
+        """MPL over the pairs: in a child process with the jobs' memory and CPU limits (app/jobs/isolation.py),
+        so that a large snapshot neither blocks nor grows the worker; in a thread when ``snapshot_isolation`` is
+        ``inline``."""
+        if self.settings.snapshot_isolation == "inline":
+            return await asyncio.to_thread(compute_snapshot, pairs, plan.output_kind, alpha=plan.alpha,
+                                           epsilon=plan.epsilon)
+        from app.jobs.child import Limits
+        from app.jobs.isolation import call_in_child
+
+        s = self.settings
+        limits = Limits(memory_bytes=s.job_memory_mb * 2**20, cpu_seconds=min(s.job_cpu_seconds, SNAPSHOT_LEASE_SECONDS),
+                        wall_seconds=float(min(s.job_wall_seconds, SNAPSHOT_LEASE_SECONDS)))
+        return await call_in_child("app.snapshots.compute:compute_snapshot", (pairs, plan.output_kind), limits,
+                                   alpha=plan.alpha, epsilon=plan.epsilon)
+
     async def run(self, snapshot_id: uuid.UUID) -> str:
         plan = await asyncio.to_thread(self.plan, snapshot_id)
         counts = None
@@ -253,8 +269,7 @@ class SnapshotRunner:
             fresh: dict[str, np.ndarray] = await self.draw(plan) if plan.extra_samples > 0 else {}
             counts = self.confirmation_counts(plan, fresh)
             pairs = self.pair_samples(plan, fresh)
-            result = await asyncio.to_thread(compute_snapshot, pairs, plan.output_kind, alpha=plan.alpha,
-                                             epsilon=plan.epsilon)
+            result = await self.compute(pairs, plan)
         except Exception as exc:  # sampling failures, too little data, numerical refusals
             reason = getattr(exc, "reason", type(exc).__name__)
             await asyncio.to_thread(self.finish, plan, None, f"{reason}: {exc}"[:2000], counts)

@@ -1,0 +1,1 @@
+"""Quotas per tenant (docs/hardening.md "Quotas and retention")."""
