@@ -130,6 +130,10 @@ class AsyncClient:
     async def ready(self) -> m.Readiness:
         return await self.request("GET", "/readyz")
 
+    async def quotas(self) -> m.QuotaRead:
+        """This tenant's quotas and what it uses of them (``GET /v1/quotas``)."""
+        return await self.request("GET", "/v1/quotas")
+
 
 class _Resource:
     def __init__(self, client: AsyncClient) -> None:

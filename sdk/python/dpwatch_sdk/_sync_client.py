@@ -128,6 +128,10 @@ class Client:
     def ready(self) -> m.Readiness:
         return self.request("GET", "/readyz")
 
+    def quotas(self) -> m.QuotaRead:
+        """This tenant's quotas and what it uses of them (``GET /v1/quotas``)."""
+        return self.request("GET", "/v1/quotas")
+
 
 class _Resource:
     def __init__(self, client: Client) -> None:

@@ -653,6 +653,23 @@ class Projection(TypedDict):
     intercept: NotRequired[float]
 
 
+class QuotaLimits(TypedDict):
+    max_monitors: int
+    max_concurrent_jobs: int
+    max_queued_jobs: int
+    max_outputs_per_day: int
+    max_stored_output_bytes: int
+
+
+class QuotaUsage(TypedDict):
+    monitors: int
+    running_jobs: int
+    queued_jobs: int
+    outputs_per_day: int
+    stored_output_bytes_committed: int
+    stored_output_bytes_measured: int
+
+
 class Readiness(TypedDict):
     status: str
     database: str
@@ -1005,6 +1022,7 @@ class JobRead(TypedDict):
     progress: JobProgress
     result: NotRequired[DiscoveryResult | AuditResult | RediscoveryResult | SearchResultModel | dict[str, Any] | None]
     error: NotRequired[str | None]
+    failure_reason: NotRequired[Literal['memory limit', 'time limit', 'cancelled', 'crashed', 'error'] | None]
     cancel_requested: bool
     attempts: int
     created_at: str
@@ -1209,6 +1227,15 @@ class Projected(TypedDict):
     projection: Projection
     event: NotRequired[Interval | IntervalUnion | DiscreteSet | LatticeSet | None]
     nulls: NotRequired[bool]
+
+
+class QuotaRead(TypedDict):
+    """
+    This tenant's quotas (defaults, or its own) and its usage of each.
+    """
+
+    limits: QuotaLimits
+    usage: QuotaUsage
 
 
 class SearchRequest(TypedDict):
