@@ -33,9 +33,16 @@ from typing import Any
 import numpy as np
 
 from app.audit.discovery import candidates_from
-from app.audit.engine import PRUNE_AFTER, AuditResult, AuditSettings, Progress, run_engine
+from app.audit.engine import (
+    PRUNE_AFTER,
+    AuditResult,
+    AuditSettings,
+    Progress,
+    run_engine,
+)
+from app.sampling.protocol import database_key
 from app.search.draws import SearchDraws
-from app.search.generators import CandidatePair, database_key
+from app.search.generators import CandidatePair
 from app.stats.candidates import SELECTION_Z, Candidate, ProposalSettings, propose
 from app.stats.events import event_contains
 from app.stats.heldout import Claim, Counts, test_claim

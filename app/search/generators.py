@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.protocol import database_key
 from app.search.domain import (
     INT64_MAX,
     CategoryRecords,
@@ -53,10 +54,6 @@ INT_FAR = (1_000, 10**6, 2**31, 2**53)
 #: Records removed or replaced per base database: all when it has at most this many.
 MAX_NEIGHBOURS_PER_BASE = 12
 DEFAULT_LIMIT = 300
-
-
-def database_key(db: Any) -> str:
-    return json.dumps(db, sort_keys=True, separators=(",", ":"))
 
 
 def pair_key(x: Any, xp: Any) -> str:
