@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_v
 from app.search.table_domain import TABLE_RELATIONS, TableSpec, table_problem, table_relation
 
 __all__ = ["CategoryRecords", "InputDomain", "IntegerRecords", "Neighbour", "RealRecords", "SizeRange",
-           "VectorRecords", "DOMAIN_EXAMPLES"]
+           "VectorRecords", "DOMAIN_EXAMPLES", "TABLE_DOMAIN_EXAMPLES"]
 
 #: The largest database size a domain may declare (a database is sent as one JSON list).
 MAX_SIZE = 10_000
@@ -173,10 +173,16 @@ DOMAIN_EXAMPLES: list[dict[str, Any]] = [
     {"records": {"type": "vector", "dim": 2, "low": -1, "high": 1}, "size": {"min": 1, "max": 10},
      "neighbours": ["add_remove"]},
     {"records": {"type": "real"}, "size": {"min": 10, "max": 10}, "neighbours": ["linf"], "sensitivity": 1},
+]
+#: Tabular domains (app.search.table_domain), kept apart from the list-of-records examples.
+TABLE_DOMAIN_EXAMPLES: list[dict[str, Any]] = [
     {"table": {"columns": {"user": {"type": "id"}, "city": {"type": "category", "values": ["a", "b", "c", "d"]},
                            "spend": {"type": "real", "low": 0, "high": 100}},
                "privacy_unit": "user", "rows_per_unit": {"min": 1, "max": 5}},
      "size": {"min": 0, "max": 200}, "neighbours": ["add_remove_unit"]},
+    {"table": {"columns": {"city": {"type": "category"}, "amount": {"type": "integer", "low": 0, "high": 10},
+                           "member": {"type": "bool"}}},
+     "size": {"min": 1, "max": 1000}, "neighbours": ["add_remove_row", "replace_row"]},
 ]
 
 DOMAIN_DESCRIPTION = (
@@ -198,7 +204,7 @@ class InputDomain(BaseModel):
     """The input domain of a claim (module docstring)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"description": DOMAIN_DESCRIPTION,
-                                                                 "examples": DOMAIN_EXAMPLES})
+                                                                 "examples": DOMAIN_EXAMPLES + TABLE_DOMAIN_EXAMPLES})
 
     records: Records | None = Field(None, description="What one record is (a list-of-records domain).")
     table: TableSpec | None = Field(None, description="The columns of a table, its privacy unit and the rows one "

@@ -104,8 +104,9 @@ def size_families(domain: InputDomain) -> list[Any]:
     return fams
 
 
-def ladder_pairs(domain: InputDomain) -> list[CandidatePair]:
-    """The families' pairs at every rung of the ladder (interleaved by family), no samples."""
+def ladder_pairs(domain: InputDomain, validate: bool = True) -> list[CandidatePair]:
+    """The families' pairs at every rung of the ladder (interleaved by family), no samples;
+    ``validate=False`` leaves the neighbour check to the caller."""
     fams = size_families(domain)
     if not fams:
         return []
@@ -113,7 +114,7 @@ def ladder_pairs(domain: InputDomain) -> list[CandidatePair]:
     out: list[CandidatePair] = []
     for i in range(max(len(p) for p in per)):
         out += [p[i] for p in per if i < len(p)]
-    return _valid(domain, out)
+    return _valid(domain, out) if validate else out
 
 
 # ------------------------------------------------------------------------------------- character

@@ -284,6 +284,10 @@ def _moves(space: TableSpace, x: list[dict[str, Any]], note: str, source: str) -
 
 def unit_pairs(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
     """Base tables at a few sizes with every unit move (module docstring)."""
+    return _valid(domain, _unit_pairs_raw(domain, seed))
+
+
+def _unit_pairs_raw(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
     space = TableSpace(domain)
     lo, hi = domain.size.min, domain.size.max
     sizes = sorted({s for s in (lo, 0, 1, 2, 5, min(hi, 20), hi) if lo <= s <= hi and s <= 200})
@@ -307,7 +311,7 @@ def unit_pairs(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
             for p in _moves(space, x, f"{k} units (spread)", "units"):
                 out.append(CandidatePair(p.x, p.x_prime[::-1], p.relation, "units", p.note + ", rows reversed"))
                 break
-    return _valid(domain, out)
+    return out
 
 
 class TableSizeFamily:
@@ -337,10 +341,21 @@ class TableSizeFamily:
             if not max(lo, 1) <= m <= hi:
                 continue
             x = self.base(m)
-            for p in _moves(sp, x, f"{m} units ({self.kind})", "sizes"):
-                if p.relation in ("replace_unit", "replace_row") or (
-                        p.relation == "add_remove_row" and sp.unit_col is not None and "removed" in p.note):
-                    out.append(p)
+            first = sp.units_of(x)[0]
+            rest = sp.without_unit(x, first)
+            moved = sp.new_key if sp.new_key is not None else sp.groups[-1]
+            uid = first if sp.unit_col is not None else 0
+            if "replace_unit" in d.neighbours:  # the first unit moved to a group nobody else has
+                out.append(CandidatePair(x, rest + sp.unit(uid, [(moved, "typical")]), "replace_unit", "sizes",
+                                         f"{m} units ({self.kind}), unit {first!r} moved to {moved!r}"))
+            if "replace_row" in d.neighbours:
+                new = {**x[0], **({sp.group_col: moved} if sp.group_col else {})}
+                out.append(CandidatePair(x, [new] + x[1:], "replace_row", "sizes",
+                                         f"{m} units ({self.kind}), row 0 moved to {moved!r}"))
+            if "add_remove_row" in d.neighbours and sp.unit_col is not None and len(x) > len(rest) > 0:
+                i = next(i for i, r in enumerate(x) if r[sp.unit_col] == first)
+                out.append(CandidatePair(x, x[:i] + x[i + 1:], "add_remove_row", "sizes",
+                                         f"{m} units ({self.kind}), a row of unit {first!r} removed"))
         return out
 
 
@@ -349,11 +364,14 @@ def table_pairs(domain: InputDomain, limit: int, seed: int = 0) -> list[Candidat
     most ``limit``."""
     from app.search.sizes import ladder_pairs
 
-    lists = [ladder_pairs(domain), unit_pairs(domain, seed)]
-    out, seen = [], set()
+    lists = [ladder_pairs(domain, validate=False), _unit_pairs_raw(domain, seed)]
+    out: list[CandidatePair] = []
+    seen: set[str] = set()
     for i in range(max(len(lst) for lst in lists)):
         for lst in lists:
             if i < len(lst) and lst[i].key not in seen:
                 seen.add(lst[i].key)
-                out.append(lst[i])
+                out += _valid(domain, [lst[i]])  # checked one by one: only up to the limit
+        if len(out) >= limit:
+            break
     return out[:limit]
