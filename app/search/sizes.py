@@ -123,7 +123,7 @@ def ladder_pairs(domain: InputDomain, validate: bool = True) -> list[CandidatePa
 def _atoms(values: np.ndarray) -> tuple[bool, bool]:
     """(an atom of ≥ ATOM_SHARE, that atom exactly 0) among finite ``values``."""
     v = values[np.isfinite(values)]
-    if v.size == 0:
+    if v.size < 10:  # too few values to call anything an atom
         return False, False
     uniq, counts = np.unique(v, return_counts=True)
     j = int(np.argmax(counts))
