@@ -71,8 +71,9 @@ def _write(path: str | None, row: dict) -> None:
 async def main(args: argparse.Namespace) -> None:
     corpus = table_corpus()
     if args.mode == "violations":
+        wanted = set(args.entries.split(",")) if args.entries else None
         for slug, e in corpus.items():
-            if e.violates:
+            if e.violates and (wanted is None or slug in wanted):
                 for i in range(args.runs):
                     _write(args.out, await one(slug, args.t, args.seed + i, args.budget))
     elif args.mode == "thresholds":
