@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.search.domain import InputDomain
-from app.search.generators import FAR, FLOAT_MAX, INT_FAR, CandidatePair, _halton, _valid
+from app.search.generators import FAR, FLOAT_MAX, INT_FAR, CandidatePair, _halton, _valid, database_key
 from app.search.table_domain import (
     INT64_MAX,
     MAX_ROWS,
@@ -371,6 +371,8 @@ def table_pairs(domain: InputDomain, limit: int, seed: int = 0) -> list[Candidat
         for lst in lists:
             if i < len(lst) and lst[i].key not in seen:
                 seen.add(lst[i].key)
+                if database_key(lst[i].x) == database_key(lst[i].x_prime):
+                    continue  # the same table twice (a move that changed nothing)
                 out += _valid(domain, [lst[i]])  # checked one by one: only up to the limit
         if len(out) >= limit:
             break
