@@ -302,15 +302,17 @@ def _unit_pairs_raw(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
         per_kind.append(pairs)
     for i in range(max((len(p) for p in per_kind), default=0)):
         out += [p[i] for p in per_kind if i < len(p)]
+    order: list[CandidatePair] = []
     # the order of rows: the same table reversed, and reversed with a neighbour
     k = min(hi, 8)
     if k >= 1:
         x = space.base(k, "spread", seed)
         if len(x) >= 2:
-            out.append(CandidatePair(x, x[::-1], "identical", "units", "rows in reverse order"))
+            order.append(CandidatePair(x, x[::-1], "identical", "units", "rows in reverse order"))
             for p in _moves(space, x, f"{k} units (spread)", "units"):
-                out.append(CandidatePair(p.x, p.x_prime[::-1], p.relation, "units", p.note + ", rows reversed"))
+                order.append(CandidatePair(p.x, p.x_prime[::-1], p.relation, "units", p.note + ", rows reversed"))
                 break
+    out = out[:4] + order + out[4:]  # early, so that a small limit keeps them
     return out
 
 
