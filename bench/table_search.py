@@ -1,4 +1,4 @@
-"""The search on tabular pipelines (docs/search.md §7.6): violations certified with their honest
+"""The search on tabular pipelines (docs/search.md §8.5): violations certified with their honest
 domain and no pair given, threshold rules found at every t, false certifications on correct
 pipelines with the 95% Clopper–Pearson upper bound.
 

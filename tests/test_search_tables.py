@@ -1,4 +1,4 @@
-"""Tabular input domains, the size ladder and bisection, and the search on tables (docs/search.md §7)."""
+"""Tabular input domains, the size ladder and bisection, and the search on tables (docs/search.md §8)."""
 
 from __future__ import annotations
 

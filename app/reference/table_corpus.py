@@ -1,5 +1,5 @@
 """Tabular pipelines in plain numpy, correct and misconfigured, with their exact privacy parameter
-and the domain a user would honestly declare (docs/search.md §7.5).
+and the domain a user would honestly declare (docs/search.md §8.4).
 
 A pipeline reads a table (a JSON list of row objects, app.search.table_domain) of people (the
 privacy unit ``user``) who own rows (a ``city`` and an amount ``spend``), and releases keyed

@@ -208,7 +208,7 @@ class InputDomain(BaseModel):
 
     records: Records | None = Field(None, description="What one record is (a list-of-records domain).")
     table: TableSpec | None = Field(None, description="The columns of a table, its privacy unit and the rows one "
-                                    "unit owns (a tabular domain, docs/search.md §7; `size` then counts units).")
+                                    "unit owns (a tabular domain, docs/search.md §8; `size` then counts units).")
     size: SizeRange
     neighbours: list[Neighbour] = Field(min_length=1, max_length=4, description="The neighbour relations covered.")
     sensitivity: float | None = Field(None, gt=0, description="For `linf`/`l1`: how far a neighbour moves the "

@@ -1,5 +1,5 @@
 """Sizes: every size from 0 to a small k, a ladder over the whole declared range, and a bisection
-around any size where the outputs change character (docs/search.md §7.3). For list-of-records and
+around any size where the outputs change character (docs/search.md §8.3). For list-of-records and
 tabular domains alike.
 
 A threshold rule on the number of records (or units) — a mean published as 0 below t records,

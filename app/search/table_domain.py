@@ -1,5 +1,5 @@
 """Tabular input domains: a database is a table of rows, one person (the privacy unit) may own
-many rows, and a neighbour adds, removes or replaces one unit or one row (docs/search.md §7).
+many rows, and a neighbour adds, removes or replaces one unit or one row (docs/search.md §8).
 
 The JSON form, as the ``table`` field of :class:`app.search.domain.InputDomain`::
 

@@ -1,4 +1,4 @@
-"""Candidate pairs for tabular domains (docs/search.md §7.2): tables of privacy units, each
+"""Candidate pairs for tabular domains (docs/search.md §8.2): tables of privacy units, each
 owning rows, and their neighbours under the declared unit or row relations. No samples.
 
 A table is built from units; a unit is a list of rows, each row a group (the value of the first
