@@ -11,6 +11,8 @@ Routes (all ``POST``):
   evaluations' setting);
 - ``/reference/search/<slug>`` for the search's corpus (app.reference.search_corpus): mechanisms
   whose bugs show only on some inputs of their declared domain, and their correct counterparts;
+- ``/reference/tables/<slug>`` for the tabular corpus (app.reference.table_corpus): pipelines over
+  tables of people's rows (threshold rules at t = 10), correct and misconfigured;
 - ``/reference/keyed/<name>`` for the keyed mechanisms (app.reference.keyed) at ε = ``epsilon``:
   ``partition-counts`` (δ = 10⁻³), ``laplace-histogram`` (keys a–d) and ``leaky-histogram`` (the
   keys of the data, no threshold: ε = ∞).
@@ -83,6 +85,10 @@ def reference_routes(epsilon: float = 1.0, change_period: int = DEFAULT_CHANGE_P
 
     for slug, entry in search_corpus().items():
         routes[f"/search/{slug}"] = (entry.sample, entry.shape)
+    from app.reference.table_corpus import table_corpus
+
+    for slug, tentry in table_corpus().items():
+        routes[f"/tables/{slug}"] = (tentry.sample, tentry.shape)
     from app.reference.keyed import LaplaceHistogram, LeakyHistogram, PartitionCounts
 
     for keyed in (PartitionCounts(epsilon=epsilon, delta=1e-3),

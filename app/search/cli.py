@@ -143,7 +143,9 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
             from app.audit.service import probe_shape
             from app.search.generators import candidate_pairs
 
-            first = candidate_pairs(the_domain, limit=1)[0].x
+            pair = candidate_pairs(the_domain, limit=1)[0]
+            # a table's first pair is often the empty table: probe the fuller side
+            first = max((pair.x, pair.x_prime), key=len) if the_domain.is_table else pair.x
             probe = MechanismEndpoint(sampling_url=url, secret=the_secret, timeout_seconds=60)
             detection = await probe_shape(probe, first, 2_000, http_config=http_config)
             declared = detection.shape

@@ -24,6 +24,9 @@ them too. For ``linf``/``l1`` a position is a query, and order matters.
 
 :meth:`InputDomain.relation` checks exactly (rational arithmetic on the floats sent) that a pair
 is neighbouring; the search certifies only pairs that pass it.
+
+A tabular domain declares ``table`` instead of ``records`` (app.search.table_domain): columns, a
+privacy unit and the rows one unit owns; its neighbours add, remove or replace a unit or a row.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from fractions import Fraction
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
+from app.search.table_domain import TABLE_RELATIONS, TableSpec, table_problem, table_relation
+
 __all__ = ["CategoryRecords", "InputDomain", "IntegerRecords", "Neighbour", "RealRecords", "SizeRange",
-           "VectorRecords", "DOMAIN_EXAMPLES"]
+           "VectorRecords", "DOMAIN_EXAMPLES", "TABLE_DOMAIN_EXAMPLES"]
 
 #: The largest database size a domain may declare (a database is sent as one JSON list).
 MAX_SIZE = 10_000
@@ -46,7 +51,8 @@ MAX_CATEGORIES = 1_000
 #: by the sampling protocol's own parser and by most endpoints.
 INT64_MAX = 2**63 - 1
 
-Neighbour = Literal["add_remove", "replace_one", "linf", "l1"]
+Neighbour = Literal["add_remove", "replace_one", "linf", "l1", "add_remove_unit", "replace_unit", "add_remove_row",
+                    "replace_row"]
 RECORD_RELATIONS = ("add_remove", "replace_one")
 VECTOR_RELATIONS = ("linf", "l1")
 
@@ -140,7 +146,7 @@ class VectorRecords(BaseModel):
         return list(self.high) if isinstance(self.high, list) else [self.high] * self.dim
 
 
-Records = Annotated[Union[RealRecords, IntegerRecords, CategoryRecords, VectorRecords], Field(discriminator="type")]
+Records = Annotated[RealRecords | IntegerRecords | CategoryRecords | VectorRecords, Field(discriminator="type")]
 
 
 class SizeRange(BaseModel):
@@ -168,6 +174,16 @@ DOMAIN_EXAMPLES: list[dict[str, Any]] = [
      "neighbours": ["add_remove"]},
     {"records": {"type": "real"}, "size": {"min": 10, "max": 10}, "neighbours": ["linf"], "sensitivity": 1},
 ]
+#: Tabular domains (app.search.table_domain), kept apart from the list-of-records examples.
+TABLE_DOMAIN_EXAMPLES: list[dict[str, Any]] = [
+    {"table": {"columns": {"user": {"type": "id"}, "city": {"type": "category", "values": ["a", "b", "c", "d"]},
+                           "spend": {"type": "real", "low": 0, "high": 100}},
+               "privacy_unit": "user", "rows_per_unit": {"min": 1, "max": 5}},
+     "size": {"min": 0, "max": 200}, "neighbours": ["add_remove_unit"]},
+    {"table": {"columns": {"city": {"type": "category"}, "amount": {"type": "integer", "low": 0, "high": 10},
+                           "member": {"type": "bool"}}},
+     "size": {"min": 1, "max": 1000}, "neighbours": ["add_remove_row", "replace_row"]},
+]
 
 DOMAIN_DESCRIPTION = (
     "The databases the privacy claim covers (docs/search.md §1). `records`: `{\"type\": \"real\"|\"integer\", "
@@ -176,7 +192,11 @@ DOMAIN_DESCRIPTION = (
     "\"max\"}` records (0 to 10000). `neighbours`: one or more of `add_remove`, `replace_one` (records form a "
     "multiset) or `linf`/`l1` with a top-level `sensitivity` > 0 (the database is a fixed-length vector of "
     "query answers, `size.min` = `size.max`; real or integer records; not mixed with the record relations). "
-    "A database is sent to the mechanism as the JSON list of its records."
+    "A database is sent to the mechanism as the JSON list of its records. A tabular domain declares `table` "
+    "instead of `records`: `{\"columns\": {name: {\"type\": \"id\"|\"integer\"|\"real\"|\"category\"|\"bool\", ...}}, "
+    "\"privacy_unit\"?: an id column, \"rows_per_unit\"?: {\"min\", \"max\"?}}`, `size` counts units and "
+    "`neighbours` are `add_remove_unit`, `replace_unit`, `add_remove_row`, `replace_row`; a database is then a "
+    "JSON list of row objects, e.g. `[{\"user\": 7, \"city\": \"a\", \"spend\": 12.5}]`."
 )
 
 
@@ -184,9 +204,11 @@ class InputDomain(BaseModel):
     """The input domain of a claim (module docstring)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"description": DOMAIN_DESCRIPTION,
-                                                                 "examples": DOMAIN_EXAMPLES})
+                                                                 "examples": DOMAIN_EXAMPLES + TABLE_DOMAIN_EXAMPLES})
 
-    records: Records
+    records: Records | None = Field(None, description="What one record is (a list-of-records domain).")
+    table: TableSpec | None = Field(None, description="The columns of a table, its privacy unit and the rows one "
+                                    "unit owns (a tabular domain, docs/search.md §8; `size` then counts units).")
     size: SizeRange
     neighbours: list[Neighbour] = Field(min_length=1, max_length=4, description="The neighbour relations covered.")
     sensitivity: float | None = Field(None, gt=0, description="For `linf`/`l1`: how far a neighbour moves the "
@@ -197,6 +219,28 @@ class InputDomain(BaseModel):
         rel = self.neighbours
         if len(set(rel)) != len(rel):
             raise ValueError("neighbours must not repeat")
+        if (self.records is None) == (self.table is None):
+            raise ValueError("declare exactly one of records (a list of records) and table (rows with columns)")
+        tabular = [r for r in rel if r in TABLE_RELATIONS]
+        if self.table is not None:
+            if len(tabular) != len(rel):
+                raise ValueError("a table domain takes the neighbours add_remove_unit, replace_unit, add_remove_row "
+                                 f"and replace_row, not {[r for r in rel if r not in TABLE_RELATIONS]}")
+            if self.sensitivity is not None:
+                raise ValueError("sensitivity applies to linf and l1 neighbours only")
+            if "add_remove_unit" in rel and self.size.max == self.size.min:
+                raise ValueError("add_remove_unit needs size.max > size.min (a table and one with a unit more)")
+            if "replace_unit" in rel and self.size.max < 1:
+                raise ValueError("replace_unit needs tables of at least one unit")
+            if "add_remove_row" in rel and self.size.max == self.size.min and (
+                    self.table.max_rows is not None and self.table.max_rows == self.table.min_rows):
+                raise ValueError("add_remove_row needs room for one row more: a size range or rows_per_unit.min < max")
+            if "replace_row" in rel and self.size.max < 1:
+                raise ValueError("replace_row needs tables of at least one row")
+            return self
+        if tabular:
+            raise ValueError(f"{tabular[0]} is for table domains; list-of-records domains take add_remove, "
+                             "replace_one, linf or l1")
         vector = [r for r in rel if r in VECTOR_RELATIONS]
         record = [r for r in rel if r in RECORD_RELATIONS]
         if vector and record:
@@ -233,7 +277,15 @@ class InputDomain(BaseModel):
         """True for linf/l1 domains (a database is a vector of query answers)."""
         return self.neighbours[0] in VECTOR_RELATIONS
 
+    @property
+    def is_table(self) -> bool:
+        """True for tabular domains (a database is a list of row objects)."""
+        return self.table is not None
+
     def describe(self) -> str:
+        if self.table is not None:
+            size = f"{self.size.min}" if self.size.min == self.size.max else f"{self.size.min}–{self.size.max}"
+            return f"{size} units: {self.table.describe()}; neighbours: {', '.join(self.neighbours)}"
         r = self.records
         if isinstance(r, CategoryRecords):
             rec = f"categories {r.values[:6]}{'…' if len(r.values) > 6 else ''}"
@@ -264,6 +316,8 @@ class InputDomain(BaseModel):
 
     def problem(self, database: Any) -> str | None:
         """Why ``database`` is not in the domain, or None."""
+        if self.table is not None:
+            return table_problem(self.table, self.size.min, self.size.max, database)
         if not isinstance(database, list):
             return "a database is a JSON list of records"
         if not self.size.min <= len(database) <= self.size.max:
@@ -279,6 +333,8 @@ class InputDomain(BaseModel):
         when they are the same database), or None. Exact: floats are compared as rationals."""
         if self.problem(x) is not None or self.problem(x_prime) is not None:
             return None
+        if self.table is not None:
+            return table_relation(self.table, list(self.neighbours), x, x_prime)
         if self.is_vector:
             s = Fraction(self.sensitivity)  # type: ignore[arg-type]
             diffs = [_exact_gap(a, b) for a, b in zip(x, x_prime)]

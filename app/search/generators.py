@@ -40,7 +40,6 @@ from app.search.domain import (
     CategoryRecords,
     InputDomain,
     IntegerRecords,
-    RealRecords,
     VectorRecords,
 )
 
@@ -520,6 +519,8 @@ def _mixed_magnitudes(space: RecordSpace, k: int, lo: int, hi: int, far: list[An
 def uniform_pair(domain: InputDomain, rng: np.random.Generator) -> CandidatePair:
     """One neighbouring pair drawn uniformly: a size, records from the unit cube, a relation and a
     random neighbour (the baseline random search, as DP-Auditorium's runner draws its trials)."""
+    if domain.is_table:
+        raise ValueError("uniform pairs are drawn for list-of-records domains only")
     space = RecordSpace(domain)
     for _ in range(100):
         relation = str(rng.choice(domain.neighbours))
@@ -570,6 +571,10 @@ def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int =
     first, then edge cases and Halton neighbours interleaved, so that a small limit keeps some of
     each."""
     families = tuple(families)
+    if domain.is_table:
+        from app.search.tables import table_pairs
+
+        return table_pairs(domain, limit, seed)
     lists = []
     if "statdp" in families:
         lists.append(statdp_patterns(domain))
@@ -578,6 +583,10 @@ def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int =
         rest.append(edge_pairs(domain))
     if "halton" in families:
         rest.append(halton_pairs(domain, seed=seed))
+    if "edge" in families:  # the size ladder (app.search.sizes): every size 0..12 and a ladder above
+        from app.search.sizes import ladder_pairs
+
+        rest.append(ladder_pairs(domain))
     inter: list[CandidatePair] = []
     for i in range(max((len(r) for r in rest), default=0)):
         inter += [r[i] for r in rest if i < len(r)]

@@ -149,7 +149,10 @@ def _record_from(space: RecordSpace, prefix: str, record: Any, values: dict[str,
 
 
 def template_for(domain: InputDomain, pair: CandidatePair) -> PairTemplate | None:
-    """The template of a screened pair, or None (an identical pair, nothing to move)."""
+    """The template of a screened pair, or None (an identical pair, nothing to move; a table:
+    tables are not refined)."""
+    if domain.is_table:
+        return None
     space = RecordSpace(domain)
     x, xp = list(pair.x), list(pair.x_prime)
     if domain.is_vector:

@@ -61,6 +61,7 @@ from app.search.screening import (
     successive_halving,
 )
 from app.search.severity import severity_statement, sharpen
+from app.search.sizes import bisect_sizes
 from app.stats.candidates import ProposalSettings
 from app.stats.heldout import Claim
 from app.stats.shapes import OutputShape
@@ -107,6 +108,8 @@ class SearchSettings:
     severity: bool = True  # sharpen the bound on a certified pair (app.search.severity)
     severity_share: float = 0.9  # of the budget, at most (and never more than is left), for sharpening
     measure_rate: bool = True  # time the endpoint first and size the budget to the time limit
+    size_probe: int = 100  # outputs per database of the size bisection (app.search.sizes; 0: off)
+    size_probe_share: float = 0.02  # its outputs, in all, at most this share of the budget (and 60 000)
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -257,12 +260,28 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                 budget = int(max(MIN_TIMED_BUDGET, min(s.budget, usable)))
             await report(budget_estimate(measured, s.budget, s.time_limit, usable=usable), force=True)
 
+    search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
+
+    # 1b. sizes: bisect where the outputs change character (app.search.sizes; choosing draws only)
+    size_probe: dict[str, Any] | None = None
+    if pairs is None and s.size_probe:
+        phase["name"] = "sizes"
+        t0 = time.monotonic()
+        found = await bisect_sizes(draws, domain, probe=s.size_probe,
+                                   budget=min(60_000, int(budget * s.size_probe_share)), deadline=search_deadline)
+        keys = {p.key for p in candidates}
+        new = [p for p in found.pairs if p.key not in keys and domain.relation(p.x, p.x_prime) is not None]
+        candidates = new + candidates
+        for p in new:
+            by_source["sizes"] = by_source.get("sizes", 0) + 1
+        size_probe = found.to_dict() | {"new_pairs": len(new)}
+        seconds["sizes"] = round(time.monotonic() - t0, 3)
+
     claim_eps = getattr(claim, "epsilon", None)
     delta = float(getattr(claim, "delta", 0.0) or 0.0)
     cert_budget_guess = budget * (1 - s.screening_share - s.refine_share)
     proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
-    search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
 
     # staged certification (app.search.certify.staged_test) -------------------------------------
     stages: list[StageResult] = []
@@ -435,7 +454,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         shape=shape.model_dump(mode="json", exclude_defaults=True), finding=finding, findings=findings[:10],
         failing_inputs=failing,
         candidates={"generated": len(candidates), "by_source": by_source,
-                    "scored": sum(1 for e in ranked), "finalists": len(finalists)},
+                    "scored": sum(1 for e in ranked), "finalists": len(finalists), "size_bisection": size_probe},
         screening={"rungs": screening.rungs, "stopped": screening.stopped,
                    "top": [e.to_dict() for e in ranked[:10]]},
         refinement=refined, certification=cert_summary,
