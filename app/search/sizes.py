@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.protocol import database_key
 from app.search.domain import CategoryRecords, InputDomain, VectorRecords
-from app.search.generators import CandidatePair, RecordSpace, _valid, database_key
+from app.search.generators import CandidatePair, RecordSpace, _valid
 
 __all__ = ["DENSE", "RecordSizeFamily", "SizeProbe", "bisect_sizes", "character", "ladder_pairs", "size_families",
            "size_ladder"]

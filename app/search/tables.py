@@ -27,8 +27,16 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from app.sampling.protocol import database_key
 from app.search.domain import InputDomain
-from app.search.generators import FAR, FLOAT_MAX, INT_FAR, CandidatePair, _halton, _valid, database_key
+from app.search.generators import (
+    FAR,
+    FLOAT_MAX,
+    INT_FAR,
+    CandidatePair,
+    _halton,
+    _valid,
+)
 from app.search.table_domain import (
     INT64_MAX,
     MAX_ROWS,
