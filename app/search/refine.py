@@ -36,7 +36,7 @@ from app.search.domain import (
     VectorRecords,
 )
 from app.search.draws import SearchDraws
-from app.search.generators import CandidatePair, RecordSpace
+from app.search.pairs import CandidatePair, RecordSpace
 from app.search.screening import pair_score
 from app.stats.candidates import ProposalSettings
 from app.stats.shapes import OutputShape
