@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+
 def _keep_hyphenated_words() -> None:
     """Click wraps help at hyphens, which split flags across lines ("--long-" / "run"); wrap at
     spaces only. Typer ≥ 0.26 vendors click as ``typer._click`` and builds a ``TextWrapper`` from
@@ -109,7 +110,12 @@ def threshold(
     Uses the shipped table when (T, γ, α) is on its grid and no --replications/--seed is given;
     otherwise simulates (method.md §3).
     """
-    from app.stats.thresholds import DEFAULT_REPLICATIONS, DEFAULT_SEED, threshold_from_table, threshold_quantile
+    from app.stats.thresholds import (
+        DEFAULT_REPLICATIONS,
+        DEFAULT_SEED,
+        threshold_from_table,
+        threshold_quantile,
+    )
 
     try:
         est = None
@@ -422,7 +428,11 @@ def _run_worker(roles: tuple[str, ...]) -> None:
     import asyncio
 
     from app.db import make_engine, make_session_factory, run_migrations
-    from app.observability import configure_logging, freeze_startup_objects, freeze_warm_objects_later
+    from app.observability import (
+        configure_logging,
+        freeze_startup_objects,
+        freeze_warm_objects_later,
+    )
     from app.scheduler.worker import Worker
 
     settings = _settings()
@@ -484,8 +494,8 @@ def quota_command(
 
     from sqlalchemy import or_, select
 
-    from app.auth.models import Tenant
     from app.db import make_engine, make_session_factory
+    from app.models.auth import Tenant
     from app.quotas import service as quotas
 
     settings = _settings()
@@ -617,11 +627,11 @@ def audit(
 
     from app.audit.engine import AuditSettings
     from app.audit.service import audit_endpoint, format_report, probe_shape, read_pairs
-    from app.sampling.timing import limit_left
     from app.observability import configure_logging
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError, generate_secret
     from app.sampling.safe_http import SafeHttpConfig
+    from app.sampling.timing import limit_left
     from app.stats.heldout import EpsilonDelta
     from app.stats.shapes import OutputShape
 
@@ -889,7 +899,9 @@ def search(
     Exits 1 when a violation is certified, 0 when none is found within the budget (which does not mean
     that the claim holds), 2 on usage errors.
     """
-    from app.search.cli import usage_problem  # a light module: the search's engine loads in run_command
+    from app.search.cli import (
+        usage_problem,  # a light module: the search's engine loads in run_command
+    )
 
     problem = usage_problem(domain, epsilon, delta, mu, rho)
     if problem is not None:

@@ -95,7 +95,7 @@ def observe_delivery(outcome: str) -> None:
 
 def refresh_monitor_gauge(session: Session) -> None:
     """Set ``dpwatch_monitors{state}`` from the database (every state, zeros included)."""
-    from app.monitors.models import MONITOR_STATES, Monitor
+    from app.models.monitors import MONITOR_STATES, Monitor
 
     counts = {
         state: count for state, count in session.execute(select(Monitor.state, func.count()).group_by(Monitor.state))

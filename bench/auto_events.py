@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import json
 import math
+import sys
 import tempfile
 import time
 import uuid
@@ -126,7 +126,7 @@ def run_service(selected: list[Case], runs: int, horizon: int, samples: int, eve
     from app.auth.service import create_tenant_with_key
     from app.db import make_engine, make_session_factory, run_migrations
     from app.main import create_app
-    from app.monitors.models import Check
+    from app.models.monitors import Check
     from app.sampling.endpoint import make_endpoint_router
     from app.scheduler.worker import Worker
     from app.settings import Settings

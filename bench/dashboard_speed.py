@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import insert  # noqa: E402
 
-from app.alarms.models import Alarm, Webhook, WebhookAttempt, WebhookMessage  # noqa: E402
-from app.auth.models import ApiKey, Tenant  # noqa: E402
 from app.auth.service import create_tenant_with_key  # noqa: E402
 from app.db import make_engine, make_session_factory, run_migrations  # noqa: E402
-from app.mechanisms.models import Mechanism  # noqa: E402
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun  # noqa: E402
-from app.snapshots.models import Snapshot  # noqa: E402
+from app.models.alarms import Alarm, Webhook, WebhookAttempt, WebhookMessage  # noqa: E402
+from app.models.auth import ApiKey, Tenant  # noqa: E402
+from app.models.mechanisms import Mechanism  # noqa: E402
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun  # noqa: E402
+from app.models.snapshots import Snapshot  # noqa: E402
 
 THRESHOLD = 3.3
 

@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import logging
 import os
 import pathlib
 import signal
@@ -44,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import logging
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -156,11 +156,11 @@ MONITORS = [  # (tenant, path, count)
 
 
 def setup(db_url: str, sampling: str, hooks: str, victims: int, fast: int, secret: str) -> dict[str, list]:
-    from app.alarms.models import Webhook, WebhookMessage
     from app.auth.service import create_tenant
     from app.db import make_engine, make_session_factory, utcnow
     from app.mechanisms.schemas import MechanismCreate
     from app.mechanisms.service import build_mechanism
+    from app.models.alarms import Webhook, WebhookMessage
     from app.monitors.schemas import MonitorCreate
     from app.monitors.service import create_monitor
     from app.sampling.protocol import generate_secret
@@ -332,8 +332,8 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
 
     def queue_fast(i: int) -> str:
         """One message to the healthy tenant's receiver, due now."""
-        from app.alarms.models import WebhookMessage
         from app.db import utcnow
+        from app.models.alarms import WebhookMessage
 
         tenant_id, hook_id = groups["webhook:fast"][0]
         with make_session_factory(engine)() as session:
@@ -366,9 +366,9 @@ async def run_worker(db_url: str, args: argparse.Namespace, groups: dict[str, li
 def measure(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime, arrivals: pathlib.Path) -> dict:
     from sqlalchemy import select
 
-    from app.alarms.models import WebhookAttempt, WebhookMessage
     from app.db import make_engine, make_session_factory
-    from app.monitors.models import PeriodRun
+    from app.models.alarms import WebhookAttempt, WebhookMessage
+    from app.models.monitors import PeriodRun
 
     engine = make_engine(db_url)
     with make_session_factory(engine)() as session:

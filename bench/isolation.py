@@ -197,7 +197,7 @@ def measure(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime) ->
     from sqlalchemy import select
 
     from app.db import make_engine, make_session_factory
-    from app.monitors.models import PeriodRun
+    from app.models.monitors import PeriodRun
 
     engine = make_engine(db_url)
     with make_session_factory(engine)() as session:

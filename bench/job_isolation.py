@@ -155,7 +155,7 @@ class Db:
             return job.id
 
     def job(self, job_id: uuid.UUID):  # noqa: ANN201
-        from app.jobs.models import Job
+        from app.models.jobs import Job
 
         with self.factory() as session:
             job = session.get(Job, job_id)
@@ -164,8 +164,8 @@ class Db:
 
     def cancel(self, job_id: uuid.UUID) -> None:
         from app.api.errors import ConflictError
-        from app.jobs.models import Job
         from app.jobs.service import cancel_job
+        from app.models.jobs import Job
 
         with self.factory() as session:
             try:
@@ -177,7 +177,7 @@ class Db:
     def periods(self, monitors: list[uuid.UUID], w0: datetime, w1: datetime) -> tuple[int, int, int]:
         from sqlalchemy import select
 
-        from app.monitors.models import PeriodRun
+        from app.models.monitors import PeriodRun
 
         with self.factory() as session:
             rows = session.execute(select(PeriodRun.monitor_id, PeriodRun.status).where(

@@ -81,12 +81,12 @@ def _bytes_of_period(session, monitor_id: uuid.UUID, seq: int) -> int:  # noqa: 
 
 async def run(args: argparse.Namespace) -> dict:
     from app.auth.service import create_tenant_with_key
-    from app.mechanisms.models import Mechanism
-    from app.monitors.models import Check, Monitor
+    from app.models.mechanisms import Mechanism
+    from app.models.monitors import Check, Monitor
+    from app.monitors.leases import claim_monitors
     from app.monitors.runner import PeriodRunner
     from app.monitors.schemas import MonitorCreate
     from app.monitors.service import create_monitor
-    from app.monitors.leases import claim_monitors
     from app.settings import Settings
 
     base = normalise_url(args.postgres)

@@ -41,9 +41,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.reference.search_corpus import search_corpus  # noqa: E402
+from app.sampling.protocol import database_key  # noqa: E402
 from app.search.domain import InputDomain  # noqa: E402
 from app.search.draws import SearchDraws, function_sampler  # noqa: E402
-from app.search.generators import CandidatePair, database_key, statdp_patterns, uniform_pair  # noqa: E402
+from app.search.generators import statdp_patterns, uniform_pair  # noqa: E402
+from app.search.pairs import CandidatePair  # noqa: E402
 from app.search.refine import template_for  # noqa: E402
 from app.search.run import SearchSettings, run_search  # noqa: E402
 from app.search.service import make_claim  # noqa: E402

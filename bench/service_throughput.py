@@ -47,7 +47,6 @@ import os
 import pathlib
 import platform
 import random
-from collections.abc import Callable
 import secrets
 import signal
 import socket
@@ -58,6 +57,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -386,7 +386,7 @@ def reset_monitors(env: Env, engine, fmt: str, count: int, n: int, start: dateti
             assert monitor.state == "active", monitor.state  # threshold from the shipped table
             ids.append(monitor.id)
         if start_t:
-            from app.monitors.models import Check, Monitor
+            from app.models.monitors import Check, Monitor
             from app.stats.aggregator import WeightedAggregator
 
             rng = np.random.default_rng(7)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.alarms.service import fire_alarm
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.settings import Settings
 
 MECHANISM = {

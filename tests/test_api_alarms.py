@@ -12,10 +12,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.alarms.models import Alarm, WebhookAttempt, WebhookMessage
 from app.alarms.service import alarm_fingerprint, enqueue_event, monitor_event_data
-from app.monitors.models import Monitor
-from tests.api_helpers import create_mechanism, create_monitor, create_webhook, record_period
+from app.models.alarms import Alarm, WebhookAttempt, WebhookMessage
+from app.models.monitors import Monitor
+from tests.api_helpers import (
+    create_mechanism,
+    create_monitor,
+    create_webhook,
+    record_period,
+)
 
 DB = Callable[[], AbstractContextManager[Session]]
 
@@ -277,7 +282,7 @@ def test_test_message_refused_for_disabled_webhook(client: TestClient) -> None:
 
 
 def test_reenabling_clears_the_disabled_reason(client: TestClient, db: DB) -> None:
-    from app.alarms.models import Webhook
+    from app.models.alarms import Webhook
 
     webhook = create_webhook(client)
     with db() as session:

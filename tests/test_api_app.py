@@ -61,7 +61,7 @@ def test_lifespan_migrates_a_fresh_database_and_runs_hooks(tmp_path: Path) -> No
 
 
 def test_utc_datetimes_round_trip_timezone_aware(db, session_factory) -> None:  # noqa: ANN001
-    from app.auth.models import Tenant
+    from app.models.auth import Tenant
 
     with db() as session:
         tenant = Tenant(name="tz", created_at=utcnow())

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.auth.models import ApiKey
 from app.auth.service import create_api_key, hash_api_key, revoke_api_key
-from tests.api_helpers import create_mechanism, create_monitor, create_webhook, record_period
+from app.models.auth import ApiKey
+from tests.api_helpers import (
+    create_mechanism,
+    create_monitor,
+    create_webhook,
+    record_period,
+)
 
 DB = Callable[[], AbstractContextManager[Session]]
 

@@ -20,11 +20,15 @@ import pytest
 from sqlalchemy import delete, select, text, update
 
 from app.auth.key_use import KeyUseRecorder
-from app.auth.models import ApiKey, Tenant
-from app.auth.service import LAST_USED_RESOLUTION_SECONDS, create_tenant_with_key, record_key_use
+from app.auth.service import (
+    LAST_USED_RESOLUTION_SECONDS,
+    create_tenant_with_key,
+    record_key_use,
+)
 from app.db import make_engine, make_session_factory, utcnow
 from app.mechanisms.router import get_prober
 from app.mechanisms.service import ProbeResult
+from app.models.auth import ApiKey, Tenant
 from app.settings import Settings
 from tests.sampling_server import serve_app
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.monitors.models import Check, Monitor
+from app.models.monitors import Check, Monitor
 from app.stats.multiple import renewal_alpha
 from app.stats.thresholds import threshold_from_table
 from tests.api_helpers import MONITOR, create_mechanism, create_monitor, record_period
@@ -516,8 +516,8 @@ def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
 ) -> None:
     """The read path of GET /v1/monitors/{id}, …/status, …/periods and /v1/monitors (issue 17
     item 10) keeps the tenant's scope, and a key revoked a moment ago is refused at once."""
-    from app.auth.models import ApiKey
     from app.auth.service import revoke_api_key
+    from app.models.auth import ApiKey
 
     monitor = create_monitor(client, mechanism["id"])
     with db() as session:

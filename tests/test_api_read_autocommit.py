@@ -51,7 +51,7 @@ def test_gets_read_in_autocommit_and_writes_in_a_transaction(postgres_url: str) 
     finally:
         from sqlalchemy import delete
 
-        from app.auth.models import Tenant
+        from app.models.auth import Tenant
 
         with make_session_factory(setup)() as session:
             session.execute(delete(Tenant).where(Tenant.id == tenant_id))

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from app.monitors.models import PeriodRun
+from app.models.monitors import PeriodRun
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router
 from app.scheduler.worker import Worker

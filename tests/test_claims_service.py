@@ -10,17 +10,23 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from app.alarms.models import WebhookMessage
 from app.claims.service import claim_period_step
-from app.monitors.models import Check, PeriodCheck, PeriodRun
+from app.models.alarms import WebhookMessage
+from app.models.monitors import Check, PeriodCheck, PeriodRun
 from app.monitors.schemas import MonitorCreate
 from app.reference.gaussian import GaussianGDP
 from app.sampling.endpoint import make_endpoint_router
-from app.stats.claims import GaussianDP, Line
 from app.stats.claim_period import line_statistic
+from app.stats.claims import GaussianDP, Line
 from tests.api_helpers import MONITOR, create_mechanism, create_monitor
 from tests.sampling_server import serve_app
-from tests.test_engine import arun, engine_settings, make_worker, run_ticks, session_factory  # noqa: F401
+from tests.test_engine import (  # noqa: F401
+    arun,
+    engine_settings,
+    make_worker,
+    run_ticks,
+    session_factory,
+)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from fastapi.responses import Response
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
 
-from app.alarms.models import WebhookMessage
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.alarms import WebhookMessage
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.reference.mechanisms import Laplace, LaplaceSmallerScale, RNMReportValue
 from app.sampling.endpoint import make_endpoint_router
 from app.scheduler.worker import Worker
@@ -324,7 +324,7 @@ def test_repeated_failures_degrade_then_a_good_period_restores(client, db, bad_s
     base, secret = mechanism_server
     assert client.patch(f"/v1/mechanisms/{mon['mechanism_id']}", json={"sampling_url": f"{base}/laplace"}).status_code == 200
     with db() as session:  # the endpoint now verifies signatures: give the mechanism the server's secret
-        from app.mechanisms.models import Mechanism
+        from app.models.mechanisms import Mechanism
         session.get(Mechanism, uuid.UUID(mon["mechanism_id"])).secret = secret
     arun(run_ticks(worker, clock, 1))
     m = _monitor(db, mon["id"])
@@ -433,7 +433,7 @@ def test_webhook_retries_back_off_and_410_disables(client, db, make_worker, arun
 
 
 def test_raw_outputs_are_kept_for_the_window_and_pruned(client, db, mechanism_server, make_worker, arun):
-    from app.snapshots.models import PeriodOutputs
+    from app.models.snapshots import PeriodOutputs
 
     base, secret = mechanism_server
     mon = make_monitor(client, base, "/laplace", secret, outputs_window=3)

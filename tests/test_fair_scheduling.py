@@ -13,13 +13,19 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
-from app.monitors.models import Monitor, PeriodRun
+from app.models.monitors import Monitor, PeriodRun
+from app.monitors.leases import claim_monitors
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router
-from app.monitors.leases import claim_monitors
 from app.scheduler.worker import Worker
 from tests.sampling_server import serve_app
-from tests.test_engine import X, X_PRIME, BOUNDARY_EVENT, engine_settings, session_factory  # noqa: F401
+from tests.test_engine import (  # noqa: F401
+    BOUNDARY_EVENT,
+    X_PRIME,
+    X,
+    engine_settings,
+    session_factory,
+)
 
 STATES = ("active", "degraded")
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -19,8 +19,8 @@ from fastapi import FastAPI, Request, Response
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
 
-from app.alarms.models import WebhookAttempt, WebhookMessage
-from app.monitors.models import Check, Monitor, PeriodRun
+from app.models.alarms import WebhookAttempt, WebhookMessage
+from app.models.monitors import Check, Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router
 from app.settings import Settings

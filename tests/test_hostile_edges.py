@@ -185,7 +185,7 @@ def test_a_session_cookie_stops_working_after_sign_out(app, tenants) -> None:  #
 
 @SQLITE_ONLY
 def test_the_query_string_cannot_change_a_forms_action(app, client, tenants, db) -> None:  # noqa: ANN001
-    from app.monitors.models import Monitor
+    from app.models.monitors import Monitor
     from tests.api_helpers import create_mechanism, create_monitor
     from tests.test_web_pages import csrf
 

@@ -23,9 +23,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from app.alarms.models import Webhook
 from app.auth.schemas import SECRET_MAX_LENGTH
-from app.mechanisms.models import Mechanism
+from app.models.alarms import Webhook
+from app.models.mechanisms import Mechanism
 from app.observability import configure_logging
 from tests.api_helpers import create_mechanism, create_webhook
 

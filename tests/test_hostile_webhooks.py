@@ -12,12 +12,11 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
-
 from sqlalchemy import update
 
 from app.alarms.delivery import REPLY_BYTES, WebhookDeliverer
-from app.alarms.models import WebhookMessage
 from app.db import utcnow
+from app.models.alarms import WebhookMessage
 from app.sampling.safe_http import SafeAsyncClient
 from tests.api_helpers import create_webhook
 from tests.hostile_servers import RawReply, RawServer, gzip_bomb, response

@@ -14,9 +14,9 @@ import uuid
 import pytest
 from sqlalchemy import update
 
-from app.jobs.models import Job
 from app.jobs.runner import JobRunner, job_sampling_client
 from app.jobs.service import cancel_job, enqueue_job
+from app.models.jobs import Job
 from tests import job_handlers
 from tests.test_engine import arun, engine_settings, session_factory  # noqa: F401, F811  (fixtures)
 

@@ -12,8 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
 
-from app.jobs.models import Job
 from app.jobs.runner import JobRunner
+from app.models.jobs import Job
 from app.sampling.client import SamplingClient
 from tests.sampling_server import serve_app
 from tests.test_engine import (  # noqa: F401  (fixtures)

@@ -9,10 +9,21 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from app.monitors.output_codec import decode_outputs, encode_outputs
 from app.sampling.answers import SMALL_JSON_BYTES, answer_reader
-from app.sampling.protocol import SamplingError, coerce_samples, encode_shaped_json, parse_samples
-from app.snapshots.codec import decode_outputs, encode_outputs
-from app.stats.keyed import KeyedSamples, concat_keyed, keyed_from_dense, keyed_from_rows, set_code
+from app.sampling.protocol import (
+    SamplingError,
+    coerce_samples,
+    encode_shaped_json,
+    parse_samples,
+)
+from app.stats.keyed import (
+    KeyedSamples,
+    concat_keyed,
+    keyed_from_dense,
+    keyed_from_rows,
+    set_code,
+)
 from app.stats.shapes import (
     OutputShape,
     ShapeBreach,

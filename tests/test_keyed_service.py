@@ -176,7 +176,7 @@ def test_monitors_with_keyed_events_alarm_on_the_leak_and_check_the_contract(cli
     alarms = client.get("/v1/alarms", params={"monitor_id": leak["id"]}).json()["items"]
     assert [a["kind"] for a in alarms] == ["privacy"] and alarms[0]["a"] > 150 and alarms[0]["b"] == 0
     with db() as session:
-        from app.mechanisms.models import Mechanism
+        from app.models.mechanisms import Mechanism
 
         detected = session.get(Mechanism, uuid.UUID(mechs["leaky"]))
         assert detected.output_shape["container"] == "keyed" and detected.output_shape_source == "detected"

@@ -15,7 +15,6 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from app.auth.models import ApiKey, Tenant
 from app.auth.service import (
     LastAdminKeyError,
     TenantExistsError,
@@ -24,6 +23,7 @@ from app.auth.service import (
     create_tenant,
     revoke_api_key,
 )
+from app.models.auth import ApiKey, Tenant
 from tests.api_helpers import create_mechanism, create_monitor
 
 DB = Callable[[], AbstractContextManager[Session]]

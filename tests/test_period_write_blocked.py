@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from app.monitors.models import PeriodRun
+from app.models.monitors import PeriodRun
 from tests.test_engine import (  # noqa: F401 - fixtures
     _monitor,
     arun,

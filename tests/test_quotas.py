@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from app.monitors.models import Monitor
+from app.models.monitors import Monitor
 from app.quotas.service import set_quotas
 
 BODY = {"name": "q", "epsilon": 1.0, "horizon": 50, "samples_per_period": 200, "period_seconds": 60,

@@ -19,9 +19,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from app.jobs.models import Job
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor
+from app.models.jobs import Job
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
 from app.sampling.endpoint import make_endpoint_router
 from app.stats.events import event_contains, parse_event
 from tests.sampling_server import serve_app
@@ -195,7 +195,7 @@ def test_an_output_that_changes_type_raises_a_contract_alarm(client, db, make_wo
     monitor, _ = _monitor_state(db, mon["id"])
     assert monitor.state == "active" and monitor.t == 7  # the privacy checks keep running
     with db() as session:
-        from app.alarms.models import WebhookMessage
+        from app.models.alarms import WebhookMessage
 
         payload = session.scalars(select(WebhookMessage)).one().payload["data"]
     assert payload["labels"]["alertname"] == "OutputContractBreach" and payload["labels"]["kind"] == "contract"
@@ -206,7 +206,7 @@ def test_an_output_that_changes_type_raises_a_contract_alarm(client, db, make_wo
 
 
 def test_after_a_breach_discovery_samples_in_the_observed_shape():
-    from app.mechanisms.models import Mechanism as M
+    from app.models.mechanisms import Mechanism as M
     from app.monitors.rediscovery import current_shape
 
     mech = M(output_kind="real", dim=None, output_shape={"values": "integer"})

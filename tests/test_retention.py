@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from app.alarms.models import Alarm
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.alarms import Alarm
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.snapshots import PeriodOutputs
 from app.quotas.retention import sweep
-from app.snapshots.models import PeriodOutputs
 
 BODY = {"name": "r", "epsilon": 1.0, "horizon": 50, "samples_per_period": 200, "period_seconds": 60,
         "checks": [{"x": [0.0], "x_prime": [1.0], "event": {"kind": "interval", "low": None, "high": 0.0}}]}

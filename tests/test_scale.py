@@ -15,9 +15,17 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import event, select
 
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from tests.test_engine import (  # noqa: F401  (fixtures)
-    BOUNDARY_EVENT, X, X_PRIME, arun, engine_settings, make_monitor, make_worker, mechanism_server, run_ticks,
+    BOUNDARY_EVENT,
+    X_PRIME,
+    X,
+    arun,
+    engine_settings,
+    make_monitor,
+    make_worker,
+    mechanism_server,
+    run_ticks,
     session_factory,
 )
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from app.monitors.models import Check, Monitor
+from app.models.monitors import Check, Monitor
 from app.reference.search_corpus import search_corpus
 from app.sampling.endpoint import make_endpoint_router
 from tests.sampling_server import serve_app

@@ -17,13 +17,18 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.alarms.models import Webhook as WebhookRow
 from app.auth.rotation import DEFAULT_GRACE_SECONDS, rotate_secret, signing_secrets
-from app.mechanisms.models import Mechanism
+from app.models.alarms import Webhook as WebhookRow
+from app.models.mechanisms import Mechanism
 from app.reference.server import reference_app
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.endpoint import make_endpoint_app
-from app.sampling.protocol import SamplingError, encode_request, generate_secret, sign_headers
+from app.sampling.protocol import (
+    SamplingError,
+    encode_request,
+    generate_secret,
+    sign_headers,
+)
 from tests.api_helpers import create_mechanism, create_webhook
 from tests.sampling_server import serve_app
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from app.snapshots.codec import decode_outputs, encode_outputs
+from app.monitors.output_codec import decode_outputs, encode_outputs
 
 
 def test_real_outputs_round_trip_as_float32():

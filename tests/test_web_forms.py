@@ -13,7 +13,12 @@ from html.parser import HTMLParser
 import pytest
 from sqlalchemy import select
 
-from tests.api_helpers import create_mechanism, create_monitor, create_webhook, record_period
+from tests.api_helpers import (
+    create_mechanism,
+    create_monitor,
+    create_webhook,
+    record_period,
+)
 from tests.test_web_pages import csrf, sign_in, web_client
 
 
@@ -179,7 +184,7 @@ def test_silences_api(client, other_headers, alarmed):  # noqa: ANN001
 
 
 def test_a_silenced_alarm_is_recorded_but_sends_no_webhook(web, client, db, settings):  # noqa: ANN001
-    from app.alarms.models import Alarm, WebhookMessage
+    from app.models.alarms import Alarm, WebhookMessage
 
     create_webhook(client)
     mechanism = create_mechanism(client)
@@ -275,7 +280,7 @@ def _visible_pre(html: str) -> list[str]:
 
 
 def test_alarm_page_states_one_verdict_and_hides_raw_json(web, alarmed, db):  # noqa: ANN001
-    from app.alarms.models import Alarm
+    from app.models.alarms import Alarm
 
     with db() as session:
         alarm = session.scalar(select(Alarm))
@@ -308,9 +313,9 @@ def test_alarm_page_states_one_verdict_and_hides_raw_json(web, alarmed, db):  # 
 
 
 def test_contract_alarm_shows_its_real_fields(web, client, db, settings):  # noqa: ANN001
-    from app.alarms.models import Alarm
     from app.alarms.service import fire_contract_alarm
-    from app.monitors.models import Monitor
+    from app.models.alarms import Alarm
+    from app.models.monitors import Monitor
 
     mechanism = create_mechanism(client)
     monitor = create_monitor(client, mechanism["id"])
@@ -337,10 +342,10 @@ def test_contract_alarm_shows_its_real_fields(web, client, db, settings):  # noq
 
 
 def test_snapshot_page_one_verdict_plots_the_tradeoff_and_relative_previous(web, alarmed, db):  # noqa: ANN001
-    from app.snapshots.models import Snapshot
+    from app.models.snapshots import Snapshot
 
     with db() as session:
-        from app.monitors.models import Monitor
+        from app.models.monitors import Monitor
 
         m = session.get(Monitor, uuid.UUID(alarmed["id"]))
         t0 = datetime.now(UTC) - timedelta(hours=3)
@@ -376,8 +381,8 @@ def test_snapshot_page_one_verdict_plots_the_tradeoff_and_relative_previous(web,
 
 
 def test_series_is_indexed_by_period_with_events(web, client, alarmed, db):  # noqa: ANN001
-    from app.mechanisms.models import Mechanism
-    from app.monitors.models import Monitor
+    from app.models.mechanisms import Mechanism
+    from app.models.monitors import Monitor
 
     check_id = alarmed["checks"][0]["id"]
     url = f"/ui/data/monitors/{alarmed['id']}/checks/{check_id}/series"
@@ -392,7 +397,7 @@ def test_series_is_indexed_by_period_with_events(web, client, alarmed, db):  # n
     assert data["events"] == [{"t": 10.5, "kind": "change", "label": "mechanism updated",
                                "time": round(data["x"][9] + 1, 3)}]
     assert web.get(url, params={"range": "1h"}).json()["periods"] == 30  # slots from now on, an hour apart
-    from app.monitors.models import Check
+    from app.models.monitors import Check
     from app.web.data import check_series
 
     with db() as session:

@@ -12,7 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web.session import CSRF_COOKIE, SESSION_COOKIE
-from tests.api_helpers import create_mechanism, create_monitor, create_webhook, record_period
+from tests.api_helpers import (
+    create_mechanism,
+    create_monitor,
+    create_webhook,
+    record_period,
+)
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 BOTH_BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -158,7 +163,7 @@ def test_next_only_goes_to_dashboard_paths(app, tenants):  # noqa: ANN001
 
 
 def test_every_form_needs_a_valid_csrf_token(app, web, tenants, monitor_with_alarm, db):  # noqa: ANN001
-    from app.alarms.models import Alarm
+    from app.models.alarms import Alarm
 
     with db() as session:
         alarm_id = session.query(Alarm.id).filter(Alarm.monitor_id == uuid.UUID(monitor_with_alarm["id"])).scalar()
@@ -269,7 +274,7 @@ def test_actions_pause_resume_reset_and_acknowledge(web, monitor_with_alarm):  #
 
 @BOTH_BACKENDS
 def test_another_tenants_resources_are_not_found(app, tenants, monitor_with_alarm, client, db):  # noqa: ANN001
-    from app.alarms.models import Alarm
+    from app.models.alarms import Alarm
 
     hook = create_webhook(client)
     with db() as session:
@@ -330,8 +335,8 @@ class _Refs(HTMLParser):
 
 
 def test_no_page_references_an_external_host(app, web, client, monitor_with_alarm, db):  # noqa: ANN001
-    from app.alarms.models import Alarm
-    from app.snapshots.models import Snapshot
+    from app.models.alarms import Alarm
+    from app.models.snapshots import Snapshot
 
     hook = create_webhook(client)
     with db() as session:
@@ -404,7 +409,7 @@ def test_alarm_page_reads_the_window_bound_as_descriptive(web, monitor_with_alar
     """An e-detector's alarm whose window bound (1.33) exceeds the claimed 1 while the anytime-valid
     bound (0.86) does not: the page says "Detected, not refuted", labels the window bounds
     descriptive, and never states the window bound "at 95% confidence"."""
-    from app.alarms.models import Alarm
+    from app.models.alarms import Alarm
     from tests.test_verdict import new_check
 
     with db() as session:

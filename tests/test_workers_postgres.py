@@ -23,7 +23,7 @@ from sqlalchemy import func, select, text
 
 from app.db import make_engine, make_session_factory
 from app.models import load_models
-from app.monitors.models import Check, Monitor, PeriodRun
+from app.models.monitors import Check, Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
 from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import generate_secret

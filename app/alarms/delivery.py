@@ -25,9 +25,9 @@ import structlog
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alarms.models import Webhook, WebhookAttempt, WebhookMessage
 from app.auth.rotation import signing_secrets
 from app.db import utcnow
+from app.models.alarms import Webhook, WebhookAttempt, WebhookMessage
 from app.sampling.protocol import sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpError
 from app.settings import Settings

@@ -21,9 +21,13 @@ from sqlalchemy.orm import Session
 
 from app.claims.heldout import HeldOutClaim
 from app.claims.service import effective_claim
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.stats.evidence import confirmation
-from app.stats.evidence import alarm_evidence, confirmation_statement, snapshot_reading
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.stats.evidence import (
+    alarm_evidence,
+    confirmation,
+    confirmation_statement,
+    snapshot_reading,
+)
 from app.stats.heldout import EpsilonDelta
 from app.stats.sequential import design_of_state
 

@@ -20,14 +20,6 @@ import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from app.alarms.models import (
-    EVENT_TYPES,
-    TEST_EVENT_TYPE,
-    Alarm,
-    Webhook,
-    WebhookAttempt,
-    WebhookMessage,
-)
 from app.alarms.schemas import AlarmRead, WebhookCreate, WebhookUpdate
 from app.alarms.verdict import alarm_verdict
 from app.api.errors import ConflictError, InvalidInputError, NotFoundError
@@ -35,7 +27,15 @@ from app.api.pagination import SortKey, paginate
 from app.api.urls import destination_problem
 from app.auth.service import generate_signing_secret
 from app.db import utcnow
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.alarms import (
+    EVENT_TYPES,
+    TEST_EVENT_TYPE,
+    Alarm,
+    Webhook,
+    WebhookAttempt,
+    WebhookMessage,
+)
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.settings import Settings
 from app.stats.evidence import VALIDITY_WORDS
 

@@ -11,8 +11,8 @@ from datetime import timedelta
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.auth.models import SCOPES, ApiKey, Tenant, WebSession
 from app.db import utcnow
+from app.models.auth import SCOPES, ApiKey, Tenant, WebSession
 
 KEY_PREFIX = "dpw_"
 SHOWN_PREFIX_LENGTH = 8

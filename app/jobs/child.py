@@ -59,8 +59,12 @@ def apply_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
 
-def job_child(job_id: str, settings: Any, kind: str, handler_ref: str, limits: Limits, conn: Any) -> None:
+def job_child(entry_ref: str, job_id: str, settings: Any, kind: str, handler_ref: str, limits: Limits,
+              conn: Any) -> None:
     """Run one claimed job in this process and send ``(state, kwargs)`` to the parent.
+
+    ``entry_ref`` ("module:function") runs the job in this process (app.jobs.runner:run_job_here);
+    it is named, not imported, so that this module stays below the runner that starts it.
 
     The job's handler runs on this process's own event loop, with its own database engine and
     sampling client; it reports progress (which also renews the lease) under the worker's id, as it
@@ -68,7 +72,7 @@ def job_child(job_id: str, settings: Any, kind: str, handler_ref: str, limits: L
     apply_limits(limits)
     outcome: tuple[str, dict[str, Any]]
     try:
-        outcome = _run_job(job_id, settings, kind, handler_ref)
+        outcome = _handler(entry_ref)(job_id, settings, kind, handler_ref)
     except MemoryError:
         outcome = ("failed", {"error": "the job went over its memory limit", "failure_reason": "memory limit"})
     except BaseException as exc:  # noqa: BLE001  (reported to the parent, which decides)
@@ -87,28 +91,6 @@ def _handler(ref: str) -> Any:
 
     module, _, name = ref.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def _run_job(job_id: str, settings: Any, kind: str, handler_ref: str) -> tuple[str, dict[str, Any]]:
-    import asyncio
-    import uuid
-
-    handler = _handler(handler_ref)
-
-    async def main() -> tuple[str, dict[str, Any]]:
-        from app.db import make_engine, make_session_factory
-        from app.jobs.runner import JobRunner, job_sampling_client
-
-        engine = make_engine(settings.database_url)
-        client = job_sampling_client(settings)
-        try:
-            runner = JobRunner(make_session_factory(engine), client, settings, handlers={kind: handler})
-            return await runner.execute(uuid.UUID(job_id))
-        finally:
-            await client.aclose()
-            engine.dispose()
-
-    return asyncio.run(main())
 
 
 def call_child(func_ref: str, args: tuple[Any, ...], kwargs: dict[str, Any], limits: Limits, conn: Any) -> None:

@@ -15,11 +15,16 @@ from typing import Any
 from sqlalchemy import select
 
 from app.audit.discovery import discover_checks
-from app.audit.engine import AuditCancelled, AuditSettings, Progress, Sampler, run_engine
+from app.audit.engine import (
+    AuditCancelled,
+    AuditSettings,
+    Progress,
+    Sampler,
+    run_engine,
+)
 from app.jobs.context import JobCancelled, JobContext, JobFailed
-from app.mechanisms.models import Mechanism
-from app.mechanisms.contract import contract_of
-from app.mechanisms.contract import endpoint_of
+from app.mechanisms.contract import contract_of, endpoint_of
+from app.models.mechanisms import Mechanism
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.stats.heldout import EpsilonDelta
 from app.stats.mpl import table1_pairs
@@ -114,7 +119,9 @@ async def run_audit_job(ctx: JobContext) -> dict[str, Any]:
             progress=progress_reporter(ctx), cancel=ctx.cancelled)
     except AuditCancelled as exc:
         raise JobCancelled(str(exc)) from None
-    from app.audit.service import with_power  # not refuted: what the audit would have caught (docs/audit.md §9)
+    from app.audit.service import (
+        with_power,  # not refuted: what the audit would have caught (docs/audit.md §9)
+    )
 
     result = await with_power(result, EpsilonDelta(request.epsilon, request.delta))
     out = result.to_dict()

@@ -34,6 +34,9 @@ import structlog
 
 from app.jobs.child import Limits, call_child, job_child
 
+# What a job's child runs (named, not imported: the runner imports this module).
+JOB_ENTRY = "app.jobs.runner:run_job_here"
+
 log = structlog.get_logger("dpwatch.jobs")
 
 #: How often the parent looks at its child (answer, size, age, cancel flag).
@@ -45,13 +48,13 @@ _context: Any = None
 
 
 def process_context() -> Any:
-    """The ``forkserver`` context whose server preloads app.jobs.preload (``spawn`` where fork is
+    """The ``forkserver`` context whose server preloads app.scheduler.preload (``spawn`` where fork is
     not available)."""
     global _context
     if _context is None:
         if "forkserver" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["app.jobs.preload"])
+            ctx.set_forkserver_preload(["app.scheduler.preload"])
         else:  # pragma: no cover  (not Linux)
             ctx = multiprocessing.get_context("spawn")
         _context = ctx
@@ -175,7 +178,8 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
 
 async def run_job_in_child(job_id: str, settings: Any, kind: str, handler_ref: str, limits: Limits,
                            poll: Callable[[], Awaitable[str]]) -> ChildOutcome:
-    return await supervise(job_child, (job_id, settings, kind, handler_ref), limits, poll=poll, label=job_id[:12])
+    return await supervise(job_child, (JOB_ENTRY, job_id, settings, kind, handler_ref), limits, poll=poll,
+                           label=job_id[:12])
 
 
 class ChildFailed(Exception):

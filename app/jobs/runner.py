@@ -38,7 +38,7 @@ import structlog
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import utcnow
+from app.db import make_engine, make_session_factory, utcnow
 from app.jobs.child import Limits
 from app.jobs.context import (  # noqa: F401  (re-exported)
     PROGRESS_EVERY,
@@ -48,7 +48,7 @@ from app.jobs.context import (  # noqa: F401  (re-exported)
     JobFailed,
     JobLeaseLost,
 )
-from app.jobs.models import Job
+from app.models.jobs import Job
 from app.sampling.client import SamplingClient
 from app.settings import Settings
 
@@ -386,3 +386,25 @@ class JobRunner:
     def _max_attempts(self, job_id: uuid.UUID) -> int:
         with self.session_factory() as session:
             return session.scalar(select(Job.max_attempts).where(Job.id == job_id)) or 1
+
+
+def run_job_here(job_id: str, settings: Settings, kind: str, handler_ref: str) -> tuple[str, dict[str, Any]]:
+    """Run one claimed job in this process (a job's child process, app/jobs/child.py): the handler
+    named by ``handler_ref`` on this process's own event loop, database engine and sampling client;
+    returns ``(state, kwargs)`` for the parent to write."""
+    import importlib
+
+    module, _, name = handler_ref.partition(":")
+    handler = getattr(importlib.import_module(module), name)
+
+    async def main() -> tuple[str, dict[str, Any]]:
+        engine = make_engine(settings.database_url)
+        client = job_sampling_client(settings)
+        try:
+            runner = JobRunner(make_session_factory(engine), client, settings, handlers={kind: handler})
+            return await runner.execute(uuid.UUID(job_id))
+        finally:
+            await client.aclose()
+            engine.dispose()
+
+    return asyncio.run(main())

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from app.api.errors import ConflictError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.db import utcnow
-from app.jobs.models import FINISHED_STATES, Job
 from app.jobs.schemas import JobProgress, JobRead
+from app.models.jobs import FINISHED_STATES, Job
 
 
 def enqueue_job(session: Session, tenant_id: uuid.UUID, kind: str, params: dict[str, Any], *,

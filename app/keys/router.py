@@ -12,8 +12,8 @@ from app.api.deps import CurrentPrincipal, SessionDep
 from app.api.errors import ConflictError, NotFoundError, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page, SortKey, paginate
 from app.auth import service
-from app.auth.models import ApiKey
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
+from app.models.auth import ApiKey
 
 router = APIRouter(prefix="/keys", tags=["keys"])
 

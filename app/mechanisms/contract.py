@@ -20,11 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from app.mechanisms.models import Mechanism
 from app.auth.rotation import signing_secrets
+from app.models.mechanisms import Mechanism
 from app.sampling.client import MechanismEndpoint
 from app.sampling.protocol import SamplingError
-from app.stats.shapes import OutputShape, concat_outputs, conformance, detect_shape, n_outputs, take_outputs
+from app.stats.shapes import (
+    OutputShape,
+    concat_outputs,
+    conformance,
+    detect_shape,
+    n_outputs,
+    take_outputs,
+)
 
 #: Outputs per database a contract is detected from.
 DETECTION_SAMPLE = 20_000

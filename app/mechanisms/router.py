@@ -11,13 +11,17 @@ from fastapi import APIRouter, Body, Depends, Query, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
-from app.api.errors import InvalidInputError, ProblemError, field_problem, problem_responses
+from app.api.errors import (
+    InvalidInputError,
+    ProblemError,
+    field_problem,
+    problem_responses,
+)
 from app.api.pagination import CursorQuery, LimitQuery, Page
 from app.auth.rotation import rotate_secret
 from app.auth.schemas import RotateMechanismSecret, SecretRotated
 from app.auth.service import generate_signing_secret
 from app.mechanisms import service
-from app.mechanisms.models import Mechanism
 from app.mechanisms.schemas import (
     MechanismCreate,
     MechanismCreated,
@@ -27,6 +31,7 @@ from app.mechanisms.schemas import (
     ProbeReport,
     ProbeRequest,
 )
+from app.models.mechanisms import Mechanism
 from app.settings import Settings
 
 log = structlog.get_logger("dpwatch.mechanisms")

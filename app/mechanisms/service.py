@@ -19,9 +19,9 @@ from app.api.errors import ConflictError, InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.api.urls import destination_problem
 from app.auth.service import generate_signing_secret
-from app.mechanisms.models import Mechanism
 from app.mechanisms.schemas import MechanismCreate, MechanismUpdate
-from app.monitors.models import Monitor
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Monitor
 from app.settings import Settings
 
 PROBE_PREVIEW = 5
@@ -263,7 +263,7 @@ def probe_databases(session: Session, mechanism: Mechanism, limit: int = 4) -> l
     else the distinct databases of its monitors' checks (never a guessed, empty input)."""
     if mechanism.probe_database is not None:
         return [mechanism.probe_database]
-    from app.monitors.models import Check
+    from app.models.monitors import Check
 
     rows = session.execute(
         select(Check.x, Check.x_prime).join(Monitor, Monitor.id == Check.monitor_id)

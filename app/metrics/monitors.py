@@ -19,10 +19,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alarms.models import Alarm
-from app.auth.models import Tenant
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor
+from app.models.alarms import Alarm
+from app.models.auth import Tenant
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
+
 
 def monitor_rows(session: Session) -> list[Any]:
     """Every check of every monitor, with what the gauges need (one query)."""

@@ -24,12 +24,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.claims.events import discover_for_claim
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Monitor
-from app.monitors.rediscovery import claim_choice, discover_and_assess, initial_choice
-from app.monitors.service import activate, awaits_discovery, check_alpha, check_claim, get_checks
-from app.sampling.client import SamplingClient
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Monitor
 from app.monitors.leases import lock_leased_monitor, release_lease
+from app.monitors.rediscovery import claim_choice, discover_and_assess, initial_choice
+from app.monitors.service import (
+    activate,
+    awaits_discovery,
+    check_alpha,
+    check_claim,
+    get_checks,
+)
+from app.sampling.client import SamplingClient
 from app.settings import Settings
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.monitors.models import Monitor
+from app.models.monitors import Monitor
 
 
 def _lease_free(now: datetime):  # type: ignore[no-untyped-def]

@@ -43,15 +43,15 @@ import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.alarms.models import Alarm
 from app.db import utcnow
-from app.jobs.models import Job
 from app.jobs.context import JobContext
 from app.jobs.service import active_job, enqueue_job
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor
-from app.sampling.client import MechanismEndpoint, SamplingClient
+from app.models.alarms import Alarm
+from app.models.jobs import Job
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
 from app.monitors.detectors import initial_state
+from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.stats.events import event_contains, parse_event
 from app.stats.evidence import event_bound
 from app.stats.multiple import rediscovery_alpha
@@ -292,8 +292,8 @@ async def run_rediscovery_job(ctx: JobContext) -> dict[str, Any]:
     if isinstance(plan, str):
         return {"adopted": False, "reason": plan, "candidates": []}
     from app.audit.engine import AuditCancelled
-    from app.jobs.handlers import progress_reporter
     from app.jobs.context import JobCancelled
+    from app.jobs.handlers import progress_reporter
 
     trigger = ctx.params.get("trigger", "schedule")
     ctx.progress(0.0, f"re-discovery ({trigger}) after period {plan.t}: up to {plan.samples} outputs per database, "

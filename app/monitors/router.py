@@ -13,30 +13,30 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
 from app.api.errors import ProblemError, field_problem, problem_responses
-from app.quotas.service import check_monitor as check_monitor_quotas
 from app.api.pagination import CursorQuery, LimitQuery, Page, SeqCursorQuery
-from app.mechanisms.models import Mechanism
+from app.jobs.schemas import JobRead
 from app.mechanisms.router import ProberDep
 from app.mechanisms.schemas import ProbeReport
 from app.mechanisms.service import Prober, get_mechanism
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
 from app.monitors import service
-from app.monitors.models import Check, Monitor
-from app.settings import Settings
-from app.jobs.schemas import JobRead
-from app.search.schemas import AdoptFindingRequest
 from app.monitors.schemas import (
     CheckRead,
     DatabaseProbe,
-    MonitorCreated,
-    MonitorValidation,
     MonitorCreate,
+    MonitorCreated,
     MonitorRead,
     MonitorState,
     MonitorStatus,
     MonitorUpdate,
+    MonitorValidation,
     PeriodCheckRead,
     PeriodRead,
 )
+from app.quotas.service import check_monitor as check_monitor_quotas
+from app.search.schemas import AdoptFindingRequest
+from app.settings import Settings
 
 router = APIRouter(prefix="/monitors", tags=["monitors"])
 

@@ -31,8 +31,8 @@ import numpy as np
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
-from app.snapshots.codec import encode_outputs
-from app.snapshots.service import database_digest
+from app.monitors.output_codec import encode_outputs
+from app.monitors.outputs import database_digest
 
 if TYPE_CHECKING:
     from app.monitors.period_plan import CheckResult, PeriodPlan

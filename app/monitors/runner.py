@@ -17,7 +17,6 @@ and does not advance t or touch any detector.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -33,24 +32,46 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker, undefer
 
 from app.alarms.evidence import privacy_evidence
-from app.alarms.models import Alarm
-from app.alarms.service import contract_fingerprint, enqueue_event, fire_alarm, fire_contract_alarm, monitor_event_data
-from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
-from app.sampling.client import ByteBudget, SamplingClient
-from app.sampling.protocol import SamplingError
-from app.monitors.leases import lock_leased_monitor, release_lease
-from app.monitors.schedule import Schedule
-from app.mechanisms.contract import breach_of_error, check_outputs, contract_of, detect_contract, endpoint_of  # noqa: F401  (re-exported)
-from app.monitors.service import check_claim, is_auto, start_horizon
-from app.settings import Settings
-from app.snapshots.service import request_snapshot, snapshot_params_for_alarm, store_outputs
-from app.monitors.detectors import HORIZON_FREE, aggregator_step, needs_prefix_sums, sequential_line, sequential_step
-from app.stats.events import event_contains, parse_event
+from app.alarms.service import (
+    contract_fingerprint,
+    enqueue_event,
+    fire_alarm,
+    fire_contract_alarm,
+    monitor_event_data,
+)
 from app.claims.service import claim_period_step
-from app.stats.shapes import OutputShape
+from app.db import utcnow
+from app.mechanisms.contract import (  # noqa: F401  (re-exported)
+    breach_of_error,
+    check_outputs,
+    contract_of,
+    detect_contract,
+    endpoint_of,
+)
+from app.models.alarms import Alarm
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.monitors.detectors import (
+    HORIZON_FREE,
+    aggregator_step,
+    needs_prefix_sums,
+    sequential_line,
+    sequential_step,
+)
+from app.monitors.leases import lock_leased_monitor, release_lease
+from app.monitors.outputs import (
+    request_snapshot,
+    snapshot_params_for_alarm,
+    store_outputs,
+)
 from app.monitors.period_plan import CheckPlan, CheckResult, PeriodPlan  # noqa: F401  (re-exported)
+from app.monitors.schedule import Schedule
+from app.monitors.service import check_claim, is_auto, start_horizon
+from app.sampling.client import ByteBudget, SamplingClient
+from app.sampling.protocol import SamplingError, database_key
+from app.settings import Settings
+from app.stats.events import event_contains, parse_event
+from app.stats.shapes import OutputShape
 
 log = structlog.get_logger("dpwatch.runner")
 
@@ -77,11 +98,6 @@ class PeriodOutcome:
     outcome: Outcome
     t: int | None = None
     reason: str | None = None
-
-
-def database_key(database: Any) -> str:
-    """Canonical JSON of a database, so that checks sharing a database share its samples."""
-    return json.dumps(database, sort_keys=True, separators=(",", ":"))
 
 
 def _checks(session: Session, monitor_id: uuid.UUID) -> list[Check]:

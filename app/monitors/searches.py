@@ -36,11 +36,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.jobs.context import JobCancelled, JobContext, JobFailed
-from app.jobs.models import Job
 from app.jobs.service import active_job, enqueue_job
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor
-from app.monitors.rediscovery import MAX_CHECKS, MIN_REMAINING_PERIODS, RUNNABLE_STATES, _pair_key, add_check
+from app.models.jobs import Job
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
+from app.monitors.rediscovery import (
+    MAX_CHECKS,
+    MIN_REMAINING_PERIODS,
+    RUNNABLE_STATES,
+    _pair_key,
+    add_check,
+)
 
 log = structlog.get_logger("dpwatch.search")
 
@@ -104,7 +110,11 @@ async def _search(ctx: JobContext, mechanism: Mechanism, domain: Any, claim_spec
     from app.jobs.handlers import mechanism_shape, shaped_endpoint
     from app.sampling.client import SamplingClient
     from app.search.run import EndpointUnusable, SearchCancelled, run_search
-    from app.search.service import endpoint_search_sampler, make_claim, search_client_config
+    from app.search.service import (
+        endpoint_search_sampler,
+        make_claim,
+        search_client_config,
+    )
 
     shape = mechanism_shape(mechanism)
     endpoint = shaped_endpoint(mechanism, shape)

@@ -7,27 +7,40 @@ The engine (period runner, calibration) uses :func:`check_alpha`, :func:`lookup_
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.alarms.models import Alarm
 from app.alarms.service import resolve_open_alarms
-from app.api.errors import ConflictError, InvalidInputError, NotFoundError, ProblemError, field_problem
+from app.api.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    ProblemError,
+    field_problem,
+)
 from app.api.pagination import SortKey, paginate
 from app.claims.service import effective_claim
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.schemas import useless_event
 from app.mechanisms.service import get_mechanism
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.alarms import Alarm
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.monitors.schedule import Schedule
-from app.monitors.schemas import SAFE_FIELDS, TEST_FIELDS, CheckStatus, MonitorCreate, MonitorStatus, MonitorUpdate
+from app.monitors.schemas import (
+    SAFE_FIELDS,
+    TEST_FIELDS,
+    CheckStatus,
+    MonitorCreate,
+    MonitorStatus,
+    MonitorUpdate,
+    useless_event,
+)
 from app.settings import Settings
 
 PAUSABLE_STATES = ("calibrating", "active", "alarm", "degraded")

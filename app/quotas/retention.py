@@ -60,8 +60,8 @@ class Swept:
 
 
 def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list:  # type: ignore[type-arg]
-    from app.alarms.models import Alarm
-    from app.monitors.models import Monitor, PeriodRun
+    from app.models.alarms import Alarm
+    from app.models.monitors import Monitor, PeriodRun
 
     return list(session.scalars(
         select(PeriodRun.id)
@@ -100,7 +100,7 @@ def sweep(session_factory: sessionmaker[Session], settings: Settings, now: datet
 
 
 def _sweep(session_factory: sessionmaker[Session], settings: Settings, now: datetime) -> Swept:
-    from app.monitors.models import PeriodRun
+    from app.models.monitors import PeriodRun
 
     if settings.retention_days <= 0:
         return Swept(0, 0, vacuum(session_factory, settings))

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import ProblemError, field_problem
 from app.db import utcnow
-from app.quotas.models import TenantQuota
+from app.models.quotas import TenantQuota
 from app.settings import Settings
 
 QUOTA_NAMES = ("max_monitors", "max_concurrent_jobs", "max_queued_jobs", "max_outputs_per_day",
@@ -126,8 +126,8 @@ class MonitorLoad:
 def monitor_loads(session: Session, tenant_id: uuid.UUID) -> list[MonitorLoad]:
     """Each counted monitor's outputs per day and kept raw-output bytes (one query for monitors,
     one for their checks)."""
-    from app.mechanisms.models import Mechanism
-    from app.monitors.models import Check, Monitor
+    from app.models.mechanisms import Mechanism
+    from app.models.monitors import Check, Monitor
 
     rows = session.execute(
         select(Monitor.id, Monitor.samples_per_period, Monitor.period_seconds, Monitor.outputs_window,
@@ -159,7 +159,7 @@ def job_outputs(kind: str, params: dict[str, Any]) -> int:
 
 
 def jobs_outputs_last_day(session: Session, tenant_id: uuid.UUID, now: datetime) -> int:
-    from app.jobs.models import Job
+    from app.models.jobs import Job
 
     total = 0
     for kind, params in session.execute(select(Job.kind, Job.params).where(
@@ -171,9 +171,9 @@ def jobs_outputs_last_day(session: Session, tenant_id: uuid.UUID, now: datetime)
 
 def usage(session: Session, tenant_id: uuid.UUID, now: datetime | None = None) -> dict[str, int]:
     """The tenant's usage of each quota (and the raw-output bytes actually stored)."""
-    from app.jobs.models import Job
-    from app.monitors.models import Monitor
-    from app.snapshots.models import PeriodOutputs
+    from app.models.jobs import Job
+    from app.models.monitors import Monitor
+    from app.models.snapshots import PeriodOutputs
 
     now = now or utcnow()
     loads = monitor_loads(session, tenant_id)
@@ -219,7 +219,7 @@ def check_monitor(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID,
                   creating: bool) -> None:
     """After a monitor is created or changed (flushed, not committed): raise if the tenant is now
     over a quota. The router's transaction then rolls back."""
-    from app.monitors.models import Monitor
+    from app.models.monitors import Monitor
 
     q = quotas_of(session, tenant_id, settings)
     if creating and q.max_monitors:
@@ -258,7 +258,7 @@ def check_monitor(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID,
 def check_new_job(session: Session, tenant_id: uuid.UUID, kind: str, params: dict[str, Any],
                   settings: Settings) -> None:
     """Before a job is queued over the API: the queued-jobs and outputs-per-day quotas."""
-    from app.jobs.models import Job
+    from app.models.jobs import Job
 
     q = quotas_of(session, tenant_id, settings)
     if q.max_queued_jobs:

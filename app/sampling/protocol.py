@@ -164,6 +164,13 @@ class SampleResponse(BaseModel):
     samples: list[float | int | str | list[float | None] | dict[str, float | None] | None]
 
 
+def database_key(database: typing.Any) -> str:
+    """The canonical JSON of a database (sorted keys, no spaces): equal databases have one key, so
+    that the checks of a monitor and the pairs of a search that share a database share its samples
+    (and its stored outputs, app/monitors/outputs.py)."""
+    return json.dumps(database, sort_keys=True, separators=(",", ":"))
+
+
 def encode_database(database: typing.Any) -> str:
     """The database as compact strict JSON.  Raises ValueError if it is not
     strict JSON (NaN/inf, non-string keys, non-JSON types)."""

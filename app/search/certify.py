@@ -33,9 +33,16 @@ from typing import Any
 import numpy as np
 
 from app.audit.discovery import candidates_from
-from app.audit.engine import PRUNE_AFTER, AuditResult, AuditSettings, Progress, run_engine
+from app.audit.engine import (
+    PRUNE_AFTER,
+    AuditResult,
+    AuditSettings,
+    Progress,
+    run_engine,
+)
+from app.sampling.protocol import database_key
 from app.search.draws import SearchDraws
-from app.search.generators import CandidatePair, database_key
+from app.search.pairs import CandidatePair
 from app.stats.candidates import SELECTION_Z, Candidate, ProposalSettings, propose
 from app.stats.events import event_contains
 from app.stats.heldout import Claim, Counts, test_claim
@@ -214,7 +221,7 @@ def findings_from(result: AuditResult | None, finalists: list[CandidatePair], cl
                   pairs: list[CandidatePair] | None = None) -> list[dict[str, Any]]:
     """The tested events (the staged tests' and the engine's) as findings, best first, each with
     its pair's provenance and a check ready for a monitor (``check``: x, x′, event, claim)."""
-    from app.search.generators import pair_key
+    from app.search.pairs import pair_key
 
     by_key = {p.key: p for p in (pairs or [])} | {p.key: p for p in finalists}
     tested = []

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.sampling.protocol import database_key
 from app.sampling.timing import DeadlineReached, RequestTimedOut
-from app.search.generators import database_key
 from app.stats.shapes import concat_outputs, n_outputs, take_outputs
 
 __all__ = ["EndpointUnusable", "SearchDraws", "SearchCancelled", "failure_of"]

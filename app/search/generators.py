@@ -26,230 +26,40 @@ neighbouring under the declared relations would make a correct mechanism look br
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from app.sampling.protocol import database_key
 from app.search.domain import (
-    INT64_MAX,
     CategoryRecords,
     InputDomain,
     IntegerRecords,
     VectorRecords,
 )
+from app.search.pairs import (
+    CandidatePair,
+    RecordSpace,
+    halton_points,
+    pair_key,
+    unique_values,
+    valid_pairs,
+)
+from app.search.sizes import ladder_pairs
+from app.search.tables import unit_pairs_raw
 
 __all__ = ["CandidatePair", "RecordSpace", "candidate_pairs", "edge_pairs", "halton_pairs", "statdp_patterns",
            "uniform_pair", "database_key", "pair_key"]
 
-FLOAT_MAX = 1.7976931348623157e308
-#: Magnitudes tried far outside the typical range when a side of the domain is open.
-FAR = (1e3, 1e6, 1e9, 1e15)
-INT_FAR = (1_000, 10**6, 2**31, 2**53)
 #: Records removed or replaced per base database: all when it has at most this many.
 MAX_NEIGHBOURS_PER_BASE = 12
 DEFAULT_LIMIT = 300
 
 
-def database_key(db: Any) -> str:
-    return json.dumps(db, sort_keys=True, separators=(",", ":"))
-
-
-def pair_key(x: Any, xp: Any) -> str:
-    a, b = database_key(x), database_key(xp)
-    return a + "|" + b if a <= b else b + "|" + a
-
-
-@dataclass(frozen=True)
-class CandidatePair:
-    """A pair of neighbouring databases and where it came from."""
-
-    x: list[Any]
-    x_prime: list[Any]
-    relation: str  # the declared relation it satisfies, or "identical"
-    source: str  # statdp | halton | edge | uniform | refined
-    note: str = ""
-
-    @property
-    def key(self) -> str:
-        return pair_key(self.x, self.x_prime)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "x_prime": self.x_prime, "relation": self.relation, "source": self.source,
-                "note": self.note}
-
-
 # --------------------------------------------------------------------------------------------
 # records
-
-
-def _num(v: Any, integer: bool) -> Any:
-    if integer:
-        return int(v)
-    f = float(v)
-    return 0.0 if f == 0 else f  # no -0.0 in JSON
-
-
-class RecordSpace:
-    """The values one record may take: edge values, far values, and a map from the unit cube."""
-
-    def __init__(self, domain: InputDomain) -> None:
-        self.domain = domain
-        self.spec = domain.records
-        spec = self.spec
-        if isinstance(spec, VectorRecords):
-            self.dim = spec.dim
-            self.lows, self.highs = spec.lows(), spec.highs()
-        else:
-            self.dim = 1
-            lo = getattr(spec, "low", None)
-            hi = getattr(spec, "high", None)
-            self.lows, self.highs = [lo], [hi]
-        self.integer = isinstance(spec, IntegerRecords)
-
-    @property
-    def bounded(self) -> bool:
-        return isinstance(self.spec, CategoryRecords) or all(
-            lo is not None and hi is not None for lo, hi in zip(self.lows, self.highs))
-
-    # scalar coordinates ---------------------------------------------------------------------
-
-    def _clip(self, v: float, j: int) -> Any:
-        lo, hi = self.lows[j], self.highs[j]
-        if self.integer:
-            v = int(round(v)) if math.isfinite(v) else (INT64_MAX if v > 0 else -INT64_MAX)
-            v = max(-INT64_MAX, min(INT64_MAX, v))
-        if lo is not None and v < lo:
-            v = lo
-        if hi is not None and v > hi:
-            v = hi
-        return _num(v, self.integer)
-
-    def coordinate_edges(self, j: int) -> list[Any]:
-        lo, hi = self.lows[j], self.highs[j]
-        if lo is not None and hi is not None:
-            vals = [lo, hi, (lo + hi) / 2, lo + (hi - lo) / 4, lo + 3 * (hi - lo) / 4]
-            if lo < 0 < hi:
-                vals.append(0)
-            if self.integer:
-                vals += [lo + 1, hi - 1]
-        elif lo is not None:
-            vals = [lo, lo + 1, lo + 10]
-        elif hi is not None:
-            vals = [hi, hi - 1, hi - 10]
-        else:
-            vals = [0, 1, -1, 0.5] if not self.integer else [0, 1, -1, 2]
-        return _unique(self._clip(v, j) for v in vals)
-
-    def coordinate_far(self, j: int) -> list[Any]:
-        """Values far out on each open side (nothing where the domain is bounded)."""
-        lo, hi = self.lows[j], self.highs[j]
-        mags = INT_FAR if self.integer else FAR
-        out: list[Any] = []
-        for m in mags:
-            if hi is None:
-                out.append(self._clip((lo or 0) + m, j))
-            if lo is None:
-                out.append(self._clip((hi or 0) - m, j))
-        return _unique(out)
-
-    def coordinate_extreme(self, j: int) -> list[Any]:
-        """The largest magnitudes a record can carry on each open side (and the smallest float)."""
-        lo, hi = self.lows[j], self.highs[j]
-        big = INT64_MAX if self.integer else FLOAT_MAX
-        out: list[Any] = []
-        if hi is None:
-            out.append(self._clip(big, j))
-        if lo is None:
-            out.append(self._clip(-big, j))
-        if not self.integer and (lo is None or lo <= 5e-324) and (hi is None or hi >= 5e-324):
-            out.append(5e-324)
-        return _unique(out)
-
-    def coordinate_from_unit(self, u: float, j: int) -> Any:
-        lo, hi = self.lows[j], self.highs[j]
-        if lo is not None and hi is not None:
-            if self.integer:
-                return self._clip(lo + math.floor(u * (hi - lo + 1)), j)
-            return self._clip(lo + u * (hi - lo), j)
-        # an open side: a signed magnitude from about 0.01 to 1e9, spread evenly in log scale
-        t = 2.0 * u - 1.0
-        mag = (10.0 ** (11.0 * abs(t)) - 1.0) * 0.01
-        if lo is not None:
-            v = lo + mag
-        elif hi is not None:
-            v = hi - mag
-        else:
-            v = math.copysign(mag, t)
-        return self._clip(v, j)
-
-    # whole records -----------------------------------------------------------------------------
-
-    def _record(self, coords: list[Any]) -> Any:
-        return coords if isinstance(self.spec, VectorRecords) else coords[0]
-
-    def edges(self) -> list[Any]:
-        """A handful of typical edge records: the bounds (corners for vectors), the middle, 0."""
-        spec = self.spec
-        if isinstance(spec, CategoryRecords):
-            return list(spec.values)
-        if not isinstance(spec, VectorRecords):
-            return self.coordinate_edges(0)
-        per = [self.coordinate_edges(j) for j in range(self.dim)]
-        out = [[p[i % len(p)] for p in per] for i in range(3)]  # low corner, high corner, middle
-        for j in range(min(self.dim, 4)):  # one coordinate high, the rest low
-            rec = [p[0] for p in per]
-            rec[j] = per[j][1] if len(per[j]) > 1 else per[j][0]
-            out.append(rec)
-        return _unique(out)
-
-    def far(self) -> list[Any]:
-        if isinstance(self.spec, CategoryRecords):
-            return []
-        if not isinstance(self.spec, VectorRecords):
-            return self.coordinate_far(0)
-        out = []
-        for i in range(len(FAR)):
-            cols = [self.coordinate_far(j) for j in range(self.dim)]
-            if all(cols):
-                out.append([c[min(i, len(c) - 1)] for c in cols])
-        return _unique(out)
-
-    def extreme(self) -> list[Any]:
-        if isinstance(self.spec, CategoryRecords):
-            return []
-        if not isinstance(self.spec, VectorRecords):
-            return self.coordinate_extreme(0)
-        cols = [self.coordinate_extreme(j) for j in range(self.dim)]
-        if not all(cols):
-            return []
-        return _unique([[c[0] for c in cols], [c[-1] for c in cols]])
-
-    def from_unit(self, u: np.ndarray) -> Any:
-        """One record from ``self.width`` coordinates in [0, 1)."""
-        spec = self.spec
-        if isinstance(spec, CategoryRecords):
-            m = len(spec.values)
-            return spec.values[min(m - 1, int(u[0] * m))]
-        return self._record([self.coordinate_from_unit(float(u[j]), j) for j in range(self.dim)])
-
-    @property
-    def width(self) -> int:
-        return 1 if isinstance(self.spec, CategoryRecords) else self.dim
-
-
-def _unique(values: Iterable[Any]) -> list[Any]:
-    seen: set[str] = set()
-    out = []
-    for v in values:
-        k = json.dumps(v)
-        if k not in seen:
-            seen.add(k)
-            out.append(v)
-    return out
 
 
 def record_sizes(domain: InputDomain, limit: int = 7) -> list[int]:
@@ -267,18 +77,6 @@ def record_sizes(domain: InputDomain, limit: int = 7) -> list[int]:
         idx = np.linspace(0, len(rest) - 1, max(0, limit - len(keep))).round().astype(int)
         sizes = sorted(keep | {rest[i] for i in idx})
     return sizes
-
-
-def _halton(d: int, n: int, seed: int) -> np.ndarray:
-    """``n`` scrambled Halton points in [0, 1)^d (the first 64 dimensions; the rest uniform)."""
-    from scipy.stats import qmc
-
-    rng = np.random.default_rng(seed)
-    k = max(1, min(d, 64))
-    pts = qmc.Halton(d=k, scramble=True, seed=rng).random(n)
-    if d > k:
-        pts = np.hstack([pts, rng.random((n, d - k))])
-    return pts[:, :d] if d else np.zeros((n, 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +193,7 @@ def statdp_patterns(domain: InputDomain) -> list[CandidatePair]:
     if domain.is_vector:
         k = domain.size.max
         s = float(domain.sensitivity)  # type: ignore[arg-type]
-        levels = _unique([space._clip(v, 0) for v in (s, 0.0, *space.coordinate_edges(0)[:3])])
+        levels = unique_values([space._clip(v, 0) for v in (s, 0.0, *space.coordinate_edges(0)[:3])])
         for c in levels:
             base = [c] * k
             out += _vector_pairs(domain, space, base, _vector_moves(domain, k), "statdp", f"all answers {c:g}")
@@ -405,7 +203,7 @@ def statdp_patterns(domain: InputDomain) -> list[CandidatePair]:
             xp = _fit_vector(domain, space, x, [space._clip(0.0, 0)] * h + [space._clip(s, 0)] * (k - h))
             if domain.relation(x, xp) not in (None, "identical"):
                 out.append(CandidatePair(x, xp, "linf", "statdp", "x shape"))
-        return _valid(domain, out)
+        return valid_pairs(domain, out)
     # records: a database of "1"s with one record at "0" or "2", or one record fewer, the levels
     # clipped to the domain (DP-Sniper's PatternGenerator with single-entry differences)
     if isinstance(space.spec, CategoryRecords):
@@ -420,8 +218,8 @@ def statdp_patterns(domain: InputDomain) -> list[CandidatePair]:
         if k < 1:
             continue
         base = [one] * k
-        out += list(_record_neighbours(domain, space, base, _unique([zero, two]), "statdp", f"{k} × {json.dumps(one)}"))
-    return _valid(domain, out)
+        out += list(_record_neighbours(domain, space, base, unique_values([zero, two]), "statdp", f"{k} × {json.dumps(one)}"))
+    return valid_pairs(domain, out)
 
 
 def halton_pairs(domain: InputDomain, bases_per_size: int = 3, seed: int = 0) -> list[CandidatePair]:
@@ -430,24 +228,24 @@ def halton_pairs(domain: InputDomain, bases_per_size: int = 3, seed: int = 0) ->
     out: list[CandidatePair] = []
     if domain.is_vector:
         k = domain.size.max
-        pts = _halton(k, 2 * bases_per_size + 2, seed)
-        signs = _halton(k, 3, seed + 1)
+        pts = halton_points(k, 2 * bases_per_size + 2, seed)
+        signs = halton_points(k, 3, seed + 1)
         for b, u in enumerate(pts):
             base = [space.coordinate_from_unit(float(v), 0) for v in u]
             out += _vector_pairs(domain, space, base, _vector_moves(domain, k, signs), "halton", f"Halton base {b}")
-        return _valid(domain, out)
-    pool_extra = _halton(space.width, 8, seed + 7)
+        return valid_pairs(domain, out)
+    pool_extra = halton_points(space.width, 8, seed + 7)
     for k in record_sizes(domain):
         if k == 0:
-            pool = _unique(space.edges()[:3] + [space.from_unit(u) for u in pool_extra[:2]])
+            pool = unique_values(space.edges()[:3] + [space.from_unit(u) for u in pool_extra[:2]])
             out += _record_neighbours(domain, space, [], pool, "halton", "empty base")
             continue
-        pts = _halton(k * space.width, bases_per_size, seed + 101 * k)
+        pts = halton_points(k * space.width, bases_per_size, seed + 101 * k)
         for b, u in enumerate(pts):
             base = [space.from_unit(u[i * space.width:(i + 1) * space.width]) for i in range(k)]
-            pool = _unique(space.edges()[:2] + space.far()[:1] + [space.from_unit(pool_extra[b % len(pool_extra)])])
+            pool = unique_values(space.edges()[:2] + space.far()[:1] + [space.from_unit(pool_extra[b % len(pool_extra)])])
             out += _record_neighbours(domain, space, base, pool, "halton", f"Halton base {b} of {k} records")
-    return _valid(domain, out)
+    return valid_pairs(domain, out)
 
 
 def edge_pairs(domain: InputDomain) -> list[CandidatePair]:
@@ -457,12 +255,12 @@ def edge_pairs(domain: InputDomain) -> list[CandidatePair]:
     edges, far, extreme = space.edges(), space.far(), space.extreme()
     if domain.is_vector:
         k = domain.size.max
-        levels = _unique(edges + far[:2] + far[-2:] + extreme)
+        levels = unique_values(edges + far[:2] + far[-2:] + extreme)
         for c in levels:
             out += _vector_pairs(domain, space, [c] * k, _vector_moves(domain, k)[:8], "edge", f"all answers {c!r}")
-        return _valid(domain, out)
+        return valid_pairs(domain, out)
     lo, hi = domain.size.min, domain.size.max
-    values = _unique(edges + far + extreme)
+    values = unique_values(edges + far + extreme)
     rel = domain.neighbours
     if "add_remove" in rel:
         if lo == 0:  # the empty database against one record
@@ -487,7 +285,7 @@ def edge_pairs(domain: InputDomain) -> list[CandidatePair]:
     # reordered records: the same multiset in another order (distance 0), and with a neighbour
     if hi >= 2:
         k = hi if hi <= 64 else max(lo, min(hi, 16))
-        u = _halton(k * space.width, 1, 12345)[0]
+        u = halton_points(k * space.width, 1, 12345)[0]
         base = [space.from_unit(u[i * space.width:(i + 1) * space.width]) for i in range(k)]
         if len(base) >= 2:
             out.append(CandidatePair(base, base[::-1], "identical", "edge", "reversed order"))
@@ -497,7 +295,7 @@ def edge_pairs(domain: InputDomain) -> list[CandidatePair]:
             if "replace_one" in rel and edges:
                 out.append(CandidatePair(base, ([edges[0]] + base[1:])[::-1], "replace_one", "edge",
                                          "first record replaced, order reversed"))
-    return _valid(domain, out)
+    return valid_pairs(domain, out)
 
 
 def _mixed_magnitudes(space: RecordSpace, k: int, lo: int, hi: int, far: list[Any]) -> list[CandidatePair]:
@@ -554,18 +352,22 @@ def uniform_pair(domain: InputDomain, rng: np.random.Generator) -> CandidatePair
     raise ValueError("could not draw a neighbouring pair from the domain")
 
 
-def _valid(domain: InputDomain, pairs: Iterable[CandidatePair]) -> list[CandidatePair]:
-    """The pairs that are neighbouring under the domain (exactly), each once (either order)."""
-    out, seen = [], set()
-    for p in pairs:
-        rel = domain.relation(p.x, p.x_prime)
-        if rel is None:
-            continue
-        if p.key in seen:
-            continue
-        seen.add(p.key)
-        out.append(p if rel == p.relation else CandidatePair(p.x, p.x_prime, rel, p.source, p.note))
-    return out
+def table_pairs(domain: InputDomain, limit: int, seed: int = 0) -> list[CandidatePair]:
+    """The candidates of a tabular domain: the size ladder and the unit moves, interleaved, at
+    most ``limit``."""
+    lists = [ladder_pairs(domain, validate=False), unit_pairs_raw(domain, seed)]
+    out: list[CandidatePair] = []
+    seen: set[str] = set()
+    for i in range(max(len(lst) for lst in lists)):
+        for lst in lists:
+            if i < len(lst) and lst[i].key not in seen:
+                seen.add(lst[i].key)
+                if database_key(lst[i].x) == database_key(lst[i].x_prime):
+                    continue  # the same table twice (a move that changed nothing)
+                out += valid_pairs(domain, [lst[i]])  # checked one by one: only up to the limit
+        if len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int = 0,
@@ -575,8 +377,6 @@ def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int =
     each."""
     families = tuple(families)
     if domain.is_table:
-        from app.search.tables import table_pairs
-
         return table_pairs(domain, limit, seed)
     lists = []
     if "statdp" in families:
@@ -587,8 +387,6 @@ def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int =
     if "halton" in families:
         rest.append(halton_pairs(domain, seed=seed))
     if "edge" in families:  # the size ladder (app.search.sizes): every size 0..12 and a ladder above
-        from app.search.sizes import ladder_pairs
-
         rest.append(ladder_pairs(domain))
     inter: list[CandidatePair] = []
     for i in range(max((len(r) for r in rest), default=0)):

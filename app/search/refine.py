@@ -28,9 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.search.domain import CategoryRecords, InputDomain, IntegerRecords, VectorRecords
+from app.sampling.protocol import database_key
+from app.search.domain import (
+    CategoryRecords,
+    InputDomain,
+    IntegerRecords,
+    VectorRecords,
+)
 from app.search.draws import SearchDraws
-from app.search.generators import CandidatePair, RecordSpace, database_key
+from app.search.pairs import CandidatePair, RecordSpace
 from app.search.screening import pair_score
 from app.stats.candidates import ProposalSettings
 from app.stats.shapes import OutputShape

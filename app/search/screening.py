@@ -26,8 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.sampling.protocol import database_key
 from app.search.draws import SearchDraws
-from app.search.generators import CandidatePair, database_key
+from app.search.pairs import CandidatePair
 from app.stats.candidates import Candidate, ProposalSettings, propose
 from app.stats.shapes import OutputShape, n_outputs
 

@@ -30,13 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.protocol import database_key
 from app.sampling.timing import DeadlineReached
 from app.search.draws import SearchDraws
-from app.search.generators import database_key
 from app.stats.candidates import ProposalSettings, propose
 from app.stats.events import event_contains, parse_event
 from app.stats.heldout import Claim, Counts, test_claim
-from app.stats.severity import SeverityCandidate, never_seen_upper, predicted_bound, severity_candidates
+from app.stats.severity import (
+    SeverityCandidate,
+    never_seen_upper,
+    predicted_bound,
+    severity_candidates,
+)
 from app.stats.shapes import OutputShape, concat_outputs, n_outputs
 
 __all__ = ["SeveritySettings", "sharpen"]

@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from app.sampling.protocol import database_key
 from app.search.domain import CategoryRecords, InputDomain, VectorRecords
-from app.search.generators import CandidatePair, RecordSpace, _valid, database_key
+from app.search.pairs import CandidatePair, RecordSpace, valid_pairs
+from app.search.tables import TableSizeFamily
 
 __all__ = ["DENSE", "RecordSizeFamily", "SizeProbe", "bisect_sizes", "character", "ladder_pairs", "size_families",
            "size_ladder"]
@@ -81,8 +83,6 @@ class RecordSizeFamily:
 def size_families(domain: InputDomain) -> list[Any]:
     """The database families whose size is varied (none for fixed-length answer vectors)."""
     if domain.is_table:
-        from app.search.tables import TableSizeFamily
-
         kinds = ["same", "every"] if len(TableSizeFamily(domain, "same").space.base_groups()) > 1 else ["same"]
         return [TableSizeFamily(domain, k) for k in kinds]
     if domain.is_vector or domain.size.min == domain.size.max and "add_remove" not in domain.neighbours \
@@ -114,7 +114,7 @@ def ladder_pairs(domain: InputDomain, validate: bool = True) -> list[CandidatePa
     out: list[CandidatePair] = []
     for i in range(max(len(p) for p in per)):
         out += [p[i] for p in per if i < len(p)]
-    return _valid(domain, out) if validate else out
+    return valid_pairs(domain, out) if validate else out
 
 
 # ------------------------------------------------------------------------------------- character
@@ -252,5 +252,5 @@ async def bisect_sizes(draws: Any, domain: InputDomain, *, probe: int = 100, bud
                 break
         result.probed[fam.name] = sorted(seen)
     result.outputs = draws.total - spent0
-    result.pairs = _valid(domain, result.pairs)
+    result.pairs = valid_pairs(domain, result.pairs)
     return result

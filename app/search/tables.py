@@ -28,7 +28,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.search.domain import InputDomain
-from app.search.generators import FAR, FLOAT_MAX, INT_FAR, CandidatePair, _halton, _valid, database_key
+from app.search.pairs import (
+    FAR,
+    FLOAT_MAX,
+    INT_FAR,
+    CandidatePair,
+    halton_points,
+    valid_pairs,
+)
 from app.search.table_domain import (
     INT64_MAX,
     MAX_ROWS,
@@ -40,7 +47,7 @@ from app.search.table_domain import (
     TableSpec,
 )
 
-__all__ = ["TableSizeFamily", "TableSpace", "table_pairs", "unit_pairs"]
+__all__ = ["TableSizeFamily", "TableSpace", "unit_pairs", "unit_pairs_raw"]
 
 #: Rows of the heavy units tried when rows_per_unit.max is absent ("far more" than a pipeline's bound).
 UNBOUNDED_ROWS = (100, 1_000)
@@ -187,7 +194,7 @@ class TableSpace:
         groups = self.base_groups()
         rows: list[dict[str, Any]] = []
         if kind == "spread" and k:
-            u = _halton(2, k, seed + 17 * k)
+            u = halton_points(2, k, seed + 17 * k)
         for i in range(k):
             uid = i + 1
             if kind == "same":
@@ -284,10 +291,10 @@ def _moves(space: TableSpace, x: list[dict[str, Any]], note: str, source: str) -
 
 def unit_pairs(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
     """Base tables at a few sizes with every unit move (module docstring)."""
-    return _valid(domain, _unit_pairs_raw(domain, seed))
+    return valid_pairs(domain, unit_pairs_raw(domain, seed))
 
 
-def _unit_pairs_raw(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
+def unit_pairs_raw(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
     space = TableSpace(domain)
     lo, hi = domain.size.min, domain.size.max
     sizes = sorted({s for s in (lo, 0, 1, 2, 5, min(hi, 20), hi) if lo <= s <= hi and s <= 200})
@@ -359,23 +366,3 @@ class TableSizeFamily:
                 out.append(CandidatePair(x, x[:i] + x[i + 1:], "add_remove_row", "sizes",
                                          f"{m} units ({self.kind}), a row of unit {first!r} removed"))
         return out
-
-
-def table_pairs(domain: InputDomain, limit: int, seed: int = 0) -> list[CandidatePair]:
-    """The candidates of a tabular domain: the size ladder and the unit moves, interleaved, at
-    most ``limit``."""
-    from app.search.sizes import ladder_pairs
-
-    lists = [ladder_pairs(domain, validate=False), _unit_pairs_raw(domain, seed)]
-    out: list[CandidatePair] = []
-    seen: set[str] = set()
-    for i in range(max(len(lst) for lst in lists)):
-        for lst in lists:
-            if i < len(lst) and lst[i].key not in seen:
-                seen.add(lst[i].key)
-                if database_key(lst[i].x) == database_key(lst[i].x_prime):
-                    continue  # the same table twice (a move that changed nothing)
-                out += _valid(domain, [lst[i]])  # checked one by one: only up to the limit
-        if len(out) >= limit:
-            break
-    return out[:limit]

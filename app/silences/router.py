@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, status
 from app.api.deps import CurrentPrincipal, SessionDep
 from app.api.errors import problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page
-from app.auth.models import ApiKey
+from app.models.auth import ApiKey
 from app.silences import service
 from app.silences.schemas import SilenceCreate, SilenceRead
 

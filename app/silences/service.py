@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from app.api.errors import InvalidInputError, NotFoundError
 from app.api.pagination import SortKey, paginate
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Monitor
-from app.silences.models import Silence
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Monitor
+from app.models.silences import Silence
 from app.silences.schemas import SilenceCreate, SilenceRead
 
 #: The longest silence: a forgotten one must not mute a tenant for ever.

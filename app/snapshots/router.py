@@ -7,14 +7,19 @@ import uuid
 from fastapi import APIRouter, Body, Response, status
 from sqlalchemy import select
 
+from app.alarms.verdict import snapshot_verdict
 from app.api.deps import CurrentPrincipal, SessionDep
 from app.api.errors import NotFoundError, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page, SortKey, paginate
+from app.models.snapshots import Snapshot
+from app.monitors.outputs import request_snapshot
 from app.monitors.service import get_monitor
-from app.snapshots.models import Snapshot
-from app.alarms.verdict import snapshot_verdict
-from app.snapshots.schemas import SNAPSHOT_STATE, SnapshotRead, SnapshotRequest, SnapshotSummary
-from app.snapshots.service import request_snapshot
+from app.snapshots.schemas import (
+    SNAPSHOT_STATE,
+    SnapshotRead,
+    SnapshotRequest,
+    SnapshotSummary,
+)
 
 router = APIRouter(tags=["snapshots"])
 

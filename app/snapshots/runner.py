@@ -20,23 +20,27 @@ import structlog
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.alarms.evidence import check_evidence_claim, evidence_claim, with_confirmation, with_snapshot
-from app.alarms.models import Alarm
+from app.alarms.evidence import (
+    check_evidence_claim,
+    evidence_claim,
+    with_confirmation,
+    with_snapshot,
+)
 from app.alarms.service import notify_alarm
+from app.claims.service import effective_claim
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor
 from app.mechanisms.contract import endpoint_of
-from app.monitors.runner import database_key
+from app.models.alarms import Alarm
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor
+from app.models.snapshots import Snapshot
+from app.monitors.outputs import database_digest, load_window
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.sampling.protocol import SamplingError
+from app.sampling.protocol import SamplingError, database_key
 from app.settings import Settings
 from app.snapshots.compute import PairSamples, compute_snapshot, split_periods
-from app.snapshots.models import Snapshot
 from app.stats.events import event_contains, parse_event
 from app.stats.shapes import concat_outputs
-from app.snapshots.service import database_digest, load_window
-from app.claims.service import effective_claim
 
 log = structlog.get_logger("dpwatch.snapshots")
 

@@ -18,13 +18,13 @@ import numpy as np
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from app.alarms.models import Alarm
 from app.api.errors import NotFoundError
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.alarms import Alarm
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.models.snapshots import Snapshot
 from app.monitors.schedule import Schedule
-from app.snapshots.models import Snapshot
 from app.web.claims import check_claim, claim_boundary, format_claim
 from app.web.downsample import minmax_indices
 

@@ -18,16 +18,23 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 
-from app.alarms.models import EVENT_TYPES, Webhook
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import ProblemError
-from app.auth.models import ApiKey
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import Monitor
+from app.models.alarms import EVENT_TYPES, Webhook
+from app.models.auth import ApiKey
+from app.models.mechanisms import Mechanism
+from app.models.monitors import Monitor
 from app.web import forms
 from app.web.forms import silence_defaults
-from app.web.pages import CheckedForm, Forbidden, WebPrincipal, redirect_with, render, require_change
+from app.web.pages import (
+    CheckedForm,
+    Forbidden,
+    WebPrincipal,
+    redirect_with,
+    render,
+    require_change,
+)
 
 OUTPUT_KINDS = [("real", "real (one number)"), ("discrete", "discrete (categories)"), ("vector", "vector")]
 DEFAULT_EVENT = '{"kind": "auto"}'

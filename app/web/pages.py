@@ -14,9 +14,9 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -26,19 +26,25 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from sqlalchemy import func, select
 
-from app.alarms.models import Webhook, WebhookMessage
 from app.api.deps import SessionDep, SettingsDep, key_use_recorder
 from app.api.errors import ConflictError
-from app.auth.models import Tenant
 from app.auth.service import Principal, authenticate, end_web_session, open_web_session
 from app.db import utcnow
-from app.mechanisms.models import Mechanism
-from app.monitors.models import MONITOR_STATES, Check, Monitor
+from app.models.alarms import Webhook, WebhookMessage
+from app.models.auth import Tenant
+from app.models.mechanisms import Mechanism
+from app.models.monitors import MONITOR_STATES, Check, Monitor
 from app.web import data
 from app.web.claims import format_claim, monitor_claim
 from app.web.forms import silence_defaults
 from app.web.permissions import may_change_monitor
-from app.web.session import CSRF_FIELD, CsrfError, SessionSigner, principal_of, safe_next
+from app.web.session import (
+    CSRF_FIELD,
+    CsrfError,
+    SessionSigner,
+    principal_of,
+    safe_next,
+)
 from app.web.svg import sparkline
 from app.web.verdict import alarm_verdict, snapshot_verdict
 
@@ -469,7 +475,7 @@ def build_router() -> APIRouter:
     def _monitor_action(request: Request, monitor_id: uuid.UUID, principal: Principal, session: Any,
                               settings: Any, action: str, fields: dict[str, str]) -> Response:
         from app.monitors import service
-        from app.snapshots.service import request_snapshot
+        from app.monitors.outputs import request_snapshot
 
         require_change(principal)
         monitor = _monitor(session, principal, monitor_id, for_update=True)
@@ -669,7 +675,7 @@ def _uuid_or_none(value: str | None) -> uuid.UUID | None:
 def _silenced_alarms(session: Any, tenant_id: uuid.UUID, alarms: list[Any]) -> set[uuid.UUID]:
     """The alarms of a page that a silence matched when they fired (the same rule as
     :func:`app.silences.service.matching_silence`, over the tenant's last 500 silences)."""
-    from app.silences.models import Silence
+    from app.models.silences import Silence
 
     if not alarms:
         return set()

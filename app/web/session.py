@@ -28,8 +28,8 @@ from fastapi import Request, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 
-from app.auth.models import ApiKey
 from app.auth.service import Principal, web_session_live
+from app.models.auth import ApiKey
 from app.settings import Settings
 
 SESSION_COOKIE = "dpwatch_session"

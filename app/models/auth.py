@@ -10,7 +10,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, new_uuid, utcnow
 
-
 #: ``read``: every GET; ``admin``: everything (docs/keys.md).
 SCOPES = ("read", "admin")
 

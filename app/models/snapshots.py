@@ -6,7 +6,15 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, JSONType, new_uuid, utcnow
@@ -16,7 +24,7 @@ SNAPSHOT_STATUSES = ("pending", "running", "done", "failed")
 
 
 class PeriodOutputs(Base):
-    """The n outputs drawn on one database in one period, encoded compactly (app.snapshots.codec).
+    """The n outputs drawn on one database in one period, encoded compactly (app.monitors.output_codec).
 
     Kept for the monitor's last ``outputs_window`` periods; the period's own transaction prunes
     older rows.

@@ -11,9 +11,9 @@ import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.monitors.models import Monitor, PeriodRun
-from app.snapshots.codec import decode_outputs, encode_outputs
-from app.snapshots.models import PeriodOutputs, Snapshot
+from app.models.monitors import Monitor, PeriodRun
+from app.models.snapshots import PeriodOutputs, Snapshot
+from app.monitors.output_codec import decode_outputs, encode_outputs
 
 
 def database_digest(database_key: str) -> str:
