@@ -51,8 +51,8 @@ def _fill(path: str, value: str) -> str:
 def test_every_v1_route_needs_a_valid_key(client: TestClient, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization is not None else {}
     operations = _v1_operations(client)
-    assert len(operations) == 48  # 34, the keys routes (4), the two rotate-secret routes, the two search routes,
-    # PATCH /v1/monitors/{id}, the silences routes (4) and the webhook re-delivery
+    assert len(operations) == 49  # 34, the keys routes (4), the two rotate-secret routes, the two search routes,
+    # PATCH /v1/monitors/{id}, the silences routes (4) and the webhook re-delivery, GET /v1/quotas
     for method, path in operations:
         # The client sends its own key by default; replace it (or send none) per request.
         request = client.build_request(method, _fill(path, str(uuid.uuid4())), json={})
