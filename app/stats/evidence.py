@@ -357,6 +357,7 @@ def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
     or ρ-zCDP mechanism may have an unbounded pure loss and still keep its claim, so for those the
     verdict is ``not_comparable`` and the snapshot's claim terms (δ̂, μ̂, the trade-off curve) are
     the comparison."""
+    eps: float | None
     if isinstance(claim, (int, float)):
         eps = float(claim)
     else:

@@ -866,9 +866,9 @@ def mpl_lower_bound(
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"the fresh samples must have the same size N; got {x.shape[0]} and {y.shape[0]}")
         big_n = int(x.shape[0])
-        point = [t_hat]
-        fx = float(tdde(x, point, tau)[0])
-        fy = float(tdde(y, point, tau)[0])
+        outcome = [t_hat]
+        fx = float(tdde(x, outcome, tau)[0])
+        fy = float(tdde(y, outcome, tau)[0])
         sigma2 = 1.0 / fx + 1.0 / fy - 2.0
         c_n = math.sqrt(big_n)
         h_max = kernel_l2 = None

@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numba
 import numpy as np
@@ -543,7 +543,7 @@ class EDetector(_MixtureBase):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EDetector:
         cls._check_state(state, cls.kind, versions=(1, 2))
-        faces = state.get("faces", "one") if state["version"] == 2 else "one"
+        faces = cast('Literal["one", "auto"]', state.get("faces", "one") if state["version"] == 2 else "one")
         obj = cls(math.exp(state["log_threshold"]), SupportingLine(state["slope"], state["intercept"]),
                   state["variant"], state["grid_size"], state["grid_low"], state["grid_high"], state["payoff"],
                   faces)
@@ -662,9 +662,12 @@ def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture",
 AGRAPA_CAP = DEFAULT_GRID_HIGH
 
 Faces = Literal["one", "both", "auto"]
+#: A supporting line's slope or intercept: one for all, or one per period (broadcast).
+FloatOrArray = float | NDArray[np.float64]
 
 
-def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: float, intercept: float) -> NDArray[np.float64]:
+def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrArray, intercept: FloatOrArray
+                    ) -> NDArray[np.float64]:
     """The aGRAPA bet as a fraction c = λ·(s + d) ∈ [0, 0.8] from past (discounted) counts (method.md §13.3b).
 
     aGRAPA (Waudby-Smith & Ramdas 2024, JRSS-B, §5.1, "approximate GRAPA"; Kelly's growth rate to
@@ -788,8 +791,8 @@ def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLi
                            _discounted_past(nn, r), faces, agrapa, g)
 
 
-def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: float,
-                         d: float, c: NDArray[np.float64]) -> NDArray[np.float64]:
+def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: FloatOrArray,
+                         d: FloatOrArray, c: NDArray[np.float64]) -> NDArray[np.float64]:
     """log F(λ) of §13.2 for a bet fraction c per period (λ = c/(s + d)); 0 where c = 0."""
     lam = np.asarray(c, dtype=np.float64) / (s + d)
     log_u = np.log1p(lam * (1.0 - d))
