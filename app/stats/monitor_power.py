@@ -62,7 +62,7 @@ __all__ = ["DetectionPower", "detection_probability", "log_evalue_moments", "sma
 
 PowerDetector = Literal["aggregator", "e-process", "e-detector"]
 
-#: The probability the statement is made at (issue 28: "caught within K periods with probability ≥ 0.9").
+#: The probability the statement is made at ("caught within K periods with probability ≥ 0.9").
 DEFAULT_PROBABILITY = 0.9
 
 

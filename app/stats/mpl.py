@@ -636,7 +636,7 @@ def dpl(samples_x: ArrayLike, samples_xp: ArrayLike, kind: str, params: MPLParam
 
 def real_rows(samples_x: ArrayLike, samples_xp: ArrayLike) -> bool:
     """Whether 2-D samples are vectors of reals (some entry not integral): such rows are almost all
-    distinct, so reading them as discrete outcomes (TDDE on rows) gives ε̂ ≈ 0 (issue 8)."""
+    distinct, so reading them as discrete outcomes (TDDE on rows) gives ε̂ ≈ 0."""
     x, y = np.asarray(samples_x), np.asarray(samples_xp)
     if x.ndim != 2 or not np.issubdtype(x.dtype, np.floating):
         return False
