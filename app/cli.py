@@ -42,7 +42,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     # Plain click help, not Rich: importing Rich's Markdown and traceback modules took about half of
-    # a `dpwatch --help` on a busy machine (issue 18), and click rewraps each paragraph of a help
+    # a `dpwatch --help` on a busy machine, and click rewraps each paragraph of a help
     # text instead of keeping the docstring's line breaks. Each command has a one-line short_help,
     # so that the command list never cuts a sentence with "...".
     rich_markup_mode=None,

@@ -158,8 +158,8 @@ def create_app(
             # round trip per request under load); one killed meanwhile fails its request once (503)
             # and SQLAlchemy replaces the pool's connections (app/db.py).
             # The requests' statement and lock timeouts are set once per connection, when it is
-            # opened, rather than by each request's transaction (a round trip per request; issue 17
-            # item 10): this engine serves only the API (an in-process worker has its own,
+            # opened, rather than by each request's transaction (a round trip per request):
+            # this engine serves only the API (an in-process worker has its own,
             # app.scheduler.attach_worker).
             engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds,
                                  ping_after_idle=1.0, statement_timeout_ms=settings.db_statement_timeout_ms,

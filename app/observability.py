@@ -201,7 +201,7 @@ def redact_secret_values(_logger: Any, _method: str, event_dict: MutableMapping[
 CHATTY_LOGGERS = ("apscheduler",)
 #: Start-up chatter that says nothing an operator needs ("setup plugin ..." for each Alembic plugin).
 #: httpx and httpcore: one INFO line per request ("HTTP Request: POST …") from the sampling client
-#: and the webhook deliverer, 1,018 of 1,339 lines of a demo's log (issue 18); at WARNING unless
+#: and the webhook deliverer, 1,018 of 1,339 lines of a demo's log; at WARNING unless
 #: the level is DEBUG.
 QUIET_LOGGERS = ("alembic.runtime.plugins", "httpx", "httpcore")
 

@@ -1,6 +1,6 @@
 """Is the evidence attached to an alarm valid at the alarm? Coverage at the (stopping) time of the alarm.
 
-Issue 20. Each cell: R runs of T periods, n outputs per side and period, one event with
+Each cell: R runs of T periods, n outputs per side and period, one event with
 q = q0 throughout; p sits on the claim's boundary before the change (p = e·q0 for the claim ε = 1,
 p = Φ(Φ⁻¹(q0) + 1) for the claim μ = 1) and moves to the changed value θ₁ at period t0
 (p = e^θ₁·q0, or Φ(Φ⁻¹(q0) + θ₁)). For ρ-zCDP (claim ρ = 0.5) p sits on the boundary of the
@@ -145,7 +145,7 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
 
 def old_window_bound(name: str, path: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, tau: int, horizon: int,
                      gamma: float, alpha: float) -> float:
-    """The pre-issue-20 headline: the score bound on the detector's data-chosen window."""
+    """The old headline (before the anytime-valid bound): the score bound on the detector's data-chosen window."""
     if name == "aggregator":
         s = np.concatenate([[0.0], np.cumsum(path[:tau])])
         ratios = (s[tau] - s[tau - 1::-1][:tau]) / lag_weights(horizon, gamma)[1: tau + 1]

@@ -1,6 +1,6 @@
 """Does an alarm's evidence support it? The Clopper–Pearson bound over the detector's window.
 
-Superseded by bench/alarm_coverage.py (issue 20): since then the headline of ``alarm_evidence``
+Superseded by bench/alarm_coverage.py: since then the headline of ``alarm_evidence``
 is the anytime-valid bound on every period passed in (here the periods 1..t), and the window's
 score and exact bounds are its ``window_bound`` and ``exact`` (descriptive). This script reports
 the headline it is given; its old table (the score bound as headline) is in git history.

@@ -1,4 +1,4 @@
-"""API under load beside a worker (issue 17 item 10): 50 concurrent API clients for a minute, beside
+"""API under load beside a worker: 50 concurrent API clients for a minute, beside
 one worker running 200 monitors, all on this machine.
 
 What runs (127.0.0.1, each a separate process group; the machinery is bench/service_throughput.py's):
@@ -14,8 +14,8 @@ Phases, each `--duration` seconds after a `--warmup`:
    GET /v1/monitors?limit=50 and GET /v1/monitors/{id}/periods?limit=50; the periods committed per
    second, and each kind's latency p50/p99 and count;
 3. with ``--rate R``: **worker + R requests/s, open loop**: the same rotation of requests, one sent
-   every 1/R s whether or not the earlier ones have answered (issue 21: the API's p99 at 20
-   requests/s).
+   every 1/R s whether or not the earlier ones have answered (the API's p99 at 20
+   requests/s; the goal is < 100 ms).
 
 The worker's loss is 1 − (periods/s with clients) / (periods/s alone). CPU seconds of each process
 (utime + stime from /proc) and the load average are given per phase. `--py-spy DIR` records the
@@ -216,7 +216,7 @@ def main() -> None:
         if args.rate:
             every = [s[1] for s in rows[2][2]]
             print(f"At {args.rate:g} requests/s: p50 {st.pct(every, 0.5) * 1e3:.0f} ms, "
-                  f"p99 {st.pct(every, 0.99) * 1e3:.0f} ms (issue 21's goal: < 100 ms); worker lost "
+                  f"p99 {st.pct(every, 0.99) * 1e3:.0f} ms (goal: < 100 ms); worker lost "
                   f"{1 - rows[2][1] / alone:.1%} of its periods/s")
 
 

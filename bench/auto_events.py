@@ -1,4 +1,4 @@
-"""Monitors with ``auto`` events whose deployment changes at a random period (issue 8's monitor
+"""Monitors with ``auto`` events whose deployment changes at a random period (the auto-event monitor's
 criterion), run through the real service: API, SQLite, the worker's periods, calibration and
 re-discovery jobs, against endpoints served on loopback, with a fake clock.
 

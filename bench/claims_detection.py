@@ -1,4 +1,4 @@
-"""Detection of the buggy Gaussian variants under their claims (issue 9), against the naive auditor.
+"""Detection of the buggy Gaussian variants under their claims, against the naive auditor.
 
     nice -n 10 .venv/bin/python bench/claims_detection.py                 # the table in docs/benchmarks.md
     .venv/bin/python bench/claims_detection.py -R 100 --ns 200           # a quick look

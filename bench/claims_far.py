@@ -1,4 +1,4 @@
-"""False-alarm rates of (ε, δ) and μ-GDP claims at the tight boundary (issue 9: FAR ≤ α + 0.01).
+"""False-alarm rates of (ε, δ) and μ-GDP claims at the tight boundary (the goal: FAR ≤ α + 0.01).
 
     nice -n 10 .venv/bin/python bench/claims_far.py                       # the table in docs/benchmarks.md
     .venv/bin/python bench/claims_far.py --replications 300 --ns 100     # a quick look

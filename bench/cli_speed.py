@@ -1,4 +1,4 @@
-"""How long `dpwatch --help` and a usage error take, cold, in fresh processes (issue 18 item 9).
+"""How long `dpwatch --help` and a usage error take, cold, in fresh processes.
 
     .venv/bin/python bench/cli_speed.py [--runs 10] [--dpwatch .venv/bin/dpwatch]
 

@@ -1,4 +1,4 @@
-"""False-alarm rate of every detector on checks exactly on the boundary p = e^ε·q (issue 12).
+"""False-alarm rate of every detector on checks exactly on the boundary p = e^ε·q.
 
     nice -n 10 python bench/detector_far.py                  # the study grid below, R = 2000, T = 200
     python bench/detector_far.py --ns 10 200 --ps 0.5 --epsilons 1 --replications 500

@@ -1,4 +1,4 @@
-"""The e-detector's guarantee is an average run length: measured at the claim's boundary (issue 20).
+"""The e-detector's guarantee is an average run length: measured at the claim's boundary.
 
 Under the claim the mixture e-SR statistic M_t satisfies E[M_t | past] ≤ M_{t−1} + 1, so its first
 alarm N at c has E[N] ≥ c (ARL), and P(N ≤ m) ≤ m/c (method.md §13.4). Nothing bounds P(N ≤ m) for

@@ -1,4 +1,4 @@
-"""The e-process before and after issue 20: one face or both, the grid alone or with aGRAPA.
+"""The e-process's designs: one face or both, the grid alone or with aGRAPA.
 
 R runs of T = 200 periods, claim ε = 1 (pure), q = q0 throughout, p = e·q0 before the change at
 period 51 and e^θ₁·q0 after it; plus a violation of the complement face only (p = 0.95,

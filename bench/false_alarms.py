@@ -1,4 +1,4 @@
-"""False-alarm rate at the null boundary p = e^ε q (issue: FAR ≤ α + 0.01).
+"""False-alarm rate at the null boundary p = e^ε q (the goal: FAR ≤ α + 0.01).
 
     python bench/false_alarms.py                   # T=200, alpha=0.05, R=2000, n x p grid
     python bench/false_alarms.py --replications 500 --ns 100 --ps 0.5

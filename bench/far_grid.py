@@ -1,4 +1,4 @@
-"""False alarms of every detector at the boundary of every kind of claim (issue 20's grid).
+"""False alarms of every detector at the boundary of every kind of claim.
 
 Claims: ε 0.1, 1 and 3; (1, 10⁻⁵) and (1, 10⁻²); μ 0.5, 1 and 2; ρ 0.5. Boundary points: the
 vertex (both faces bind; GDP/zCDP: the symmetric point), an edge (q = 0.1, or half the vertex's q
@@ -6,16 +6,16 @@ when q = 0.1 is outside), the mirrored edge (the complement face 1 − q = h(1 �
 the corner (δ, 0) where it exists, and a rare event p = 0.01. n 50 and 200, T = 200, α = 0.05.
 
 Detectors on the same draws: the aggregator (anchored statistic, shipped threshold), the fair naive
-(randomised exact test at α/T; pure ε only), the e-process as shipped since issue 20 (both faces, the
-grid + aGRAPA), the e-process before it (one face, grid), and the e-detector (c = T/α). Lines of
+(randomised exact test at α/T; pure ε only), the e-process on both faces (the
+grid + aGRAPA), the e-process of the first design (one face, grid), and the e-detector (c = T/α). Lines of
 non-pure claims: the anchor at the discounted past counts (the service's ``sequential_line``; the
 a-priori line in period 1). A run is a false alarm when the detector fires within T periods.
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 > docs/results/far_grid/far.txt
 
 ``--designs`` adds e-processes of other designs (app.stats.sequential.EProcessDesign labels, method.md
-§13.3c) on the same draws; ``--only-designs`` runs just the shipped e-process of issue 20 and those
-(docs/sequential.md, "Issue 20 follow-up"):
+§13.3c) on the same draws; ``--only-designs`` runs just the both-faces e-process and those
+(docs/sequential.md, "an e-process that wastes less evidence"):
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 --only-designs --designs "auto,agrapa=0.8,grid=16"
 """

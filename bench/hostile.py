@@ -1,4 +1,4 @@
-"""Hostile tenants beside a healthy one (issue 17, items 1-5): one worker on Postgres, measured.
+"""Hostile tenants beside a healthy one: one worker on Postgres, measured.
 
 What runs, all on 127.0.0.1:
 

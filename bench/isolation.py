@@ -228,7 +228,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=20.0, help="seconds the sleeping endpoint takes")
     parser.add_argument("--no-caps", action="store_true", help="workers without fair claims (caps 0)")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (1 or 2: issue 17 item 4)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (1 or 2)")
     parser.add_argument("--dbname", default=None, help="database to create and drop (default: a random name)")
     parser.add_argument("--port", type=int, default=None, help="port of the sampling server (default: a free one)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)

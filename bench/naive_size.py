@@ -1,4 +1,4 @@
-"""Size of the fair naive test (issue 20): the plain exact test and the randomised one, per period.
+"""Size of the fair naive test: the plain exact test and the randomised one, per period.
 
 For each claim's line and n, the critical value at α/T, the plain test's size (sup over the null,
 q ≤ the claim's vertex) and the randomised test's, as multiples of α/T; and the old critical value
@@ -15,7 +15,7 @@ from app.stats.sequential import SupportingLine
 
 
 def old_threshold(n: int, line: SupportingLine, level: float) -> float:
-    """The critical value with the supremum over the whole line (before issue 20)."""
+    """The critical value with the supremum over the whole line (the old critical value)."""
     saved = exact_naive.null_q_max
     try:
         exact_naive.null_q_max = lambda ln: min(1.0, (1.0 - ln.intercept) / ln.slope)  # type: ignore[assignment]

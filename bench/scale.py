@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--tick", type=float, default=0.1)
     ap.add_argument("--max-in-flight", type=int, default=None)
     ap.add_argument("--caps", type=int, nargs=2, default=(0, 0), metavar=("TENANT", "MECHANISM"),
-                    help="in-flight caps per tenant and per mechanism (issue 11's fair claims); the bench has one "
+                    help="in-flight caps per tenant and per mechanism (fair claims); the bench has one "
                          "tenant on one mechanism, so the default 0 0 switches them off")
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     ap.add_argument("--dbname", default=None, help="database to create and drop (default: a random name)")

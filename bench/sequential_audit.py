@@ -28,9 +28,9 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
                  the largest D̂ − √(V̂/t) on the past pairs is used, none while it is ≤ 0.
                  No sample is set aside: every pair is used to learn the event after it was bet on.
 ``ours-first``   the same with the plain product from the first bet (``starts="first"``): a one-shot
-                 audit has no stable run before the violation to forget (issue 20).
+                 audit has no stable run before the violation to forget.
 ``ours-v2``      ``ours-first`` betting on both faces of the claim (the event and its complement)
-                 with the grid and the aGRAPA bet (issue 20; method.md §13.3b).
+                 with the grid and the aGRAPA bet (method.md §13.3b).
 ``ours-v2-mixture``  both faces + aGRAPA with the start mixture (the service's e-process).
 ``ours-v3``      app.stats.onepair (method.md §13.10): a predictable *soft* payoff
                  h_t(X_t) − s·h_t(Y_t) − d with h_t = min(1, s(r̂ − s)₊/(r̂ + s²)), r̂ a ridge
@@ -442,7 +442,7 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
                                   bet_rule="grid" if m == "ours-v3-grid" else "ons",
                                   warmup=10 if m == "ours-v3-warm10" else 2)
                 out[m].append(res.rejected_at or 0)
-            elif m.startswith("ours-"):  # issue 20 variants: plain product from the first bet, both faces, aGRAPA
+            elif m.startswith("ours-"):  # our e-process's variants: plain product from the first bet, both faces, aGRAPA
                 opts = {"ours-first": {"starts": "first"},
                         "ours-v2": {"starts": "first", "faces": "both", "agrapa": True},
                         "ours-v2-mixture": {"faces": "both", "agrapa": True}}[m]

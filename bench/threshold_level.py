@@ -1,4 +1,4 @@
-"""Realised level of the shipped threshold table against an independent simulation (issue 12).
+"""Realised level of the shipped threshold table against an independent simulation.
 
     nice -n 10 python bench/threshold_level.py                     # T = 50, 200, 1000; gamma = 0.25 (+ 0, 0.4 at T = 50)
     python bench/threshold_level.py --designs 50:0.25 --paths 200000 --old /tmp/old_thresholds.json

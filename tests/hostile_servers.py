@@ -1,4 +1,4 @@
-"""Hostile HTTP servers for the tests and bench/hostile.py (issue 17), on 127.0.0.1 only.
+"""Hostile HTTP servers for the tests and bench/hostile.py, on 127.0.0.1 only.
 
 ``RawServer`` is a keep-alive HTTP/1.1 server written on asyncio streams, in a thread, whose
 handler returns the exact bytes to write: it can send what no framework would (bytes after a
@@ -7,7 +7,7 @@ response, a response split in time, a body that never ends). Counts its TCP conn
     with RawServer(handler) as server:       # handler(RawRequest) -> RawReply
         server.url("/path")
 
-Builders for the attacks of the issue: :func:`response` (a well-framed answer),
+Builders for the attacks: :func:`response` (a well-framed answer),
 :func:`json_flood` (a valid JSON answer of many tiny values), :func:`gzip_bomb` (nested gzip).
 """
 

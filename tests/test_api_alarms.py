@@ -148,7 +148,7 @@ def test_webhook_validation(client: TestClient, body: dict, pointer: str, messag
 
 
 def test_every_422_has_one_title(client: TestClient) -> None:
-    """Issue 18 item 8: the body limits said "Unprocessable Content", the validation errors
+    """The body limits used to say "Unprocessable Content", the validation errors
     "Unprocessable Entity"; RFC 9110 names 422 "Unprocessable Content"."""
     bodies = [client.post("/v1/webhooks", json={"url": 3}),  # a schema error
               client.post("/v1/webhooks", content=b"{not json", headers={"content-type": "application/json"}),
@@ -324,7 +324,7 @@ def test_deleting_a_monitor_archives_its_alarms(client: TestClient, firing: dict
 
 def test_contract_alarm_verdict_and_page_without_null_identity_warning(client: TestClient, app, db: DB, settings,  # noqa: ANN001
                                                                        tenants) -> None:  # noqa: ANN001
-    """Issue 18 item 8: opening a contract alarm (no check) used to call session.get(Check, None),
+    """Opening a contract alarm (no check) used to call session.get(Check, None),
     which logs SAWarning "fully NULL primary key identity"; its verdict is about the contract."""
     import warnings
 

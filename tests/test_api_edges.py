@@ -183,7 +183,7 @@ def test_registration_applies_the_address_policy(settings, session_factory, tena
     ("mechanism", "check", "message"),
     [
         ({}, {"event": {"kind": "interval", "low": None, "high": None}}, "holds every output"),
-        # Strings where numbers are due are refused by type since issue 17 (pydantic read "-Infinity" as -inf).
+        # Strings where numbers are due are refused by type (pydantic read "-Infinity" as -inf).
         ({}, {"event": {"kind": "interval", "low": "-Infinity", "high": "Infinity"}}, "a string is not allowed here"),
         ({}, {"event": {"kind": "union", "intervals": [{"low": 0, "high": 1}, {}]}}, "holds every output"),
         ({"output_shape": {"values": "real", "bounds": [0, 10]}, "dim": None},
@@ -336,7 +336,7 @@ def test_an_exhausted_pool_gives_503(pg_app) -> None:  # noqa: ANN001
 @pytest.mark.postgres
 def test_the_apps_own_engine_sets_the_timeouts_per_connection_and_a_lock_still_gives_503(postgres_url: str) -> None:
     """With the engine the lifespan makes (`dpwatch serve`), the requests' statement and lock
-    timeouts are set once per connection (issue 17 item 10), not by each transaction: the same
+    timeouts are set once per connection, not by each transaction: the same
     values, the same 503 on a lock; an in-process worker's own engine has none."""
     from app.auth.service import create_tenant_with_key
     from app.db import make_engine, make_session_factory

@@ -318,7 +318,7 @@ def test_client_supplied_secret_is_used_and_validated(client):
 
 
 def test_probes_never_guess_an_input(client: TestClient) -> None:
-    """Issue 8: validation probes use a database the user gives, or the monitors' own, never `[]`."""
+    """Validation probes use a database the user gives, or the monitors' own, never `[]`."""
     calls: list[dict] = []
     good = ProbeResult(ok=True, outputs_received=10, elapsed_seconds=0.01, preview=[0.5])
     client.app.dependency_overrides[get_prober] = lambda: _prober(good, calls)

@@ -514,8 +514,8 @@ def test_patch_is_tenant_isolated_and_needs_a_write_key(client: TestClient, mech
 def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
     client: TestClient, mechanism: dict, db: DB, other_headers: dict, tenants  # noqa: ANN001
 ) -> None:
-    """The read path of GET /v1/monitors/{id}, …/status, …/periods and /v1/monitors (issue 17
-    item 10) keeps the tenant's scope, and a key revoked a moment ago is refused at once."""
+    """The read path of GET /v1/monitors/{id}, …/status, …/periods and /v1/monitors (the hot reads,
+    without ORM objects) keeps the tenant's scope, and a key revoked a moment ago is refused at once."""
     from app.auth.service import revoke_api_key
     from app.models.auth import ApiKey
 
@@ -539,7 +539,7 @@ def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
 
 
 def test_patch_horizon_follows_the_detector(client: TestClient, mechanism: dict) -> None:
-    """Issue 19's leftover: the horizon of an e-process monitor is ignored, so it changes in place; an
+    """The horizon of an e-process monitor is ignored, so it changes in place; an
     e-detector's is its window (c = T/α), refused with that reason, not the aggregator's."""
     eproc = create_monitor(client, mechanism["id"], detector="e-process")
     changed = client.patch(f"/v1/monitors/{eproc['id']}", json={"horizon": eproc["horizon"] + 7})

@@ -49,7 +49,7 @@ def test_audit_refutes_broken_claims_and_not_correct_ones():
     assert "round 1/" in hist.stderr and "outputs" in hist.stderr  # the progress bar
     assert svt.exit_code == 1, svt.output
     assert "REFUTED" in svt.stdout and "samples used" in svt.stdout
-    assert svt.stdout.startswith("verdict: Refuted: ε ≥ ")  # one verdict, first (issue 18)
+    assert svt.stdout.startswith("verdict: Refuted: ε ≥ ")  # one verdict, first
     assert lap.exit_code == 0, lap.output
     assert "not refuted" in lap.stdout and "LB = " in lap.stdout and "ε̂ = " in lap.stdout
     assert lap.stdout.startswith("verdict: Not refuted: no test refutes 0.1-DP at its level")

@@ -85,7 +85,7 @@ def test_engine_does_not_refute_correct_mechanisms_at_their_claim():
 
 def test_lattice_outputs_go_through_the_discrete_estimator():
     res = _audit("laplace-rounded", 0.1, budget=64_000)
-    assert res.mpl["kind"] == "discrete" and res.epsilon_hat < 0.6  # not the continuous ε̂ ≈ 1.5 of issue 8
+    assert res.mpl["kind"] == "discrete" and res.epsilon_hat < 0.6  # not the ε̂ ≈ 1.5 of reading it as continuous
 
 
 def test_engine_without_claim_spends_its_budget_and_reports():

@@ -1,4 +1,4 @@
-"""The CLI's operations details (issue 18 items 8 and 9)."""
+"""The CLI's operations details."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ HEAVY = ("pydantic", "rich", "numpy", "scipy", "sqlalchemy", "fastapi", "httpx",
                                   ["search", "http://127.0.0.1:9/", "--domain", "{}"],
                                   ["secret"], ["secret", "--check", "whsec_abc"]])
 def test_help_and_usage_errors_import_nothing_heavy(argv: list[str]) -> None:
-    """Issue 18 item 9: `dpwatch --help` and a usage error took 5–8 s on a busy machine because every
+    """`dpwatch --help` and a usage error took 5–8 s on a busy machine because every
     command imported everything; each command imports what it needs when it runs (bench/cli_speed.py
     measures the time)."""
     import json

@@ -1,4 +1,4 @@
-"""Every detector's false-alarm rate on the boundary p = e^ε·q (issue 12; bench/detector_far.py)."""
+"""Every detector's false-alarm rate on the boundary p = e^ε·q (bench/detector_far.py)."""
 
 import math
 

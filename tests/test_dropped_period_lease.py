@@ -1,5 +1,5 @@
 """A period dropped because the monitor was paused, resumed or reset while it sampled gives its
-lease back at once (issue 17 item 8): the monitor is not left leased, and so stalled, until the
+lease back at once: the monitor is not left leased, and so stalled, until the
 lease expires (``lease_seconds``, 60 s by default)."""
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def test_laplace_change_raises_an_alarm_and_a_verified_webhook(tmp_path):
 
 
 def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_path):
-    """Issue: MPL snapshots; issue 8. The check's event is discovered while calibrating (on SVT 2),
+    """MPL snapshots after an auto event. The check's event is discovered while calibrating (on SVT 2),
     the deployment then changes to SVT 4, the monitor (re-discovering every 5 periods, since the event
     chosen on SVT 2 may not be the one SVT 4 breaks) alarms, and the alarm's evidence bounds ε above
     the claim, followed by its snapshot."""
@@ -166,7 +166,7 @@ def test_auto_event_on_svt2_to_svt4_alarms_with_a_snapshot_above_the_claim(tmp_p
     assert snapshot["trigger"] == "alarm" and evidence["snapshot"]["snapshot_id"] == snapshot["id"], evidence
     # What raised the alarm: the anytime-valid bound (valid at the alarm; at an aggregator's alarm it
     # may not exclude the claim yet) and the confirmation on the 50 000 fresh outputs per database
-    # drawn after the alarm, which contradicts the claim (issue 20). The snapshot, a separate
+    # drawn after the alarm, which contradicts the claim. The snapshot, a separate
     # estimator, may or may not (its LB at SVT 4's t-hat varies around 1-1.5): below the claim it
     # must say that it is the weaker estimator, never that the mechanism is cleared.
     check_ev = evidence["check"]

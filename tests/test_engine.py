@@ -51,7 +51,7 @@ def _laplace_switch(change_period: int):
 
 
 def _bad_app() -> FastAPI:
-    """Endpoints that misbehave in every way the issue lists."""
+    """Endpoints that misbehave in every way the engine must survive."""
     app = FastAPI()
 
     async def body_n(request: Request) -> int:
@@ -208,7 +208,7 @@ def test_periods_advance_and_the_stored_detector_matches_the_batch_formula(clien
         z = np.array([r.z for r in rows])
         np.testing.assert_allclose([r.statistic for r in rows], weighted_statistic_path(z, 50, 0.25))
         check = session.scalars(select(Check).where(Check.monitor_id == m.id)).one()
-        # O(1) state on the check; the prefix sums are in the period rows (issue 12).
+        # O(1) state on the check; the prefix sums are in the period rows.
         assert check.detector_state["t"] == 5 and "prefix_sums" not in check.detector_state
         np.testing.assert_allclose(check.detector_state["s"], np.sum(z))
         np.testing.assert_allclose([r.prefix_sum for r in rows], np.cumsum(z))

@@ -71,7 +71,7 @@ def test_alarm_evidence_pools_the_detectors_window():
     assert ev["window"] == {"lag": 2, "from_t": 5, "to_t": 6}
     assert ev["counts"] == {"a": 130, "b": 22, "n": 400}
     assert ev["p_hat"] == pytest.approx(0.325) and ev["q_hat"] == pytest.approx(0.055)
-    # The headline is the anytime-valid bound on all three periods (issue 20); the window's own
+    # The headline is the anytime-valid bound on all three periods; the window's own
     # score and exact bounds are kept, labelled descriptive.
     assert ev["method"] == "confidence_sequence" and ev["anytime"]["periods"] == 3
     assert ev["exceeds_claim"] is True and ev["epsilon_lower_bound"] >= 1.0  # ε > LB: the claim is excluded
@@ -93,7 +93,7 @@ def test_alarm_evidence_pools_the_detectors_window():
 
 
 def test_a_snapshot_below_the_claim_never_reads_as_clearing():
-    """The issue's case: claim 0.1, true ε 10, snapshot LB −1.49."""
+    """A flagrant case: claim 0.1, true ε 10, snapshot LB −1.49."""
     after = snapshot_reading(-1.49, 0.3, 0.1, after_alarm=True)
     assert after["verdict"] == "weaker_estimator"
     assert "weaker estimator" in after["statement"] and "does not clear" in after["statement"]
@@ -119,7 +119,7 @@ def test_rediscovery_levels_sum_to_alpha():
 
 
 def test_rediscovery_never_adopts_an_empty_or_uninformative_event():
-    """Issue 8: an interval that held no output, and a tuple chosen from counts of 4 against 1."""
+    """Discrete evidence: an interval that held no output, and a tuple chosen from counts of 4 against 1."""
     import json
 
     from app.monitors.rediscovery import assess_candidates
@@ -195,7 +195,7 @@ def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
 
 
 def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
-    """Issue 20: the exact test on fresh outputs drawn after the alarm, stored as ``confirmation``."""
+    """The exact test on fresh outputs drawn after the alarm, stored as ``confirmation``."""
     from app.alarms.evidence import with_confirmation
 
     ev = alarm_evidence([50, 60, 70], [20, 10, 12], [200, 200, 200], [4, 5, 6], lag=2, claim=1.0,

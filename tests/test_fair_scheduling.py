@@ -1,4 +1,4 @@
-"""Fair claims (issue 11): caps on in-flight periods per tenant and per mechanism, turns across
+"""Fair claims: caps on in-flight periods per tenant and per mechanism, turns across
 tenants, and a slow tenant that does not take the others' time. Both database backends."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults on Postgres with real worker processes (issue 11):
+"""Faults on Postgres with real worker processes:
 
 - a worker SIGKILLed in the middle of a period, beside a second worker: no period is lost or
   counted twice (seq and t contiguous per monitor, one detector step per period, one row per slot);

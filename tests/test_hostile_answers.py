@@ -1,4 +1,4 @@
-"""Hostile sampling answers (issue 17, item 1): a valid JSON answer must not take a worker's
+"""Hostile sampling answers: a valid JSON answer must not take a worker's
 memory, and parsing must not stall the event loop.
 
 The hostile endpoint is a raw server on 127.0.0.1 (tests/hostile_servers.py). Memory is measured

@@ -1,4 +1,4 @@
-"""Connections are never shared across mechanisms (issue 17, item 3).
+"""Connections are never shared across mechanisms.
 
 One raw server on one host and port serves several tenants' mechanisms at different paths, as a
 shared host or a reverse proxy would. The attacker's path writes, after each of its well-framed

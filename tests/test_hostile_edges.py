@@ -1,4 +1,4 @@
-"""The API's edges under hostile input (issue 17, items 7 and 9)."""
+"""The API's edges under hostile input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No log line carries a secret (issue 17, item 6).
+"""No log line carries a secret.
 
 The schema accepted a 200-character `secret` that the column (100) could not hold: rotating to a
 126-character secret answered 500 on Postgres, and the logged exception held the current secret

@@ -1,4 +1,4 @@
-"""An alarm's snapshot on a busy machine (issue 17, item 11): its fresh samples get a deadline
+"""An alarm's snapshot on a busy machine: its fresh samples get a deadline
 that follows their number, and a transient failure is tried again, so the alarm does not arrive
 without its evidence because of a deadline fixed in seconds."""
 

@@ -1,4 +1,4 @@
-"""Hostile webhook receivers (issue 17, items 2 and 5): a reply is never decompressed, and one
+"""Hostile webhook receivers: a reply is never decompressed, and one
 receiver's slowness never delays another's deliveries. Receivers are raw servers on 127.0.0.1
 (tests/hostile_servers.py)."""
 

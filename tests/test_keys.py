@@ -1,4 +1,4 @@
-"""API keys (issue 11): the keys API and CLI, scopes enforced in one dependency, the dashboard's
+"""API keys: the keys API and CLI, scopes enforced in one dependency, the dashboard's
 read-only view, unique tenant names, and the migration that brings them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The stored detector states of app/monitors/detectors.py: every kind and version reads back (issue 20)."""
+"""The stored detector states of app/monitors/detectors.py: every kind and version reads back."""
 
 import math
 
@@ -22,7 +22,7 @@ def test_new_e_process_checks_run_the_service_design_and_report_t_and_lag():
 
 def test_version_1_states_of_every_kind_read_back():
     line = SupportingLine.pure(1.0)
-    # an e-process check created under issue 20 (both faces, equal weights: version 1) keeps its design
+    # an e-process check of the both-faces design (equal weights: version 1) keeps its design
     old = EProcess(0.05, line, faces="both", agrapa=True).to_state()
     assert old["version"] == 1
     old.update({"lag": None, "low_t": 0})

@@ -1,4 +1,4 @@
-"""Quiet logs (issue 11): APScheduler's per-run lines are gone by default, an idle worker writes
+"""Quiet logs: APScheduler's per-run lines are gone by default, an idle worker writes
 nothing, and ``dpwatch demo`` says its success line once."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _fake_demo(monkeypatch, receiver, *, webhook_after: int | None):  # noqa: AN
 
 
 def test_the_demo_stops_its_table_once_every_harmful_change_alarmed(monkeypatch, capsys, tmp_path):
-    """Issue 18 item 9: the table is printed until every harmful change has alarmed (not until every
+    """The table is printed until every harmful change has alarmed (not until every
     monitor ends), the success line once; with --exit-when-done the demo waits for the last alarm's
     webhook (sent after its snapshot), prints it with its verdict, then exits."""
     receiver = __import__("app.demo", fromlist=["Receiver"]).Receiver()
@@ -136,7 +136,7 @@ def test_demo_names_are_cut_at_a_word_boundary(name: str, cut: str) -> None:
 
 @pytest.mark.parametrize(("level", "expected"), [("INFO", logging.WARNING), ("DEBUG", logging.DEBUG)])
 def test_httpx_and_httpcore_log_at_warning(level: str, expected: int) -> None:
-    """Issue 18 item 8: httpx's "HTTP Request: POST …" line per request at INFO was 1,018 of a demo's
+    """httpx's "HTTP Request: POST …" line per request at INFO was 1,018 of a demo's
     1,339 log lines; the sampling client's and the deliverer's requests are logged by dpwatch itself."""
     try:
         configure_logging(level, "json")

@@ -1,4 +1,4 @@
-"""Bounded memory in the sampling client (issue 11): compressed answers are refused unread, and one
+"""Bounded memory in the sampling client: compressed answers are refused unread, and one
 period's answers share one byte budget. Against a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12, service part: detector choice, O(1) per-check state, round trips per period, the
+"""Scale in the service: detector choice, O(1) per-check state, round trips per period, the
 monitors list in a constant number of queries, sparse events flagged.
 
 The engine fixtures (real commits on both backends, a worker driven tick by tick, reference

@@ -1,4 +1,4 @@
-"""Rotating webhook and mechanism signing secrets (issue 11): during the grace period every
+"""Rotating webhook and mechanism signing secrets: during the grace period every
 message carries two Standard Webhooks signatures, and a verifier holding either secret — the
 ``standardwebhooks`` library on the receiving side, the reference server on the sampling side —
 accepts it; afterwards only the new secret does."""

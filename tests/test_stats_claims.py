@@ -252,7 +252,7 @@ def test_lower_branch_tests_the_other_direction():
 
 
 def test_a_period_with_no_past_tests_the_line_fixed_a_priori():
-    """Issue 20: never the period's own counts. (ε, δ): the face p ≤ e^ε q + δ through the vertex."""
+    """The first period's line: never the period's own counts. (ε, δ): the face p ≤ e^ε q + δ through the vertex."""
     from app.stats.claim_period import a_priori_line
 
     s = claim_period_statistic(5, 60, 100, GaussianDP(0.5))

@@ -1,4 +1,4 @@
-"""The anytime-valid lower bound and the fresh-sample confirmation (app/stats/confidence.py, issue 20)."""
+"""The anytime-valid lower bound and the fresh-sample confirmation (app/stats/confidence.py)."""
 
 import math
 
@@ -10,7 +10,7 @@ from app.stats.evidence import confirmation
 from app.stats.confidence import (CSClaim, confidence_sequence, cs_claim_of, parameter_grid,
                                   predictable_orientation, zcdp_line)
 from app.stats.heldout import Counts, EpsilonDelta, test_claim
-from app.stats.sequential import ISSUE20_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
+from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
 
 
 def test_the_grid_starts_at_zero_and_holds_the_claim():
@@ -20,9 +20,9 @@ def test_the_grid_starts_at_zero_and_holds_the_claim():
         parameter_grid(-1.0)
 
 
-@pytest.mark.parametrize("design", [None, SERVICE_DESIGN, ISSUE20_DESIGN])
+@pytest.mark.parametrize("design", [None, SERVICE_DESIGN, BOTH_FACES_DESIGN])
 def test_the_bound_is_the_inverted_family_of_e_processes(design):
-    # Eq. (CS) by hand with the service's EProcess (method.md §13.3c; or the design of issue 20, §13.3b),
+    # Eq. (CS) by hand with the service's EProcess (method.md §13.3c; or the design on both faces, §13.3b),
     # one per grid value, on one path.
     rng = np.random.default_rng(3)
     n, q, t_max = 300, 0.1, 25
@@ -106,7 +106,7 @@ def test_cs_claims_of_each_kind():
     assert CSClaim("zcdp", 0.1).parameter == "ρ" and CSClaim("gdp", 1.0).parameter == "μ"
 
 
-# ----------------------------------------------------------------------------- ρ-zCDP (issue 20 follow-up)
+# ----------------------------------------------------------------------------- ρ-zCDP
 
 
 @pytest.mark.parametrize("rho", [0.5, 2.0])

@@ -105,8 +105,8 @@ def test_the_null_ends_at_the_claims_vertex():
     assert null_q_max(SupportingLine(0.6, 0.1)) == 1.0
 
 
-def test_issue_20_critical_value_at_n200_eps01():
-    # The whole line gave 3.607 at n = 200, ε = 0.1, α/T = 0.05/100 (issue 20); the null gives 3.280.
+def test_critical_value_over_the_null_not_the_whole_line_at_n200_eps01():
+    # The whole line gave 3.607 at n = 200, ε = 0.1, α/T = 0.05/100; the null gives 3.280.
     test = exact_naive_test(200, SupportingLine.pure(0.1), 0.05 / 100)
     assert test.threshold == pytest.approx(3.280, abs=5e-4)
     assert 0.9 * test.level <= test.size <= test.level
@@ -121,7 +121,7 @@ def test_the_randomized_test_has_size_exactly_the_level(n, line, level):
     test = exact_naive_test(n, line, level)
     sizes = _brute_randomized_size(test, line, np.linspace(1e-5, null_q_max(line), 800))
     assert sizes.max() <= level * (1 + 1e-6)
-    assert sizes.max() >= 0.9 * level  # the issue's [0.9 α/T, α/T]
+    assert sizes.max() >= 0.9 * level  # within [0.9 α/T, α/T]
     assert test.randomized_size == pytest.approx(level, rel=1e-4)
 
 

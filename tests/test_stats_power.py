@@ -51,7 +51,7 @@ def test_periods_to_detect_is_a_lower_bound_of_the_e_process_delay():
 
 
 def test_detector_advice_follows_the_strength_of_one_period():
-    """Issue 20: pooling (the aggregator) wins when one period carries weak evidence; when one period
+    """Pooling (the aggregator) wins when one period carries weak evidence; when one period
     is already strong the e-values win. Exact values of the formulas of method.md §13.9."""
     import math
 

@@ -225,7 +225,7 @@ def test_oriented_lines_from_a_claim_are_applied_to_the_right_side():
 
 
 def test_both_faces_and_agrapa_class_equals_batch_and_old_states_load():
-    """Issue 20: the e-process on both faces with the aGRAPA bet (method.md §13.3b)."""
+    """The e-process on both faces with the aGRAPA bet (method.md §13.3b)."""
     from app.stats.sequential import e_process_paths_from_increments, face_increments
 
     rng = np.random.default_rng(2)
@@ -240,7 +240,7 @@ def test_both_faces_and_agrapa_class_equals_batch_and_old_states_load():
         det = EProcess.from_state(det.to_state())
     np.testing.assert_allclose(got, batch, rtol=0, atol=1e-10)
     assert det.components == 34 and len(det.to_state()["log_r"]) == 34
-    # a state written before issue 20 (16 bets, one face) still loads and runs as before
+    # a state of the first design (16 bets, one face) still loads and runs as before
     old = EProcess(0.05, line)
     old.update(10, 3, 50)
     state = old.to_state()
@@ -371,8 +371,8 @@ def test_unknown_e_detector_states_are_refused():
 
 def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
     """method.md §13.3c: seeded. On the boundary (vertex and edge) P(alarm within 100 periods) ≤ α;
-    after 60 periods strictly inside the null and a change, it is faster than issue 20's design."""
-    from app.stats.sequential import ISSUE20_DESIGN, SERVICE_DESIGN
+    after 60 periods strictly inside the null and a change, it is faster than the both-faces design."""
+    from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN
 
     rng = np.random.default_rng(20)
     n, line, runs = 200, SupportingLine.pure(1.0), 1000
@@ -390,7 +390,7 @@ def test_the_service_design_stays_below_alpha_and_finds_a_late_change_sooner():
         first = np.where(hit.any(axis=1), hit.argmax(axis=1), 10**6)
         return float(np.median(first)) - 60
 
-    assert median_delay(SERVICE_DESIGN) + 5 <= median_delay(ISSUE20_DESIGN)
+    assert median_delay(SERVICE_DESIGN) + 5 <= median_delay(BOTH_FACES_DESIGN)
 
 
 def test_service_design_with_oriented_lines_per_period_equals_the_batch():

@@ -1,4 +1,4 @@
-"""One verdict (issue 18 item 3): app/alarms/verdict.py."""
+"""One verdict: app/alarms/verdict.py."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from app.alarms.verdict import (
 from app.stats.evidence import confirmation
 from app.stats.evidence import alarm_evidence
 
-# An alarm stored before issue 20 (its `check` held the window bound as its headline), the case of
-# issue 18 item 3: the window bound (0.602) does not reach the claimed 1, the MPL snapshot's LB does
+# An alarm stored before the anytime-valid bound (its `check` held the window bound as its headline), with
+# three readings that seemed to disagree: the window bound (0.602) does not reach the claimed 1, the MPL snapshot's LB does
 # not either, but its claim terms refute 1-DP with δ(1) ≥ 0.0392.
 CHECK = {
     "method": "score", "window": {"lag": 3, "from_t": 15, "to_t": 17}, "counts": {"a": 120, "b": 60, "n": 600},
@@ -48,7 +48,7 @@ ALARM = {"kind": "privacy", "statistic": 3.91, "threshold": 3.42, "t": 17, "hori
 
 
 def new_check(detector: str, *, violation: int = 2) -> dict:
-    """The evidence the engine stores since issue 20 (app.stats.evidence.alarm_evidence): 30 periods
+    """The evidence the engine stores (app.stats.evidence.alarm_evidence): 30 periods
     on the boundary of ε = 1 (27 vs 10 of 200, e^1 ≈ 2.7), then `violation` periods at 55 vs 10. With
     2 of them the window's score bound (1.33) and exact bound (1.11) exceed the claim while the
     anytime-valid bound (0.9 with the e-process of method.md §13.3c) does not exclude it; with 3 at
@@ -124,7 +124,7 @@ def assert_consistent(v: Verdict) -> None:
         assert v.sentence.count("% confidence") == 1
 
 
-def test_the_contradicting_case_of_the_issue_yields_one_refuting_verdict() -> None:
+def test_three_readings_that_seemed_to_disagree_yield_one_refuting_verdict() -> None:
     v = alarm_verdict(ALARM)
     assert_consistent(v)
     assert v.refutes is True and v.claim == "ε = 1"
@@ -142,7 +142,7 @@ def test_the_contradicting_case_of_the_issue_yields_one_refuting_verdict() -> No
 
 
 def test_legacy_window_bound_above_the_claim_is_descriptive_not_a_refutation() -> None:
-    """An alarm stored before issue 20 whose window bound (its old headline) exceeds the claim: the
+    """An alarm stored before the anytime-valid bound whose window bound (its old headline) exceeds the claim: the
     bound is read as descriptive; the alarm refutes as the detector's test (legacy alarms carry no
     `detection`, and the detectors before the e-detector were level-α tests), never "at 95%"."""
     check = {**CHECK, "lower_bound": 1.42, "epsilon_lower_bound": 1.42, "exceeds_claim": True}
@@ -163,7 +163,7 @@ def test_legacy_window_bound_above_the_claim_is_descriptive_not_a_refutation() -
 
 
 def test_e_detector_with_a_window_bound_above_the_claim_is_a_detection_not_a_refutation() -> None:
-    """Issue 20: the window bound (1.33, exact 1.11) exceeds the claimed 1, the anytime-valid bound
+    """The window bound (1.33, exact 1.11) exceeds the claimed 1, the anytime-valid bound
     (0.9) does not, and the alarm is an e-detector's: nothing valid refutes, so no "95% confidence"
     refutation; the sentence says it is a detection (ARL ≥ 400) awaiting confirmation."""
     alarm = new_alarm("e-detector")
@@ -348,7 +348,7 @@ def test_legacy_evidence_holding_the_snapshot_summary_only() -> None:
 
 @pytest.mark.parametrize("detector", ["aggregator", "naive", "e-process"])
 def test_an_alarm_the_fresh_outputs_do_not_confirm_says_so_first(detector: str) -> None:
-    """Issue 20: on a false alarm the alarm's own data refute the claim (a valid level-α statement across runs),
+    """On a false alarm the alarm's own data refute the claim (a valid level-α statement across runs),
     the fresh outputs drawn after it do not; the verdict leads with that, and `confirmed` is false."""
     v = alarm_verdict(new_alarm(detector, violation=3, confirmation_counts=DOES_NOT_CONFIRM))
     assert_consistent(v)
@@ -365,7 +365,7 @@ def test_an_alarm_the_fresh_outputs_do_not_confirm_says_so_first(detector: str) 
 
 
 def test_a_zcdp_alarm_is_refuted_by_its_anytime_bound_on_rho() -> None:
-    """Issue 20 follow-up: a ρ-zCDP alarm gets the anytime-valid bound "ρ > LB at 95%", valid at the
+    """A ρ-zCDP alarm gets the anytime-valid bound "ρ > LB at 95%", valid at the
     alarm, like GDP's μ; the window bound stays descriptive."""
     from app.claims.heldout import HeldOutClaim
     from app.stats.claims import ZCDP

@@ -1,4 +1,4 @@
-"""Issue 18 on the dashboard: create and change from the UI with the API's own errors beside each
+"""The dashboard's forms: create and change from the UI with the API's own errors beside each
 field, silences (API and UI), one verdict per alarm and snapshot, no raw JSON until details are
 opened, contract alarms with their real fields, and charts indexed by period with their events."""
 
@@ -301,7 +301,7 @@ def test_alarm_page_states_one_verdict_and_hides_raw_json(web, alarmed, db):  # 
     assert v.refutes == "true" and "window bound" not in v.sentence
     readings = dict(zip((html.unescape(t) for t in re.findall(r'<li data-refutes="\w+">\s*<span class="estimator-label[^"]*">. ([^:<]+):', page)),
                         (e[1] for e in v.estimators)))
-    assert readings["Window bound (the detector's last periods; descriptive)"] == "descriptive"  # issue 20
+    assert readings["Window bound (the detector's last periods; descriptive)"] == "descriptive"
     assert readings["Claim terms and trade-off curve"] == "refutes the claim"
     assert readings["Sequential detector (the alarm's own test)"] == "refutes the claim"
     assert page.count("THE STATEMENT") <= 1 and "THE STATEMENT" not in re.sub(r"<details.*?</details>", "", page,

@@ -170,7 +170,7 @@ def test_every_form_needs_a_valid_csrf_token(app, web, tenants, monitor_with_ala
     monitor_id = monitor_with_alarm["id"]
     forms = [f"/ui/monitors/{monitor_id}/{a}" for a in ("pause", "resume", "reset", "snapshot")]
     forms += [f"/ui/alarms/{alarm_id}/acknowledge", "/ui/logout"]
-    # The create/change forms of issue 18 (each with a body that would succeed with a valid token).
+    # The create/change forms (each with a body that would succeed with a valid token).
     forms += ["/ui/mechanisms", "/ui/monitors/new", "/ui/webhooks", "/ui/keys", "/ui/silences",
               f"/ui/keys/{uuid.uuid4()}/revoke", f"/ui/silences/{uuid.uuid4()}/expire",
               f"/ui/webhooks/{uuid.uuid4()}/deliveries/msg_x/redeliver"]
@@ -293,7 +293,7 @@ def test_another_tenants_resources_are_not_found(app, tenants, monitor_with_alar
         assert "count neighbours" not in other.get("/ui/alarms").text
         for url in (f"/ui/monitors/{monitor_id}/pause", f"/ui/alarms/{alarm_id}/acknowledge"):
             assert other.post(url, data={"csrf_token": token}).status_code == 404
-        # Issue 18's forms: another tenant's monitor, mechanism, key, silence or webhook is not found.
+        # The forms: another tenant's monitor, mechanism, key, silence or webhook is not found.
         mechanism_id = client.get(f"/v1/monitors/{monitor_id}").json()["mechanism_id"]
         key_id = client.get("/v1/keys").json()["items"][0]["id"]
         from datetime import UTC, datetime, timedelta
@@ -402,7 +402,7 @@ def test_metrics_text_parses_and_escapes_names(client, db) -> None:  # noqa: ANN
     assert "dpwatch_monitor_statistic" in families and not families["dpwatch_monitor_statistic"].samples
 
 
-# ------------------------------------------------------------------------------------ the verdict (issue 20)
+# ------------------------------------------------------------------------------------ the verdict
 
 
 def test_alarm_page_reads_the_window_bound_as_descriptive(web, monitor_with_alarm, db):  # noqa: ANN001

@@ -1,5 +1,5 @@
 """The worker's engine pings a connection only after it idled in the pool (``ping_after_idle``),
-and still recovers from a connection killed by the server (issue 21: the ping per checkout was
+and still recovers from a connection killed by the server (the ping per checkout was
 14% of a worker's CPU)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Several worker processes on one Postgres (issue: the monitoring service).
+"""Several worker processes on one Postgres.
 
 - Two workers never commit the same period twice, and both take a share of the work.
 - A worker killed in the middle of a period leaves no partial state; the other redoes the period

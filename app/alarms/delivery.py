@@ -111,7 +111,7 @@ class WebhookDeliverer:
     is its own task, a receiver has at most ``per_receiver`` messages in flight and a tenant
     ``per_tenant``, and every attempt has its own deadline (``timeout_seconds``). A slow receiver
     therefore holds only its own slots: other receivers' messages are claimed as soon as any slot
-    is free, never behind it (issue 17, docs/hardening.md)."""
+    is free, never behind it (docs/hardening.md)."""
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
 - :func:`privacy_evidence`: at the alarm, the anytime-valid lower bound on the claim's parameter
   from every period of the check in the horizon (app.stats.confidence, valid at the alarm, a
   stopping time), what the detector's alarm guarantees, and the detector's window (the last k
-  periods) with its bound as a descriptive figure (issue 20);
+  periods) with its bound as a descriptive figure;
 - :func:`with_confirmation`: the exact test of the claim on the fresh outputs the alarm's
   snapshot draws (valid by construction, also given that the alarm happened);
 - :func:`with_snapshot`: when the alarm's MPL snapshot is done, its result is added after the

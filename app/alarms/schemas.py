@@ -72,7 +72,7 @@ class ExactBound(BaseModel):
 
 
 class AnytimeBound(BaseModel):
-    """The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.2)."""
+    """The anytime-valid lower confidence bound on the claim's parameter (method.md §11.2)."""
 
     method: Literal["confidence_sequence"] = "confidence_sequence"
     parameter: Literal["ε", "μ", "ρ"] = "ε"
@@ -161,7 +161,7 @@ class CheckEvidence(BaseModel):
 
     method: Literal["confidence_sequence", "score", "clopper_pearson"] = Field(
         description="How `lower_bound` is computed: `confidence_sequence` (the anytime-valid bound, valid at the "
-        "alarm; alarms since issue 20, ρ-zCDP claims since its follow-up); `score`/`clopper_pearson`: the window bound "
+        "alarm; the newer alarms, those of ρ-zCDP claims the latest); `score`/`clopper_pearson`: the window bound "
         "(older alarms, for which it is descriptive).")
     window: EvidenceWindow = Field(description="The periods the detector pooled (chosen on the same data).")
     counts: EvidenceCounts

@@ -226,7 +226,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
     if headline is not None:
         annotations["headline_bound"] = headline
         if alarm.kind != "contract":
-            # route on it: "true" when the fresh outputs drawn after the alarm contradict the claim (issue 20)
+            # route on it: "true" when the fresh outputs drawn after the alarm contradict the claim
             labels["confirmed"] = {True: "true", False: "false"}.get(verdict.confirmed, "none")
     return {
         "status": status,

@@ -1,12 +1,12 @@
 """One verdict per alarm, snapshot or audit: does dpwatch's evidence refute the claim?
 
-Issue 18 item 3: an alarm used to carry three readings that seemed to disagree (the window bound
+Why: an alarm used to carry three readings that seemed to disagree (the window bound
 "does not reach the claimed 1", the snapshot card "LB does not exceed the claim", the snapshot's
 claim terms "contradict 1-DP at 95%"). :func:`alarm_verdict`, :func:`snapshot_verdict` and
 :func:`audit_verdict` read the stored evidence and say one thing first.
 
 The rule: **the verdict refutes when any valid test at its stated level refutes.** What is valid
-at an alarm follows issue 20 (docs/method.md §11, docs/jobs_and_evidence.md §2):
+at an alarm (docs/method.md §11, docs/jobs_and_evidence.md §2):
 
 - the detector's alarm: for the aggregator, the naive test and the e-process a level-α
   sequential test of the claim (seed 002; method.md §4, §13.3): it refutes by itself. For the
@@ -24,7 +24,7 @@ at an alarm follows issue 20 (docs/method.md §11, docs/jobs_and_evidence.md §2
 - the bound over the detector's window and its exact Clopper–Pearson version are
   **descriptive**: the window and the time were chosen by the data (coverage measured at
   0.83–0.97), so they are never counted as refuting and never quoted "at 95% confidence". Alarms
-  stored before issue 20 held that window bound as their headline: it is read as descriptive too;
+  stored before the anytime-valid bound held that window bound as their headline: it is read as descriptive too;
 - MPL's ε̂ is a point estimate without a confidence level: it is shown, never counted as a test.
 
 An estimator that does not refute is *labelled as the weaker estimator* (when another refutes) or
@@ -60,10 +60,10 @@ NOT_REFUTED_PREFIX = "does not refute"
 NOT_A_TEST_PREFIX = "not a test"
 DESCRIPTIVE_PREFIX = "descriptive"
 DETECTION_PREFIX = "a detection, not a refutation"
-#: The confirmation on fresh outputs when they do not contradict the claim (issue 20): not "the weaker
+#: The confirmation on fresh outputs when they do not contradict the claim: not "the weaker
 #: estimator", since it is the one statement that stays at level α given the alarm.
 NOT_CONFIRMED_PREFIX = "does not confirm the alarm"
-#: What a descriptive figure's label says first (issue 20).
+#: What a descriptive figure's label says first.
 DESCRIPTIVE_WHY = "the window was chosen by the data; not a confidence statement"
 #: What the anytime-valid bound is valid for (app.stats.evidence.VALIDITY_WORDS["across_runs"]).
 ACROSS_RUNS_WORDS = "valid across runs, not given the alarm; not independent evidence"
@@ -232,7 +232,7 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
         sentence = (f"The outputs broke the mechanism's output contract: {top.figure}." if top else
                     "No breach of the output contract is recorded.")
     elif refuting and confirmation is not None and not confirmation.refutes:
-        # the alarm's own data refute the claim, the fresh outputs drawn after it do not (issue 20): say that
+        # the alarm's own data refute the claim, the fresh outputs drawn after it do not: say that
         # first, since it is what a false alarm looks like, and never let the same-data bound read as confirmed
         top = refuting[0]
         level = f" at {_pct(top.confidence)} confidence" if top.confidence is not None else ""
@@ -318,8 +318,8 @@ def _claimed(param: str, claim: Any) -> float | None:
 
 
 def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
-    """The bound over the detector's window and its exact version: descriptive (issue 20). Alarms
-    stored before issue 20 held that bound as the check's headline (``lower_bound``, ``method``
+    """The bound over the detector's window and its exact version: descriptive. Alarms
+    stored before the anytime-valid bound held that bound as the check's headline (``lower_bound``, ``method``
     ``score`` or ``clopper_pearson``); it is read as descriptive too."""
     param = str(check.get("parameter") or "ε")
     legacy = "window_bound" not in check and "anytime" not in check
@@ -461,7 +461,7 @@ def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
 
 def _detector_draft(alarm: Mapping[str, Any], detection: Mapping[str, Any] | None) -> _Draft | None:
     """The detector's alarm: a level-α sequential test (aggregator, naive, e-process; alarms stored
-    without ``detection`` are read as one, as before issue 20), or the e-detector's ARL-controlled
+    without ``detection`` are read as one, as alarms stored before the ``detection`` field), or the e-detector's ARL-controlled
     detection, which is not a refutation at level α (method.md §11.4, §13.4)."""
     stat, thr = _num(alarm.get("statistic")), _num(alarm.get("threshold"))
     if stat is None or thr is None:

@@ -80,7 +80,7 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 # The dependencies that do no I/O are ``async def``: FastAPI runs a plain ``def`` dependency in
-# the thread pool, one thread hop each per request (issue 17 item 10: the hops and the GIL
+# the thread pool, one thread hop each per request (the hops and the GIL
 # hand-offs were a large part of a read's cost under 50 concurrent clients).
 
 

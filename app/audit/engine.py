@@ -53,8 +53,8 @@ CancelFlag = Any
 
 DEFAULT_BUDGET = 4_096_000
 """Outputs per database at most (the pilot plus all rounds): 2 000·2¹¹, eleven rounds. Flagrant
-violations stop after one or two rounds (a few thousand outputs); the 10–20× cases of issue 8
-need the last rounds."""
+violations stop after one or two rounds (a few thousand outputs); violations of 10–20× the
+claim's loss on rare events need the last rounds."""
 #: Choosing outputs per database before pairs are pruned to ``keep_pairs``.
 PRUNE_AFTER = 30_000
 #: Outputs per sampler call while drawing a held-out round.

@@ -1,4 +1,4 @@
-"""Claim-aware candidate events (issue 9, item 4).
+"""Claim-aware candidate events.
 
 For (ε, δ) and μ-GDP claims the informative events are tails, where a pure-ε likelihood ratio
 has no power. Given the *choosing* samples of a pair, :func:`claim_candidate` orders outputs by

@@ -159,7 +159,7 @@ def sequential_line(state: dict[str, Any], claim: dict[str, Any]) -> Any:
     from app.stats.claim_period import a_priori_line, anchor_line
 
     sums = [float(v) for v in state.get("sums", [0.0, 0.0, 0.0])]
-    if sums[2] <= 0:  # no past period: the line fixed a priori (issue 20), not the pseudo-counts' one
+    if sums[2] <= 0:  # no past period: the line fixed a priori, not the pseudo-counts' one
         return a_priori_line(parse_claim(claim))
     return anchor_line(parse_claim(claim), *sums)
 

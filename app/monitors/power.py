@@ -1,4 +1,4 @@
-"""Sparse events flagged: when n·q is too small for a check's test to have power (issue 12).
+"""Sparse events flagged: when n·q is too small for a check's test to have power.
 
 The advice is :func:`app.stats.power.event_power_advice` (method.md §13.7) for the check's n, its
 claim's line and its level α/m, at an estimate of the event's probabilities (p, q):

@@ -40,7 +40,7 @@ from app.settings import Settings
 
 router = APIRouter(prefix="/monitors", tags=["monitors"])
 
-# The hot reads (GET /v1/monitors, /{id}, /{id}/status, /{id}/periods; issue 17 item 10) are
+# The hot reads (GET /v1/monitors, /{id}, /{id}/status, /{id}/periods) are
 # ``async def`` handlers that do their queries in one thread-pool call: a plain ``def`` handler is
 # a hop to the pool, and FastAPI validates its return value in a second one.
 

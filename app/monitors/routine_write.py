@@ -2,7 +2,7 @@
 
 Most periods change nothing but numbers: no alarm, no contract event, no end of horizon, no
 snapshot or re-discovery due. Their write is one statement of data-modifying CTEs, so a period
-costs one round trip to write whatever the number of checks (issue 12: ≤ 6 round trips per period
+costs one round trip to write whatever the number of checks (≤ 6 round trips per period
 for one check, ≤ 8 for four, claim and plan included):
 
     m: UPDATE monitors … WHERE <lease and plan guard> RETURNING last_seq   (row-locks the monitor)

@@ -80,7 +80,7 @@ RUNNABLE_STATES = ("active", "degraded")
 
 #: ``dropped``: the plan went stale while sampling (paused, resumed, reset or edited): nothing of
 #: the period is written, and the lease is given back at once so that the monitor's next slot is
-#: not held up until the lease expires (issue 17 item 8).
+#: not held up until the lease expires.
 Outcome = Literal["ok", "alarm", "failed", "lost_lease", "not_runnable", "duplicate", "dropped"]
 
 

@@ -406,7 +406,7 @@ class MonitorRead(BaseModel):
 
 
 class DetectorAdvice(BaseModel):
-    """Approximate periods to detect the reference violation for each detector, and the fewest (issue 20;
+    """Approximate periods to detect the reference violation for each detector, and the fewest (the
     mean-path approximations, method.md §13.9; measured comparisons in docs/sequential.md)."""
 
     n: int

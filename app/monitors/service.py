@@ -305,8 +305,8 @@ def _plain(row: Any) -> SimpleNamespace:
 
 
 def get_monitor_plain(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID) -> SimpleNamespace:
-    """:func:`get_monitor` for the API's reads: the row without an ORM object (issue 17 item 10:
-    the ORM's row loading was a visible share of a read's CPU); :class:`NotFoundError` for
+    """:func:`get_monitor` for the API's reads: the row without an ORM object (the ORM's
+    row loading was a visible share of a read's CPU); :class:`NotFoundError` for
     another tenant's monitor."""
     row = session.execute(select(*Monitor.__table__.c).where(Monitor.id == monitor_id,
                                                              Monitor.tenant_id == tenant_id)).first()
@@ -715,7 +715,7 @@ def list_period_rows(
 ) -> tuple[list[tuple[Any, list[Any]]], str | None]:
     """:func:`list_periods` for the API's read: the tenant's monitor (:class:`NotFoundError`
     otherwise), then its periods as rows of the columns the response needs, no ORM objects
-    (issue 17 item 10: loading ORM objects was a visible share of a read's CPU)."""
+    (loading ORM objects was a visible share of a read's CPU)."""
     if session.scalar(select(Monitor.id).where(Monitor.id == monitor_id, Monitor.tenant_id == tenant_id)) is None:
         raise NotFoundError(f"Monitor {monitor_id} not found.")
     stmt = select(*_PERIOD_COLUMNS).where(PeriodRun.monitor_id == monitor_id)

@@ -34,6 +34,7 @@ from .protocol import (
     DIM_HEADER,
     JSON_MEDIA_TYPE,
     OUTPUT_KINDS,
+    ArrayKind,
     OutputKind,
     SampleRequest,
     SamplingError,
@@ -67,7 +68,7 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 # --------------------------------------------------------------------------- helpers
 
 
-def to_samples(output: typing.Any, n: int, output_kind: OutputKind) -> np.ndarray:
+def to_samples(output: typing.Any, n: int, output_kind: ArrayKind) -> np.ndarray:
     """Check and convert a mechanism function's output to the canonical array
     (as :func:`~app.sampling.protocol.parse_samples` would return it).
 
@@ -188,9 +189,13 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _is_array_kind(kind: object) -> typing.TypeGuard[ArrayKind]:
+    return kind in typing.get_args(ArrayKind)
+
+
 def _make_handler(
     f: MechanismFunction,
-    output_kind: OutputKind,
+    output_kind: OutputKind | OutputShape,
     webhook: Verifier | None,
     max_n: int,
     max_body_bytes: int,
@@ -203,6 +208,7 @@ def _make_handler(
         raise ValueError(f"output_kind must be one of {OUTPUT_KINDS} or an OutputShape, got {output_kind!r}")
     if not callable(f):
         raise TypeError(f"mechanism {name!r} is not callable")
+    array_kind = output_kind if shape is None and _is_array_kind(output_kind) else None
     binary_capable = shape.binary_capable if shape is not None else output_kind in ("real", "vector")
     # A function that takes ``period`` is told which period of the monitor asks, e.g. to model
     # a deployment change at a given period (the reference scenarios do).
@@ -235,30 +241,38 @@ def _make_handler(
         rng = rng_factory()
         try:
             if takes_period:
-                output = await run_in_threadpool(f, req.database, req.n, rng, period=req.period)
+                # f's signature was inspected above: it takes ``period``
+                with_period = typing.cast(Callable[..., typing.Any], f)
+                output = await run_in_threadpool(with_period, req.database, req.n, rng, period=req.period)
             else:
                 output = await run_in_threadpool(f, req.database, req.n, rng)
         except Exception as exc:  # noqa: BLE001 - report the mechanism's failure as a 500
             log.exception("endpoint.mechanism_failed", mechanism=name, request_id=req.request_id)
             return _error(500, f"the mechanism function raised {type(exc).__name__}: {str(exc)[:200]}")
+        shaped: np.ndarray | ListSamples | KeyedSamples | None = None
+        samples: np.ndarray | None = None
         try:
             if shape is not None:
-                samples = to_shaped_samples(output, req.n, shape)
+                shaped = to_shaped_samples(output, req.n, shape)
             else:
-                samples = to_samples(output, req.n, output_kind)
+                assert array_kind is not None  # shape is None only for the array kinds (checked above)
+                samples = to_samples(output, req.n, array_kind)
         except SamplingError as exc:
             log.error(
                 "endpoint.invalid_output", mechanism=name, reason=exc.reason, detail=exc.detail
             )
             return _error(500, f"the mechanism function returned invalid output ({exc.reason}): {exc.detail}")
         headers = {"cache-control": "no-store", "vary": "accept"}
-        if shape is not None:
-            if binary_capable and negotiate_binary(request.headers.get("accept")):
-                body_bytes, dim = encode_shaped_binary(samples)
+        if shaped is not None:
+            assert shape is not None
+            # binary_capable is False for keyed shapes: the binary format never carries KeyedSamples
+            if binary_capable and not isinstance(shaped, KeyedSamples) and negotiate_binary(request.headers.get("accept")):
+                body_bytes, dim = encode_shaped_binary(shaped)
                 if shape.container != "scalar":
                     headers[DIM_HEADER] = str(dim)
                 return Response(body_bytes, media_type=BINARY_MEDIA_TYPE, headers=headers)
-            return Response(encode_shaped_json(samples, shape), media_type=JSON_MEDIA_TYPE, headers=headers)
+            return Response(encode_shaped_json(shaped, shape), media_type=JSON_MEDIA_TYPE, headers=headers)
+        assert samples is not None
         if binary_capable and negotiate_binary(request.headers.get("accept")):
             if output_kind == "vector":
                 headers[DIM_HEADER] = str(samples.shape[1])

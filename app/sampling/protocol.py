@@ -56,6 +56,8 @@ __all__ = [
 ]
 
 OutputKind = typing.Literal["real", "discrete", "vector", "keyed"]
+#: The output kinds whose canonical form is one numpy array (keyed outputs are KeyedSamples).
+ArrayKind = typing.Literal["real", "discrete", "vector"]
 OUTPUT_KINDS: tuple[str, ...] = typing.get_args(OutputKind)
 
 JSON_MEDIA_TYPE = "application/json"
@@ -412,6 +414,19 @@ def _coerce_shaped(samples: list, shape: OutputShape) -> np.ndarray | ListSample
         return to_canonical(shape, samples)
     except ShapeBreach as exc:
         raise SamplingError("wrong_type", exc.breach.detail, breach=exc.breach) from None
+
+
+@typing.overload
+def coerce_samples(
+    samples: typing.Any, n: int, output_kind: ArrayKind, dim: int | None = None, *, shape: None = None,
+) -> np.ndarray: ...
+
+
+@typing.overload
+def coerce_samples(
+    samples: typing.Any, n: int, output_kind: OutputKind | None, dim: int | None = None,
+    *, shape: OutputShape | None = None,
+) -> np.ndarray | ListSamples | KeyedSamples: ...
 
 
 def coerce_samples(

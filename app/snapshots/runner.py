@@ -57,7 +57,7 @@ def sampling_deadline(extra_samples: int, databases: int) -> float:
     """Seconds one attempt at a snapshot's fresh samples may take: 20 s, plus 1 ms per output to
     draw (``extra_samples`` on each of ``databases``: 50 000 on 2 -> 120 s), within its lease.
     A deadline fixed in seconds left an alarm's snapshot without its samples on a busy machine
-    (issue 17: 50 000 outputs per database against the period's 6 s)."""
+    (50 000 outputs per database against the period's 6 s)."""
     return min(SAMPLING_SHARE_OF_LEASE * SNAPSHOT_LEASE_SECONDS, 20.0 + 0.001 * extra_samples * max(1, databases))
 
 
@@ -74,7 +74,7 @@ class SnapshotPlan:
     pairs: list[dict[str, Any]]  # label, x, x_prime, and their window series
     databases: dict[str, Any]
     #: For an alarm's snapshot: the alarm's check (event, x_key, xp_key), whose event the fresh
-    #: outputs are counted in for the confirmation (issue 20); None otherwise.
+    #: outputs are counted in for the confirmation; None otherwise.
     confirm: dict[str, Any] | None = None
 
 

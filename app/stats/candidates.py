@@ -260,6 +260,7 @@ def _discrete(st: _Stat, s: ProposalSettings) -> list[Candidate]:
         vals = [int(v) for v in members if v != null_index]
         if not vals:
             return st.wrap(None, True)
+        inner: DiscreteSet | LatticeSet
         if st.labels:
             inner = DiscreteSet(values=[str(values[v]) for v in vals])
         elif st.lattice is not None:

@@ -24,8 +24,8 @@ past, z_t then tests a fixed true null, and is N(0, 1) at the boundary and stoch
 smaller inside it, whatever the line; the aggregator's threshold holds (it is monotone in each
 z_t). The first period of a horizon, with no past, tests a line fixed a priori
 (:func:`a_priori_line`): for (ε, δ) the face ``p ≤ e^ε q + δ``, which passes through the region's
-vertex (payoff 0 there); for other claims the supporting line at the pseudo-counts alone. (Until
-issue 20 it used its own counts: +0.0006 to +0.0008 FAR at the (ε, δ) vertex, always upwards.)
+vertex (payoff 0 there); for other claims the supporting line at the pseudo-counts alone. (A first
+period that used its own counts measured +0.0006 to +0.0008 FAR at the (ε, δ) vertex, always upwards.)
 
 Both directions are covered by one check: the region has a branch where the event is likelier
 under x (``p ≤ h(q)``) and one where it is likelier under x' (``q ≤ h(p)``); the anchor picks
@@ -120,7 +120,7 @@ def a_priori_line(claim: Claim) -> Line:
     """The line of a period with no past (method.md §10.3): chosen before any count is seen.
 
     (ε, δ)-DP: ``p ≤ e^ε q + δ`` (Kairouz, Oh & Viswanath 2015), on which the region's vertex lies,
-    so its payoff is 0 at every boundary point of that face (issue 20: the line at the pseudo-counts
+    so its payoff is 0 at every boundary point of that face (the line at the pseudo-counts
     alone has payoff ≈ −1.7 at the (1, 0.01) vertex). Any other claim: :func:`anchor_line` of no counts.
     """
     epsilon, delta = getattr(claim, "epsilon", None), getattr(claim, "delta", None)

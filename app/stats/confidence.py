@@ -1,6 +1,6 @@
 """Evidence that is valid at the alarm: an anytime-valid lower confidence bound, and a confirmation.
 
-Pure functions (no I/O); method.md §11.2 (eq. CS) and §11.3 write the formulas out (issue 20).
+Pure functions (no I/O); method.md §11.2 (eq. CS) and §11.3 write the formulas out.
 
 **Why.** An alarm happens at a stopping time τ, and the old evidence pooled a window chosen on
 the same data (the lag that maximises eq. 13, or the periods since the statistic was last ≤ 0).

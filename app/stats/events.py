@@ -324,16 +324,18 @@ class DiscreteSet(BaseModel):
                 + " and ".join(sorted(kinds))
             )
         kind = kinds.pop()
+        # one kind for all (checked above): the numbers and the tuples are all of value
         if kind == "numbers":
-            if any(math.isnan(v) for v in value):
+            if any(math.isnan(v) for v in value if isinstance(v, (int, float))):
                 raise ValueError("set values must not be NaN (NaN outputs are never members)")
         elif kind == "tuples":
-            lengths = {len(v) for v in value}
+            tuples = [v for v in value if isinstance(v, list)]
+            lengths = {len(v) for v in tuples}
             if 0 in lengths:
                 raise ValueError("tuple values must not be empty")
             if len(lengths) > 1:
                 raise ValueError(f"all tuple values must have the same length; got lengths {sorted(lengths)}")
-            if any(math.isnan(x) for v in value for x in v):
+            if any(math.isnan(x) for v in tuples for x in v):
                 raise ValueError("tuple values must not contain NaN")
         return value
 
@@ -344,19 +346,19 @@ class DiscreteSet(BaseModel):
     @property
     def dimension(self) -> int | None:
         """The tuple length for a set of tuples, ``None`` for a set of scalars."""
-        return len(self.values[0]) if self.value_kind == "tuples" else None
+        first = self.values[0]
+        return len(first) if isinstance(first, list) else None
 
     def describe(self) -> str:
-        if self.value_kind == "tuples":
-            items = ["(" + ",".join(_fmt(x) for x in v) + ")" for v in self.values]
-        else:
-            items = [_fmt(v) for v in self.values]
+        # all values are of one kind (checked at validation)
+        items = ["(" + ",".join(_fmt(x) for x in v) + ")" if isinstance(v, list) else _fmt(v) for v in self.values]
         return "{" + ", ".join(items) + "}"
 
     def contains(self, outputs: Any) -> np.ndarray:
         kind = self.value_kind
-        if kind == "tuples":
-            dim = len(self.values[0])
+        first = self.values[0]
+        if isinstance(first, list):  # the value kind "tuples"
+            dim = len(first)
             arr = _numeric(_vector_outputs(outputs, dim, "a set of tuples"), "a set of tuples")
             return _rows_in(arr, np.asarray(self.values))
         arr = _scalar_outputs(outputs, f"a set of {kind}")

@@ -36,7 +36,7 @@ beside it. For (ε, δ) claims the headline is the exact bound.
 
 :func:`claim_evidence` is the one place where a claim meets an alarm's counts; it takes any claim
 of ``app.stats.heldout`` (``Claim``: the engine's ``test_claim`` is where a claim meets exact
-bounds), so that richer claims (issue 9) plug in there: a pure ε gets the score bound as its
+bounds), so that richer claims plug in there: a pure ε gets the score bound as its
 headline, any other claim the exact test.
 
 The window is the one the detector chose, on the same data: the bound describes "that event over
@@ -188,7 +188,7 @@ def claim_evidence(claim: Any, a: int, b: int, n_x: int, n_xp: int, *, alpha: fl
             "contradicts_claim": bool(exact.refutes), "exact": exact, "orientation": orientation}
 
 
-#: What each detector's alarm guarantees under the claim (method.md §4, §13.3, §13.4; issue 20).
+#: What each detector's alarm guarantees under the claim (method.md §4, §13.3, §13.4).
 DETECTION_GUARANTEES = {
     "aggregator": ("level", "a level-{alpha} test of the claim over the horizon: P(a false alarm by T) ≤ {alpha}"),
     "naive": ("level", "a level-{alpha} test of the claim over the horizon (Bonferroni): P(a false alarm by T) ≤ {alpha}"),
@@ -203,7 +203,7 @@ DETECTION_GUARANTEES = {
 #: uses. ``across_runs``: the anytime-valid bound LB_τ (eq. CS) satisfies P(∃t: LB_t ≥ θ*) ≤ α over the
 #: runs of a θ*-mechanism, so it is valid at any stopping time, but it is computed on the periods that
 #: raised the alarm: *given* that an alarm happened it is not a 1 − α statement (among boundary false
-#: alarms it excluded the claim in 11–100% of them, issue 30), and it is no independent evidence
+#: alarms it excluded the claim in 11–100% of them), and it is no independent evidence
 #: (``restates_alarm``). ``given_alarm``: the exact test on fresh outputs drawn after the alarm
 #: (method.md §11.3), independent of the alarm, so its level holds conditionally on the alarm.
 #: ``descriptive``: a figure over a window the data chose, no confidence statement at all.
@@ -228,7 +228,7 @@ def alarm_evidence(a: Sequence[int], b: Sequence[int], n: Sequence[int], t: Sequ
                    lag: int, claim: Any, alpha: float = 0.05, detector: str | None = None,
                    arl: float | None = None, window: int | None = None,
                    design: EProcessDesign | None = None) -> dict[str, Any]:
-    """The evidence of a check's alarm (JSON-ready; method.md §11.1–11.4, issue 20).
+    """The evidence of a check's alarm (JSON-ready; method.md §11.1–11.4).
 
     ``a``, ``b``, ``n``, ``t`` are **all** the check's periods since its detector started, in order,
     the last being the alarm's; ``lag`` is the window the detector pooled (the k that attains M_t
@@ -357,6 +357,7 @@ def snapshot_reading(lower_bound: float, epsilon_hat: float, claim: Any, *,
     or ρ-zCDP mechanism may have an unbounded pure loss and still keep its claim, so for those the
     verdict is ``not_comparable`` and the snapshot's claim terms (δ̂, μ̂, the trade-off curve) are
     the comparison."""
+    eps: float | None
     if isinstance(claim, (int, float)):
         eps = float(claim)
     else:

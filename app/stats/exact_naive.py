@@ -17,7 +17,7 @@ p = s·q + d the mirrored face holds only up to the claim's vertex
     q* = (1 − d)/(1 + s)                                              (method.md §13.5, eq. V)
 
 (pure ε: q* = 1/(1 + e^ε), p* = e^ε/(1 + e^ε)); beyond it the points of the line are outside the
-null, and a supremum taken over them would make the test conservative (issue 20: at n = 200,
+null, and a supremum taken over them would make the test conservative (at n = 200,
 ε = 0.1, α/T = 2.5·10⁻⁴ the whole line gives c = 3.607 where 3.280 suffices).
 Z_mono(a, b) = max_{a' ≤ a, b' ≥ b} Z(a', b') makes the rejection region monotone (more hits
 of A(x), fewer of A(x'), never undo a rejection); the score z is already monotone, so for it

@@ -82,7 +82,8 @@ class Claim(Protocol):
     incompatible with the claim. Both orientations are the caller's business (the engine fixes
     the orientation when it chooses the event)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def bound(self, p_lo: float, q_hi: float) -> float: ...
 

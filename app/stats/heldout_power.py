@@ -78,15 +78,15 @@ def _thresholds(refuted_by: Callable[[float, float], bool], n_x: int, n_xp: int,
                 lo = mid
         p_at[j] = hi
     p_star = p_at[np.searchsorted(idx, np.arange(q_hi.size), side="left")]
-    lo = np.zeros(b_top.size, dtype=np.int64)  # p_lo(lo) < p* (p_lo(0) = 0)
-    hi = np.full(b_top.size, n_x + 1, dtype=np.int64)  # 'refutes' (n_x + 1: never)
-    while np.any(hi - lo > 1):
-        mid = (lo + hi) // 2
-        ok = clopper_pearson_lower(np.minimum(mid, n_x), n_x, level / 2) >= p_star
-        ok &= mid <= n_x
-        hi = np.where(ok & (hi - lo > 1), mid, hi)
-        lo = np.where(~ok & (hi - lo > 1), mid, lo)
-    return hi
+    a_lo = np.zeros(b_top.size, dtype=np.int64)  # p_lo(a_lo) < p* (p_lo(0) = 0)
+    a_hi = np.full(b_top.size, n_x + 1, dtype=np.int64)  # 'refutes' (n_x + 1: never)
+    while np.any(a_hi - a_lo > 1):
+        a_mid = (a_lo + a_hi) // 2
+        ok = clopper_pearson_lower(np.minimum(a_mid, n_x), n_x, level / 2) >= p_star
+        ok &= a_mid <= n_x
+        a_hi = np.where(ok & (a_hi - a_lo > 1), a_mid, a_hi)
+        a_lo = np.where(~ok & (a_hi - a_lo > 1), a_mid, a_lo)
+    return a_hi
 
 
 def held_out_power(refuted_by: Callable[[float, float], bool], p: float, q: float, n_x: int, n_xp: int,

@@ -62,7 +62,7 @@ __all__ = ["DetectionPower", "detection_probability", "log_evalue_moments", "sma
 
 PowerDetector = Literal["aggregator", "e-process", "e-detector"]
 
-#: The probability the statement is made at (issue 28: "caught within K periods with probability ≥ 0.9").
+#: The probability the statement is made at ("caught within K periods with probability ≥ 0.9").
 DEFAULT_PROBABILITY = 0.9
 
 
@@ -148,15 +148,16 @@ def detection_probability(detector: PowerDetector, *, n: int, p: float, q: float
     if log_threshold is None:
         raise ValueError(f"the {detector} needs its log threshold")
     grid = bet_grid(DEFAULT_GRID_SIZE)
+    log_pi: np.ndarray
     if detector == "e-process":  # the service's design: the grid shares 0.2 of the prior (method.md §13.3c)
         log_pi = component_log_prior(DEFAULT_GRID_SIZE, "auto", True, 0.8)[:DEFAULT_GRID_SIZE]
         log_omega1 = -math.log(START_WEIGHT_NORMALISER * (start + 1) * math.log(start + 1.0) ** 2)
     else:  # the e-detector: 16 equal weights, e-SR ≥ the product from period 1
         log_pi = np.full(DEFAULT_GRID_SIZE, -math.log(DEFAULT_GRID_SIZE))
         log_omega1 = 0.0
-    mean, var = log_evalue_moments(n, p, q, s, 0.0, grid)
+    log_mean, log_var = log_evalue_moments(n, p, q, s, 0.0, grid)
     level = float(log_threshold) - log_pi - log_omega1
-    return float(np.max(_normal_tail(periods * mean, np.sqrt(periods * var), level)))
+    return float(np.max(_normal_tail(periods * log_mean, np.sqrt(periods * log_var), level)))
 
 
 def smallest_caught_violation(detector: PowerDetector, *, n: int, q: float, epsilon: float, periods: int,

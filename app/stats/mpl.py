@@ -636,7 +636,7 @@ def dpl(samples_x: ArrayLike, samples_xp: ArrayLike, kind: str, params: MPLParam
 
 def real_rows(samples_x: ArrayLike, samples_xp: ArrayLike) -> bool:
     """Whether 2-D samples are vectors of reals (some entry not integral): such rows are almost all
-    distinct, so reading them as discrete outcomes (TDDE on rows) gives ε̂ ≈ 0 (issue 8)."""
+    distinct, so reading them as discrete outcomes (TDDE on rows) gives ε̂ ≈ 0."""
     x, y = np.asarray(samples_x), np.asarray(samples_xp)
     if x.ndim != 2 or not np.issubdtype(x.dtype, np.floating):
         return False
@@ -866,9 +866,9 @@ def mpl_lower_bound(
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"the fresh samples must have the same size N; got {x.shape[0]} and {y.shape[0]}")
         big_n = int(x.shape[0])
-        point = [t_hat]
-        fx = float(tdde(x, point, tau)[0])
-        fy = float(tdde(y, point, tau)[0])
+        outcome = [t_hat]
+        fx = float(tdde(x, outcome, tau)[0])
+        fy = float(tdde(y, outcome, tau)[0])
         sigma2 = 1.0 / fx + 1.0 / fy - 2.0
         c_n = math.sqrt(big_n)
         h_max = kernel_l2 = None

@@ -1,4 +1,4 @@
-"""One pair a period: a predictable soft payoff and a plug-in bet (method.md §13.10, issue 20).
+"""One pair a period: a predictable soft payoff and a plug-in bet (method.md §13.10).
 
 The audit reads one pair at a time, X_t ~ M(x) and Y_t ~ M(x'), and tests a claim that bounds
 every event E by a line, P(X ∈ E) ≤ s·P(Y ∈ E) + d: (ε, δ)-DP with s = e^ε, d = δ (Kairouz, Oh &

@@ -2,7 +2,7 @@
 
 With n outputs per side and event probabilities p = P(A(x) ∈ E), q = P(A(x') ∈ E), a period
 carries information only through its hits: with n·(p + q) ≲ 1 most periods have a = b = 0, the
-statistic is z = 0, and both the false-alarm rate and the power collapse (issue 12). The advice
+statistic is z = 0, and both the false-alarm rate and the power collapse. The advice
 below quantifies this for a reference violation and suggests the n that restores power
 (method.md §13.7):
 
@@ -109,7 +109,7 @@ def event_power_advice(n: int, p: float, q: float, line: SupportingLine, alpha: 
 
 
 # ---------------------------------------------------------------------------------------------
-# Which detector for a given n and expected effect (issue 20; method.md §13.9).
+# Which detector for a given n and expected effect (method.md §13.9).
 # ---------------------------------------------------------------------------------------------
 
 #: Bets of the e-processes' mixture: the mixture pays at most log K nats against the best bet.
@@ -150,7 +150,7 @@ def detector_advice(n: int, gap: float, variance: float, alpha: float = 0.05, ho
     mean-path approximations; docs/sequential.md compares them with measured delays. Every count is at
     least one period. The recommendation is the smallest; the aggregator wins ties.
     Where one period carries weak evidence (z̄ small) pooling wins (the aggregator, then the e-detector);
-    where one period is already strong the per-period tests and the e-values win (issue 20's measurement:
+    where one period is already strong the per-period tests and the e-values win (measured in docs/sequential.md:
     3.9 against 2.8 periods).
     """
     from scipy.stats import norm

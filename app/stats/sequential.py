@@ -43,11 +43,11 @@ Both keep O(K) numbers of state (K = grid size, 16 by default), whatever t is, a
 to JSON (finite floats only). ``update(a, b, n)`` costs O(K).
 
 Which components the e-process mixes, and with what prior, is an :class:`EProcessDesign`:
-the grid on one face (before issue 20), on both faces with the aGRAPA bet and equal weights
-(:data:`ISSUE20_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
+the grid on one face (the first design), on both faces with the aGRAPA bet and equal weights
+(:data:`BOTH_FACES_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
 (:func:`predictable_face`) with 0.8 of the prior on the aGRAPA bet (:data:`SERVICE_DESIGN`,
 method.md §13.3c: what new e-process checks run). Any design is a test supermartingale under the
-claim; the service's wastes less evidence (docs/sequential.md, "Issue 20 follow-up").
+claim; the service's wastes less evidence (docs/sequential.md, "an e-process that wastes less evidence").
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numba
 import numpy as np
@@ -441,8 +441,8 @@ class EProcess(_MixtureBase):
         return self._finish(after, after - before)
 
     def to_state(self) -> dict[str, Any]:
-        """JSON state. Version 1 for the designs before issue 20's follow-up (one or both faces, equal
-        weights); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c)."""
+        """JSON state. Version 1 for the designs with equal weights (one or both faces,
+        no face ``"auto"``); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c)."""
         state = self._base_state()
         state["alpha"] = self.alpha
         state["starts"] = self.starts
@@ -461,7 +461,7 @@ class EProcess(_MixtureBase):
         weight = state.get("agrapa_weight") if state["version"] == 2 else None
         obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
                   state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"),
-                  state.get("faces", "one"), bool(state.get("agrapa", False)),  # states before issue 20: one face
+                  state.get("faces", "one"), bool(state.get("agrapa", False)),  # states of the first design: one face
                   None if weight is None else float(weight))
         if state.get("log_r") is not None:
             lr = np.asarray(state["log_r"], dtype=np.float64)
@@ -543,7 +543,7 @@ class EDetector(_MixtureBase):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EDetector:
         cls._check_state(state, cls.kind, versions=(1, 2))
-        faces = state.get("faces", "one") if state["version"] == 2 else "one"
+        faces = cast('Literal["one", "auto"]', state.get("faces", "one") if state["version"] == 2 else "one")
         obj = cls(math.exp(state["log_threshold"]), SupportingLine(state["slope"], state["intercept"]),
                   state["variant"], state["grid_size"], state["grid_low"], state["grid_high"], state["payoff"],
                   faces)
@@ -662,9 +662,12 @@ def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture",
 AGRAPA_CAP = DEFAULT_GRID_HIGH
 
 Faces = Literal["one", "both", "auto"]
+#: A supporting line's slope or intercept: one for all, or one per period (broadcast).
+FloatOrArray = float | NDArray[np.float64]
 
 
-def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: float, intercept: float) -> NDArray[np.float64]:
+def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrArray, intercept: FloatOrArray
+                    ) -> NDArray[np.float64]:
     """The aGRAPA bet as a fraction c = λ·(s + d) ∈ [0, 0.8] from past (discounted) counts (method.md §13.3b).
 
     aGRAPA (Waudby-Smith & Ramdas 2024, JRSS-B, §5.1, "approximate GRAPA"; Kelly's growth rate to
@@ -788,8 +791,8 @@ def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLi
                            _discounted_past(nn, r), faces, agrapa, g)
 
 
-def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: float,
-                         d: float, c: NDArray[np.float64]) -> NDArray[np.float64]:
+def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: FloatOrArray,
+                         d: FloatOrArray, c: NDArray[np.float64]) -> NDArray[np.float64]:
     """log F(λ) of §13.2 for a bet fraction c per period (λ = c/(s + d)); 0 where c = 0."""
     lam = np.asarray(c, dtype=np.float64) / (s + d)
     log_u = np.log1p(lam * (1.0 - d))
@@ -826,8 +829,8 @@ def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, v
     """log M_1..log M_T of the mixture e-detector for counts of shape (R, T); result (R, T).
 
     SR: M_t^j = F_t^j·(M_{t−1}^j + 1); CUSUM: F_t^j·max(M_{t−1}^j, 1) (M_0 = 0, so M_1 = F_1).
-    ``faces="auto"``: each period on the predictable face, as :class:`EDetector` (the service's since
-    issue 20's follow-up); computed in blocks of runs of about ``chunk``·10³ numbers each.
+    ``faces="auto"``: each period on the predictable face, as :class:`EDetector` (the service's
+    design); computed in blocks of runs of about ``chunk``·10³ numbers each.
     """
     if variant not in ("sr", "cusum"):
         raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
@@ -909,10 +912,10 @@ class EProcessDesign:
         return out
 
 
-#: The e-process of issue 20 (method.md §13.3b): both faces, the grid and aGRAPA, equal weights 1/34.
-ISSUE20_DESIGN = EProcessDesign("both", True, None, DEFAULT_GRID_SIZE)
-#: The service's e-process since issue 20's follow-up (method.md §13.3c): the predictable face, the
-#: grid and aGRAPA, with 0.8 of the prior on the aGRAPA bet (docs/sequential.md, "Issue 20 follow-up").
+#: The e-process on both faces (method.md §13.3b): the grid and aGRAPA, equal weights 1/34.
+BOTH_FACES_DESIGN = EProcessDesign("both", True, None, DEFAULT_GRID_SIZE)
+#: The service's e-process (method.md §13.3c): the predictable face, the grid and aGRAPA, with 0.8
+#: of the prior on the aGRAPA bet (docs/sequential.md, "an e-process that wastes less evidence").
 SERVICE_DESIGN = EProcessDesign("auto", True, 0.8, DEFAULT_GRID_SIZE)
 
 

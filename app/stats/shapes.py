@@ -514,6 +514,7 @@ def to_canonical(shape: OutputShape, samples: Any) -> Any:
     if shape.values == "integer":
         _check_integral_rows(flat, np.cumsum(lengths), rows)
     if shape.container == "vector":
+        assert shape.length is not None  # OutputShape's validator: a vector shape has its length
         return flat.reshape(len(rows), shape.length) if rows else np.empty((0, shape.length))
     width = int(lengths.max()) if lengths.size else 0
     values = np.full((len(rows), max(width, 1)), np.nan)

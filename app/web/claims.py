@@ -1,5 +1,5 @@
 """The monitor's privacy claim, as the dashboard shows and draws it: the one place to change when
-claims beyond pure ε arrive (issue 9).
+claims beyond pure ε arrive.
 
 - :func:`monitor_claim` reads the claim of a monitor (today ``{"epsilon": ε}``), and
   :func:`check_claim` the claim of one check (its own, once checks carry one);

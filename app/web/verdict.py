@@ -1,4 +1,4 @@
-"""The one verdict of an alarm or a snapshot, as the dashboard shows it (issue 18 item 3).
+"""The one verdict of an alarm or a snapshot, as the dashboard shows it.
 
 The verdict itself is :mod:`app.alarms.verdict` (the same object the API returns as ``verdict``
 on an alarm or a snapshot, and the CLI prints): one sentence, ``refutes``, and every estimator

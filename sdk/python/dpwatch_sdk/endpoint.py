@@ -40,7 +40,7 @@ import typing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from .mechanism import Claim, RngFactory, Sampler, takes_period
 from .protocol import (
@@ -278,14 +278,14 @@ class Endpoint:
         """Serve until interrupted. For production, put ``endpoint.asgi`` behind uvicorn or
         ``endpoint.wsgi`` behind gunicorn instead (and bound connections there too, e.g.
         ``uvicorn --limit-concurrency``)."""
-        server = RunningServer(self, host, port, background=False, **server)
-        log.warning("dpwatch endpoint %s serving on %s", self.mechanism.name, server.url)
+        running = RunningServer(self, host, port, background=False, **server)
+        log.warning("dpwatch endpoint %s serving on %s", self.mechanism.name, running.url)
         try:
-            server.serve_forever()
+            running.serve_forever()
         except KeyboardInterrupt:
             pass
         finally:
-            server.stop()
+            running.stop()
 
 
 # ---------------------------------------------------------------------------- ASGI
@@ -319,8 +319,8 @@ class _ASGIApp:
     async def _respond(self, scope: dict[str, typing.Any], receive: Callable[..., typing.Any]) -> Answer:
         endpoint = self.endpoint
         if scope["method"] != "POST":
-            status, headers, body = _json_error(405, "use POST")
-            return status, [*headers, ("allow", "POST")], body
+            status, error_headers, error_body = _json_error(405, "use POST")
+            return status, [*error_headers, ("allow", "POST")], error_body
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             declared = _declared_length(headers.get("content-length"))
@@ -451,8 +451,8 @@ class _WSGIApp:
     def _respond(self, environ: dict[str, typing.Any]) -> Answer:
         endpoint = self.endpoint
         if environ.get("REQUEST_METHOD") != "POST":
-            status, headers, body = _json_error(405, "use POST")
-            return status, [*headers, ("allow", "POST")], body
+            status, error_headers, error_body = _json_error(405, "use POST")
+            return status, [*error_headers, ("allow", "POST")], error_body
         headers = {key[5:].replace("_", "-").lower(): value for key, value in environ.items()
                    if key.startswith("HTTP_")}
         if environ.get("CONTENT_TYPE"):
@@ -645,12 +645,9 @@ class RunningServer:
             raise ValueError("threads must be >= 1, backlog >= 0 and socket_timeout > 0")
         wsgi = app.wsgi if isinstance(app, Endpoint) else app
         handler = type("_Handler", (_QuietHandler,), {"timeout": socket_timeout})
-
-        def server_class(address: tuple[str, int], handler_class: type) -> _PooledServer:
-            return _PooledServer(address, handler_class, threads=threads, backlog=backlog)
-
-        self._server = make_server(host, port, wsgi, server_class=server_class,  # type: ignore[arg-type]
-                                   handler_class=handler)
+        # What wsgiref's make_server does, with the pool's arguments passed to the server.
+        self._server = _PooledServer((host, port), handler, threads=threads, backlog=backlog)
+        self._server.set_app(wsgi)
         self.host, self.port = host, self._server.server_address[1]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self.port}/"

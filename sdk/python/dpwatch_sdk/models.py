@@ -20,7 +20,7 @@ class AdoptFindingRequest(TypedDict):
 
 class AnytimeBound(TypedDict):
     """
-    The anytime-valid lower confidence bound on the claim's parameter (issue 20, method.md §11.2).
+    The anytime-valid lower confidence bound on the claim's parameter (method.md §11.2).
     """
 
     method: NotRequired[Literal['confidence_sequence']]
@@ -247,7 +247,7 @@ class DetectionGuarantee(TypedDict):
 
 class DetectorAdvice(TypedDict):
     """
-    Approximate periods to detect the reference violation for each detector, and the fewest (issue 20;
+    Approximate periods to detect the reference violation for each detector, and the fewest (the
     mean-path approximations, method.md §13.9; measured comparisons in docs/sequential.md).
     """
 

@@ -224,6 +224,9 @@ def parse_request(body: bytes, max_n: int) -> SampleRequest:
             errors.append(_field_error(name, f"{name} must be a string", "string_type"))
     if errors:
         raise BadRequest(422, errors)
+    n_checked: int = doc["n"]  # both present and checked to be ints above
+    period_checked: int = doc["period"]
+    n, period = n_checked, period_checked
     if n > max_n:
         raise BadRequest(422, [_field_error("n", f"n={n} exceeds this endpoint's max_n={max_n}", "too_large")])
     return SampleRequest(doc.get("database"), n, doc["request_id"], doc["monitor_id"], period)

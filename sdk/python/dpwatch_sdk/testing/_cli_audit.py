@@ -130,7 +130,7 @@ class Auditor:
             raise DpwatchError(f"cannot run dpwatch ({shlex.join(self.argv)}): {exc}") from None
 
     def has_search(self) -> bool:
-        """Whether this dpwatch has the ``search`` command (dpwatch with issue 16)."""
+        """Whether this dpwatch has the ``search`` command (newer dpwatch releases)."""
         if self._has_search is None:
             try:
                 done = self._run(["search", "--help"], timeout=120)

@@ -1,4 +1,4 @@
-"""A slow tenant does not halve another's throughput on one worker (issue 17 item 4): the worker
+"""A slow tenant does not halve another's throughput on one worker: the worker
 claims again as soon as a slot frees while there is due work it could not take, not only once per
 tick."""
 
