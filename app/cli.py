@@ -6,7 +6,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -101,8 +101,8 @@ def threshold(
     horizon: Annotated[int, typer.Option("--horizon", "-T", help="Horizon T (number of periods).")],
     gamma: Annotated[float, typer.Option(help="Weight γ in [0, 1/2).")] = 0.25,
     alpha: Annotated[float, typer.Option(help="False-alarm rate α over the horizon.")] = 0.05,
-    replications: Annotated[Optional[int], typer.Option(help="Monte-Carlo replications; forces a fresh simulation.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Random seed of the simulation.")] = None,
+    replications: Annotated[int | None, typer.Option(help="Monte-Carlo replications; forces a fresh simulation.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed of the simulation.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Print the threshold q_{1-α}(T, γ) of the weighted aggregator and its Monte Carlo standard error.
@@ -149,11 +149,11 @@ def simulate(
                                                 "(ε, δ)/GDP claim scenarios (docs/claims.md).")] = "abcdefgh",
     detectors: Annotated[str, typer.Option(help="Comma-separated: aggregator, aggregator-wald, naive (exact), "
                                            "naive-normal, e-process, e-detector.")] = "aggregator,naive,e-process,e-detector",
-    replications: Annotated[Optional[int], typer.Option("--replications", "-R",
+    replications: Annotated[int | None, typer.Option("--replications", "-R",
                                                         help="Runs per scenario [500; 200 with --long-run].")] = None,
     horizon: Annotated[int, typer.Option("--horizon", "-T", help="Periods per run (the aggregator's horizon T).")] = 200,
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples per side and period.")] = 200,
-    change_at: Annotated[Optional[int], typer.Option(help="First period of the changed mechanism (t0) "
+    change_at: Annotated[int | None, typer.Option(help="First period of the changed mechanism (t0) "
                                                      "[50; 5000 with --long-run].")] = None,
     gamma: Annotated[float, typer.Option(help="The aggregator's weight γ in [0, 1/2).")] = 0.25,
     alpha: Annotated[float, typer.Option(help="False-alarm rate α of every detector over the horizon.")] = 0.05,
@@ -163,7 +163,7 @@ def simulate(
     after: Annotated[int, typer.Option(help="With --long-run: periods after the change.")] = 1000,
     renew_horizon: Annotated[int, typer.Option(help="With --long-run: the aggregator's horizon, renewed at "
                                                "alpha_j = 6 alpha/(pi^2 j^2).")] = 1000,
-    threshold_replications: Annotated[Optional[int], typer.Option(
+    threshold_replications: Annotated[int | None, typer.Option(
         help="With --long-run: Monte-Carlo paths for the renewed thresholds [enough for the last alpha_j].")] = None,
     out_dir: Annotated[Path, typer.Option(help="Where the CSV, the figures and the JSON go.")] = Path("out/simulate"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as strict JSON instead of a table.")] = False,
@@ -339,7 +339,7 @@ def keys_revoke(
 
 @app.command(short_help="Make a whsec_ signing secret for an endpoint.")
 def secret(
-    check: Annotated[Optional[str], typer.Option(help="Check this secret instead of making one: exit 0 when it is a "
+    check: Annotated[str | None, typer.Option(help="Check this secret instead of making one: exit 0 when it is a "
                                                      "valid whsec_ secret, 2 with the reason when not.")] = None,
 ) -> None:
     """Print a fresh whsec_ signing secret (32 random bytes, Standard Webhooks): the secret a sampling
@@ -530,7 +530,7 @@ def quota_command(
 def serve_reference(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
-    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret to verify signatures with; generated if omitted.")] = None,
+    secret: Annotated[str | None, typer.Option(help="whsec_ secret to verify signatures with; generated if omitted.")] = None,
     epsilon: Annotated[float, typer.Option(help="Claimed epsilon of every reference mechanism.")] = 1.0,
     change_period: Annotated[int, typer.Option(help="Period at which /reference/scenarios/<key> switches.")] = 20,
     corpus_epsilon: Annotated[float, typer.Option(help="Claimed epsilon of the testers' corpus under /reference/corpus/.")] = 0.1,
@@ -569,32 +569,32 @@ def serve_reference(
 @app.command(short_help="Audit a sampling endpoint for a claim.")
 def audit(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
-    pairs: Annotated[Optional[str], typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
-    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε to test (without it: estimate only, whole budget).")] = None,
+    pairs: Annotated[str | None, typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
+    epsilon: Annotated[float | None, typer.Option(help="The claimed ε to test (without it: estimate only, whole budget).")] = None,
     delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
-    mu: Annotated[Optional[float], typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
-    rho: Annotated[Optional[float], typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
-    output_kind: Annotated[Optional[str], typer.Option(help="real | discrete | vector (with --dim; null entries allowed) | keyed (JSON objects from keys to numbers, open keys; declare keys with --shape); discrete accepts 16.0.")] = None,
-    dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
-    shape: Annotated[Optional[str], typer.Option(help='Output shape as JSON, e.g. \'{"container": "list", "values": "integer"}\' (docs/protocol.md §3.1). Default: detected from a probe.')] = None,
-    region: Annotated[Optional[str], typer.Option(help="Region C for real outputs as LOW,HIGH (default: chosen from the samples).")] = None,
+    mu: Annotated[float | None, typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
+    rho: Annotated[float | None, typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
+    output_kind: Annotated[str | None, typer.Option(help="real | discrete | vector (with --dim; null entries allowed) | keyed (JSON objects from keys to numbers, open keys; declare keys with --shape); discrete accepts 16.0.")] = None,
+    dim: Annotated[int | None, typer.Option(help="Length of vector outputs.")] = None,
+    shape: Annotated[str | None, typer.Option(help='Output shape as JSON, e.g. \'{"container": "list", "values": "integer"}\' (docs/protocol.md §3.1). Default: detected from a probe.')] = None,
+    region: Annotated[str | None, typer.Option(help="Region C for real outputs as LOW,HIGH (default: chosen from the samples).")] = None,
     budget: Annotated[int, typer.Option(help="Outputs per database at most, pilot and rounds included.")] = 4_096_000,
     first_round: Annotated[int, typer.Option(help="Pilot size per database; round r draws first_round·2^(r-1).")] = 2_000,
     alpha: Annotated[float, typer.Option(help="Level of the test: a mechanism that satisfies the claim is refuted "
                                               "with probability at most α.")] = 0.05,
-    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
+    secret: Annotated[str | None, typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
     max_batch: Annotated[int, typer.Option(help="Outputs asked for in one request at most (larger draws are split).")] = 10_000,
     binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
-    allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
+    allow_networks: Annotated[str | None, typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of the report.")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
-    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML "
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML "
                                                       "report (a failure when refuted, an error when sampling fails).")] = None,
     sequential: Annotated[bool, typer.Option("--sequential", help="Bet on one pair (x, x') one output pair at a time "
                                              "and stop at the first rejection (scalar real outputs; method.md §13.10).")] = False,
     max_pairs: Annotated[int, typer.Option(help="With --sequential: output pairs at most.")] = 10_000,
     pair_batch: Annotated[int, typer.Option(help="With --sequential: outputs drawn per request on each database.")] = 100,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Seconds for the whole audit: the endpoint's rate is measured first and the budget sized to fit; it ends with a verdict and its power.")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Seconds for the whole audit: the endpoint's rate is measured first and the budget sized to fit; it ends with a verdict and its power.")] = None,
 ) -> None:
     """Audit an endpoint for a claimed ε, (ε, δ), μ-GDP (--mu) or ρ-zCDP (--rho): sample in rounds until
     the claim is refuted at level α or the budget is spent (docs/audit.md, docs/claims.md). Reports ε̂ (MPL), LB (held-out Clopper–Pearson), the
@@ -830,8 +830,8 @@ def apply_manifest(
         "--allow-replace", help="Replace (delete and create again, losing its periods and history) a monitor whose "
         "test changed (checks, claim, alpha, gamma, horizon, detector, ...). Without it such a plan changes nothing."
     )] = False,
-    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
-    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
+    url: Annotated[str | None, typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="DPWATCH_API_KEY", help="An admin API key.")] = None,
     probe: Annotated[bool, typer.Option("--probe/--no-probe", help="Probe every mechanism the plan creates, changes "
                                         "or puts a new monitor on (one signed sampling request through the service) "
                                         "before the first monitor is created; a failure stops there (exit 1).")] = True,
@@ -853,9 +853,9 @@ def apply_manifest(
 
 @app.command("export", short_help="Write the configuration as a manifest.")
 def export_manifest(
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")] = None,
-    url: Annotated[Optional[str], typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
-    api_key: Annotated[Optional[str], typer.Option(envvar="DPWATCH_API_KEY", help="An API key (read is enough).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")] = None,
+    url: Annotated[str | None, typer.Option(envvar="DPWATCH_URL", help="The service, e.g. http://127.0.0.1:8000.")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="DPWATCH_API_KEY", help="An API key (read is enough).")] = None,
 ) -> None:
     """Write the tenant's current mechanisms, monitors and webhooks as a manifest for `dpwatch apply`
     (secrets are never exported)."""
@@ -867,28 +867,28 @@ def export_manifest(
 @app.command(short_help="Search inputs for a pair that breaks the claim.")
 def search(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
-    domain: Annotated[Optional[str], typer.Option(help="The input domain the claim covers: a JSON file or inline JSON (docs/search.md §1).")] = None,
-    epsilon: Annotated[Optional[float], typer.Option(help="The claimed ε.")] = None,
+    domain: Annotated[str | None, typer.Option(help="The input domain the claim covers: a JSON file or inline JSON (docs/search.md §1).")] = None,
+    epsilon: Annotated[float | None, typer.Option(help="The claimed ε.")] = None,
     delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
-    mu: Annotated[Optional[float], typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
-    rho: Annotated[Optional[float], typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
-    output_kind: Annotated[Optional[str], typer.Option(help="real | discrete | vector (with --dim) | keyed (JSON objects from keys to numbers).")] = None,
-    dim: Annotated[Optional[int], typer.Option(help="Length of vector outputs.")] = None,
-    shape: Annotated[Optional[str], typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
+    mu: Annotated[float | None, typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
+    rho: Annotated[float | None, typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
+    output_kind: Annotated[str | None, typer.Option(help="real | discrete | vector (with --dim) | keyed (JSON objects from keys to numbers).")] = None,
+    dim: Annotated[int | None, typer.Option(help="Length of vector outputs.")] = None,
+    shape: Annotated[str | None, typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
     budget: Annotated[int, typer.Option(help="Outputs drawn in all, every phase and database.")] = 8_000_000,
-    time_limit: Annotated[Optional[float], typer.Option(help="Seconds for the whole search, as naturally as --budget: the endpoint's rate is measured first, the budget sized to fit, and it ends within the limit with a verdict and its power.")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="Seconds for the whole search, as naturally as --budget: the endpoint's rate is measured first, the budget sized to fit, and it ends within the limit with a verdict and its power.")] = None,
     alpha: Annotated[float, typer.Option(help="Level of the certification (false certifications at most α).")] = 0.05,
     candidates: Annotated[int, typer.Option(help="Candidate pairs the generators propose at most.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the search's random choices (candidates, refinement).")] = 0,
-    secret: Annotated[Optional[str], typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
+    secret: Annotated[str | None, typer.Option(help="whsec_ secret the endpoint verifies; a throwaway one if omitted.")] = None,
     max_batch: Annotated[int, typer.Option(help="Outputs asked for in one request at most (larger draws are split).")] = 10_000,
     binary: Annotated[bool, typer.Option(help="Ask for binary float64 answers.")] = False,
-    allow_networks: Annotated[Optional[str], typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
+    allow_networks: Annotated[str | None, typer.Option(help="Comma-separated CIDRs the URL may resolve to (e.g. 127.0.0.0/8).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of the report.")] = False,
     progress_bar: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")] = True,
-    monitor_body: Annotated[Optional[Path], typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
-    mechanism_id: Annotated[Optional[str], typer.Option(help="The mechanism's id for --monitor-body.")] = None,
-    junit_xml: Annotated[Optional[Path], typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
+    monitor_body: Annotated[Path | None, typer.Option(help="Write a POST /v1/monitors body that watches the best finding.")] = None,
+    mechanism_id: Annotated[str | None, typer.Option(help="The mechanism's id for --monitor-body.")] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Also write the verdict as a JUnit XML report: a failed test case per certified finding, with the report.")] = None,
     full_report: Annotated[bool, typer.Option("--full-report", help="Do not stop at the first certification: screen, refine and certify to the end of the budget, and report every finding.")] = False,
 ) -> None:
     """Search the input domain for a pair of neighbouring databases and an event that break the claim

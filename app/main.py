@@ -46,9 +46,6 @@ from app.keys.router import router as keys_router
 from app.mechanisms.router import router as mechanisms_router
 from app.metrics.monitors import MonitorMetrics
 from app.monitors.router import router as monitors_router
-from app.silences.router import router as silences_router
-from app.quotas.router import router as quotas_router
-from app.snapshots.router import router as snapshots_router
 from app.observability import (
     RequestContextMiddleware,
     configure_logging,
@@ -56,7 +53,10 @@ from app.observability import (
     freeze_warm_objects_later,
     refresh_monitor_gauge,
 )
+from app.quotas.router import router as quotas_router
 from app.settings import Settings, get_settings
+from app.silences.router import router as silences_router
+from app.snapshots.router import router as snapshots_router
 from app.web import install_dashboard
 from app.web.apidocs import install_offline_docs
 

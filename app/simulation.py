@@ -33,13 +33,6 @@ from numpy.typing import NDArray
 
 from app.claims.simulation import CLAIM_SCENARIOS, run_claim_scenario
 from app.reference import SCENARIOS, Scenario
-from app.stats.aggregator import first_alarm_renewed, first_crossing, weighted_statistic_path
-from app.stats.events import event_contains
-from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
-from app.stats.multiple import naive_alarm_period, naive_threshold, renewal_alpha
-from app.stats.period import period_statistic
-from app.stats.sequential import SERVICE_DESIGN, SupportingLine, e_detector_paths, edetector_threshold
-from app.stats.thresholds import quantile_with_error, simulate_max_statistic, threshold_for
 from app.simulation_results import (  # noqa: F401  (re-exported: the CLI, tests and bench use them from here)
     DEFAULT_DETECTORS,
     DETECTOR_CHOICES,
@@ -51,6 +44,13 @@ from app.simulation_results import (  # noqa: F401  (re-exported: the CLI, tests
     evaluate_alarms,
     parse_detectors,
 )
+from app.stats.aggregator import first_alarm_renewed, first_crossing, weighted_statistic_path
+from app.stats.events import event_contains
+from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
+from app.stats.multiple import naive_alarm_period, naive_threshold, renewal_alpha
+from app.stats.period import period_statistic
+from app.stats.sequential import SERVICE_DESIGN, SupportingLine, e_detector_paths, edetector_threshold
+from app.stats.thresholds import quantile_with_error, simulate_max_statistic, threshold_for
 
 #: Outputs drawn per call to a mechanism; bounds memory for vector outputs (SVT).
 DRAW_CHUNK = 200_000

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray

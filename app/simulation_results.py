@@ -15,7 +15,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import beta as beta_dist
 
-
 DETECTOR_CHOICES = ("aggregator", "aggregator-wald", "naive", "naive-normal", "e-process", "e-detector")
 DEFAULT_DETECTORS = ("aggregator", "naive", "e-process", "e-detector")
 #: The guarantee each detector's threshold gives, as printed in tables and JSON.

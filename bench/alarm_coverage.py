@@ -45,15 +45,22 @@ from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
 from app.stats.claims import ZCDP
-from app.stats.evidence import confirmation
-from app.stats.confidence import CSClaim, _lines, _past_sums, ESTIMATE_PERIODS, confidence_sequence, curve_increments
-from app.stats.evidence import score_lower_bound
+from app.stats.confidence import ESTIMATE_PERIODS, CSClaim, _lines, _past_sums, confidence_sequence, curve_increments
+from app.stats.evidence import confirmation, score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.heldout import EpsilonDelta
 from app.stats.period import period_statistic
-from app.stats.sequential import (SERVICE_DESIGN, SupportingLine, _discounted_past, _MixtureBase, bet_grid,
-                                  component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
-                                  edetector_threshold, log_evalues_sd)
+from app.stats.sequential import (
+    SERVICE_DESIGN,
+    SupportingLine,
+    _discounted_past,
+    _MixtureBase,
+    bet_grid,
+    component_parts,
+    e_detector_paths_from_increments,
+    e_process_paths_from_increments,
+    edetector_threshold,
+)
 from app.stats.thresholds import threshold_for
 
 
@@ -123,7 +130,6 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
     else:
         s, d = _lines(CSClaim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
-    inc = log_evalues_sd(a, b, n, s, d, bet_grid())
     # The e-process as the service ships it: pure ε, the design the anytime bound inverts (method.md §13.3c);
     # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
     # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: the grid on the predictable face.

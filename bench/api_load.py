@@ -44,9 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
+import service_throughput as st  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
-import service_throughput as st  # noqa: E402
 from app.db import make_session_factory  # noqa: E402
 from app.monitors.schemas import MonitorCreate  # noqa: E402
 from app.monitors.service import create_monitor  # noqa: E402

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import sys
@@ -252,7 +253,6 @@ def run_far(selected: list[Case], runs: int, horizon: int, samples: int, every: 
             alpha: float, gamma: float, seed: int) -> None:
     """The rule's false-alarm rate on correct mechanisms: the service's statistics (the engine's
     discovery, the comparison on fresh draws, levels α·2^−(r+1), thresholds, detectors), no I/O."""
-    from functools import lru_cache
 
     from app.audit.discovery import discover_checks
     from app.audit.engine import AuditSettings
@@ -264,7 +264,7 @@ def run_far(selected: list[Case], runs: int, horizon: int, samples: int, every: 
     from app.stats.shapes import OutputShape
     from app.stats.thresholds import threshold_for
 
-    @lru_cache(maxsize=None)
+    @functools.cache
     def threshold(t: int, level: float) -> float:
         return threshold_for(t, gamma, level, replications=50_000).value
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = args.alpha + 0.01
     print(f"T={args.horizon} alpha={args.alpha} gamma={args.gamma} R={args.replications} seed={args.seed}; "
           f"95% Clopper-Pearson intervals")
-    print(f"| claim | point | p | q | n | FAR | 95% CI | ≤ α + 0.01 |")
+    print("| claim | point | p | q | n | FAR | 95% CI | ≤ α + 0.01 |")
     print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
     started = time.perf_counter()

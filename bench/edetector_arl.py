@@ -52,7 +52,6 @@ def main() -> None:
             k = int(np.sum((first > 0) & (first <= window)))
             lo_ci = float(clopper_pearson(k, args.runs, 0.025, "lower"))
             hi_ci = float(clopper_pearson(k, args.runs, 0.025, "upper"))
-            alarmed = first[first > 0]
             print(f"| {label} | {c:g} | {length} | {args.runs} | {k / args.runs:.3f} [{lo_ci:.3f}, {hi_ci:.3f}] | "
                   f"{np.mean((first > 0) & (first <= c)):.3f} | {np.mean(first > 0):.3f} | {n_eff.mean():.0f} | "
                   f"{int(np.median(n_eff)) if np.mean(first > 0) > 0.5 else f'> {length}'} |", flush=True)

@@ -16,8 +16,14 @@ import math
 
 import numpy as np
 
-from app.stats.sequential import (SupportingLine, bet_grid, e_detector_paths_from_increments, edetector_threshold,
-                                  face_increments, log_evalues_sd)
+from app.stats.sequential import (
+    SupportingLine,
+    bet_grid,
+    e_detector_paths_from_increments,
+    edetector_threshold,
+    face_increments,
+    log_evalues_sd,
+)
 
 
 def main() -> None:

@@ -27,16 +27,24 @@ import math
 import time
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from app.stats.aggregator import first_crossing, weighted_statistic_path
 from app.stats.claim_period import a_priori_line, anchor_line, claim_z_path
 from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, clopper_pearson, parse_claim
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.period import period_statistic
-from app.stats.sequential import (EProcessDesign, SupportingLine, _MixtureBase, _discounted_past, bet_grid,
-                                  component_parts, e_detector_paths_from_increments, e_process_paths_from_increments,
-                                  edetector_threshold)
+from app.stats.sequential import (
+    EProcessDesign,
+    SupportingLine,
+    _discounted_past,
+    _MixtureBase,
+    bet_grid,
+    component_parts,
+    e_detector_paths_from_increments,
+    e_process_paths_from_increments,
+    edetector_threshold,
+)
 from app.stats.thresholds import threshold_for
 
 

@@ -229,7 +229,7 @@ def main() -> None:
           f"({result['total_seconds']:.0f} s); medians over {args.window} periods")
     for a, b, title in (("first", "last", "one monitor, early window vs last window (sequential)"),
                         ("paired_new", "paired_old", "a fresh monitor vs the aged one, period for period (same load)")):
-        f, l = result["windows"][a], result["windows"][b]
+        f, g = result["windows"][a], result["windows"][b]
         ta, tb = result["window_t"][a], result["window_t"][b]
         print(f"\n{title}\n")
         print(f"| quantity | t = {ta[0]}–{ta[1]} | t = {tb[0]}–{tb[1]} | ratio |")
@@ -238,7 +238,7 @@ def main() -> None:
                            ("statements", "statements per period"),
                            ("bytes", "bytes written per period (row versions)"),
                            ("state_bytes", "check's detector_state JSON (bytes)")):
-            print(f"| {label} | {f[key]:.2f} | {l[key]:.2f} | {l[key] / f[key]:.2f} |")
+            print(f"| {label} | {f[key]:.2f} | {g[key]:.2f} | {g[key] / f[key]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -76,9 +76,9 @@ def test_body_limit_is_configurable(settings, session_factory, tenants) -> None:
 def test_values_json_cannot_carry_are_422_with_a_pointer(client: TestClient, raw: str, pointer: str) -> None:
     mechanism = create_mechanism(client)
     body = (
-        '{"name": "m", "mechanism_id": "%s", "epsilon": 1, "horizon": 100, "samples_per_period": 10, '
-        '"period_seconds": 60, "checks": [{%s, "x_prime": [1], "event": {"kind": "interval", "low": 0}}]}'
-        % (mechanism["id"], raw)
+        '{"name": "m", "mechanism_id": "' + mechanism["id"] + '", "epsilon": 1, "horizon": 100, '
+        '"samples_per_period": 10, "period_seconds": 60, "checks": [{' + raw + ', "x_prime": [1], '
+        '"event": {"kind": "interval", "low": 0}}]}'
     )
     problem = _problem(client.post("/v1/monitors", content=body, headers={"content-type": "application/json"}), 422)
     assert problem["errors"][0]["pointer"] == pointer

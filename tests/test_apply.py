@@ -9,11 +9,11 @@ import json
 import jsonschema_rs
 import pytest
 import yaml
+from dpwatch_sdk import Client, Endpoint, generate_secret
 from typer.testing import CliRunner
 
 from app.cli import app as cli
 from app.manifest.schema import SCHEMA_PATH, schema_text
-from dpwatch_sdk import Client, Endpoint, generate_secret
 from tests.api_helpers import record_period
 from tests.sampling_server import serve_app
 

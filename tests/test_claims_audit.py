@@ -8,12 +8,13 @@ from fastapi import FastAPI
 from scipy import special
 from typer.testing import CliRunner
 
-from app.cli import app
 from app.claims.heldout import HeldOutClaim, bernoulli_renyi, rho_lower_bound
+from app.cli import app
 from app.reference.gaussian import GaussianGDP, GaussianMissingConstant, GaussianZCDP
 from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import generate_secret
-from app.stats.heldout import Claim, Counts, test_claim as held_out_test
+from app.stats.heldout import Claim, Counts
+from app.stats.heldout import test_claim as held_out_test
 from tests.sampling_server import serve_app
 
 SECRET = generate_secret()

@@ -9,6 +9,7 @@ import pytest
 from scipy import special
 
 from app.claims.events import claim_candidate
+from app.claims.simulation import run_claim_scenario
 from app.reference.gaussian import (
     CLAIM_SCENARIOS,
     GAUSSIAN_MECHANISMS,
@@ -21,7 +22,6 @@ from app.reference.gaussian import (
 )
 from app.reference.server import gaussian_routes
 from app.simulation import SimulationConfig
-from app.claims.simulation import run_claim_scenario
 from app.snapshots.compute import PairSamples, compute_snapshot
 from app.stats import accounting
 from app.stats.claims import ApproxDP, parse_claim

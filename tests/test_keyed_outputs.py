@@ -148,7 +148,7 @@ def test_json_answers_refuse_duplicate_keys_small_and_streamed():
     with pytest.raises(SamplingError) as info:
         parse_samples(body, "application/json", 2, None, shape=OPEN)
     assert info.value.reason == "invalid_json" and "'a' twice" in info.value.detail
-    big = [{"k%d" % (i % 7): i, "z": None} if i % 3 else {} for i in range(30_000)]
+    big = [{f"k{i % 7}": i, "z": None} if i % 3 else {} for i in range(30_000)]
     streamed = json.dumps({"samples": big}).encode()
     assert len(streamed) > SMALL_JSON_BYTES
 

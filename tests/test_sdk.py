@@ -22,8 +22,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 SDK = ROOT / "sdk" / "python"
 SERVER_ONLY = {"numba", "scipy", "scikit-learn", "sqlalchemy", "psycopg", "psycopg-binary", "matplotlib", "opendp",

@@ -9,16 +9,16 @@ import subprocess
 import sys
 import typing
 import uuid
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 
 import httpx
 import pytest
-
 from dpwatch_sdk import AsyncClient, Client, models
 from dpwatch_sdk.adapters import from_function
 from dpwatch_sdk.errors import Conflict, JobFailed, NotFound, ServiceUnavailable, Unauthorized, ValidationFailed
+
 from tests.api_helpers import MONITOR
 from tests.sampling_server import serve_app
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from dpwatch_sdk import Endpoint, generate_secret
 from typer.testing import CliRunner
 
 from app.cli import app
 from app.reporting.junit import JUnitCase, junit_xml, shown_url
-from dpwatch_sdk import Endpoint, generate_secret
 
 SECRET = generate_secret()
 PAIRS = json.dumps([{"x": [0, 0], "x_prime": [0, 1]}])

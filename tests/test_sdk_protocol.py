@@ -8,11 +8,11 @@ import asyncio
 
 import numpy as np
 import pytest
+from dpwatch_sdk import Endpoint, Output, generate_secret
 
 from app.sampling.client import MechanismEndpoint, SamplingClient
 from app.sampling.safe_http import SafeHttpConfig
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape
-from dpwatch_sdk import Endpoint, Output, generate_secret
 
 SECRET = generate_secret()
 LOOPBACK = SafeHttpConfig(allow_networks=("127.0.0.0/8",))

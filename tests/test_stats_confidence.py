@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
+from app.stats.confidence import CSClaim, confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
 from app.stats.evidence import confirmation
-from app.stats.confidence import (CSClaim, confidence_sequence, cs_claim_of, parameter_grid,
-                                  predictable_orientation, zcdp_line)
 from app.stats.heldout import Counts, EpsilonDelta, test_claim
 from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
 

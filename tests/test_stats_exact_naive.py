@@ -42,7 +42,7 @@ def test_size_never_exceeds_the_level_and_the_critical_value_is_the_smallest(n, 
     p_in = 0.5 * (line.slope * q + line.intercept)
     assert np.sum(binom.pmf(a, n, p_in) * binom.pmf(b, n, q) * rej) <= level
     # One step lower on the statistic's values, the size is above the level.
-    from app.stats.exact_naive import _monotone_table, _sup_size, _q_grid
+    from app.stats.exact_naive import _monotone_table, _q_grid, _sup_size
     table = _monotone_table(n, line.slope, line.intercept)
     lower = table[table < test.threshold].max()
     assert _sup_size(table, float(lower), n, line, _q_grid(q_max))[0] > level

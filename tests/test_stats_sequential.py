@@ -8,8 +8,16 @@ import pytest
 from scipy.stats import hypergeom
 
 from app.stats.sequential import (
-    EDetector, EProcess, SupportingLine, bet_grid, e_detector_paths, e_process_paths, edetector_threshold,
-    gdp_supporting_line, log_period_evalues, start_weight,
+    EDetector,
+    EProcess,
+    SupportingLine,
+    bet_grid,
+    e_detector_paths,
+    e_process_paths,
+    edetector_threshold,
+    gdp_supporting_line,
+    log_period_evalues,
+    start_weight,
 )
 
 

@@ -8,7 +8,11 @@ import pytest
 from app.stats.aggregator import weighted_statistic_path
 from app.stats.multiple import bonferroni_alpha, naive_alarm_period, naive_threshold, renewal_alpha
 from app.stats.thresholds import (
-    max_weighted_increment, simulate_max_statistic, table_entries, threshold_for, threshold_from_table,
+    max_weighted_increment,
+    simulate_max_statistic,
+    table_entries,
+    threshold_for,
+    threshold_from_table,
     threshold_quantile,
 )
 

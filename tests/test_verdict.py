@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from app.alarms.verdict import (
-    NOT_CONFIRMED_PREFIX,
     DESCRIPTIVE_PREFIX,
     DESCRIPTIVE_WHY,
     DETECTION_PREFIX,
     NOT_A_TEST_PREFIX,
+    NOT_CONFIRMED_PREFIX,
     NOT_REFUTED_PREFIX,
     REFUTES_PREFIX,
     WEAKER_PREFIX,
@@ -18,8 +18,7 @@ from app.alarms.verdict import (
     audit_verdict,
     snapshot_verdict,
 )
-from app.stats.evidence import confirmation
-from app.stats.evidence import alarm_evidence
+from app.stats.evidence import alarm_evidence, confirmation
 
 # An alarm stored before the anytime-valid bound (its `check` held the window bound as its headline), with
 # three readings that seemed to disagree: the window bound (0.602) does not reach the claimed 1, the MPL snapshot's LB does

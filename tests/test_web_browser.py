@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import httpx
@@ -190,7 +190,7 @@ def test_the_monitor_page_on_a_phone_puts_the_verdict_first_and_keeps_every_colu
         assert wait_until(lambda: evidence() is not None, timeout=150, interval=1), "no alarm with its snapshot"
         snap = evidence()["evidence"]["snapshot"]["snapshot_id"]
         monitor = api.get(f"/v1/monitors/{harmful}").json()
-        ends = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ends = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         api.post("/v1/silences", json={"monitor_id": harmful, "comment": "phone test", "ends_at": ends}).raise_for_status()
         made = api.post("/v1/monitors", json={
             "name": "fresh", "mechanism_id": monitor["mechanism_id"], "epsilon": 1.0, "horizon": 100,

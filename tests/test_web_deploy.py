@@ -23,8 +23,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 def exported_names(session) -> set[str]:  # noqa: ANN001
-    import app.observability  # noqa: F401 - registers the service-wide metrics
     from prometheus_client import REGISTRY, generate_latest
+
+    import app.observability  # noqa: F401 - registers the service-wide metrics
 
     text = (generate_latest(REGISTRY) + render_monitor_metrics(session)).decode()
     names = set(re.findall(r"^# TYPE (\S+) ", text, re.M))

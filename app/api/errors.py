@@ -324,7 +324,6 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The request conflicts with the resource's current state.",
         422: "Invalid input; `errors` lists every invalid field.",
         429: "Over one of the tenant's quotas (`GET /v1/quotas`); retry after `Retry-After` seconds, or once usage has gone down.",
-        403: "The API key may not do this.",
         413: "The request body is larger than `DPWATCH_MAX_BODY_BYTES` (1 MiB by default).",
         500: "Unexpected server error (details are logged, not returned).",
         503: "The database is unavailable or did not answer in time (statement, lock or connection-pool "

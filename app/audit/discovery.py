@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_engine
 from app.stats.heldout import EpsilonDelta

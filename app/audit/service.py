@@ -12,9 +12,10 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pydantic_core
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from app.stats.claim_period import anchor_line, line_statistic
 from app.claims.heldout import HeldOutClaim
+from app.stats.claim_period import anchor_line, line_statistic
 from app.stats.claims import clopper_pearson, parse_claim, refutes
 from app.stats.empirical import NestedEvents, nested_events, outputs_kind
 from app.stats.keyed import KeyedSamples

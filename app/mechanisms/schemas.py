@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.api.urls import check_http_url, url_schema_extra
-from app.stats.shapes import OutputShape
 from app.auth.schemas import SigningSecret
 from app.search.domain import DOMAIN_DESCRIPTION, InputDomain
+from app.stats.shapes import OutputShape
 
 OutputKind = Literal["real", "discrete", "vector", "keyed"]
 HttpUrl = Annotated[

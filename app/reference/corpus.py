@@ -30,8 +30,9 @@ Databases are query answers (StatDP's setting): neighbours differ by at most 1 i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,8 @@ the tests. Supported:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import integrate, special
@@ -31,8 +32,8 @@ from app.reference.mechanisms import (
     ReportNoisyMax,
     RNMExponential,
     RNMReportValue,
-    _SparseVectorBase,
     _query_vector,
+    _SparseVectorBase,
     _unit_cube_database,
 )
 from app.stats.events import DiscreteSet, Event, Interval, IntervalUnion, parse_event

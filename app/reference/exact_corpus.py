@@ -17,8 +17,9 @@ mechanism's true ε from below. Computed by one-dimensional quadrature over the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import product
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -24,8 +24,9 @@ endpoint helper serves and the detectors' simulations count in.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -18,9 +18,10 @@ What the choices guarantee (checked by the table and by tests/test_reference.py)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from app.reference.mechanisms import (
     DEFAULT_CUTOFF,

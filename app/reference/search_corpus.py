@@ -19,8 +19,9 @@ events is attained for any shift Δ' (Dwork & Roth 2014, Thm. 3.6); the Gaussian
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -29,6 +29,10 @@ import numpy as np
 from standardwebhooks import Webhook
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
+
+from .answers import answer_reader
+from .logs import get_logger
 from .protocol import (
     ACCEPT_BINARY,
     ACCEPT_JSON,
@@ -41,10 +45,6 @@ from .protocol import (
     sign_headers,
     validate_secret,
 )
-from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
-
-from .answers import answer_reader
-from .logs import get_logger
 from .safe_http import ByteBudget, SafeAsyncClient, SafeHttpConfig, SafeHttpError, redact_url
 
 __all__ = ["ByteBudget", "MechanismEndpoint", "OnRequest", "SamplingClient", "SamplingClientConfig"]

@@ -29,6 +29,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, ShapeBreach, conformance, n_outputs, to_canonical
+
 from .protocol import (
     BINARY_MEDIA_TYPE,
     DIM_HEADER,
@@ -45,7 +47,6 @@ from .protocol import (
     encode_shaped_json,
     validate_secret,
 )
-from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, ShapeBreach, conformance, n_outputs, to_canonical
 
 __all__ = [
     "MechanismFunction",

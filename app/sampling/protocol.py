@@ -9,7 +9,7 @@ import json
 import secrets as _secrets
 import time
 import typing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pydantic_core
@@ -249,7 +249,7 @@ def sign_headers(
     if not signers:
         raise ValueError("sign_headers needs at least one secret")
     ts = int(time.time()) if timestamp is None else int(timestamp)
-    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    when = datetime.fromtimestamp(ts, tz=UTC)
     text = payload.decode("utf-8")
     signatures = [(s if isinstance(s, Webhook) else Webhook(s)).sign(msg_id, when, text) for s in signers]
     return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": " ".join(signatures)}

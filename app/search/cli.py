@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SearchOptions", "run_command", "usage_problem"]
+__all__ = ["run_command", "usage_problem"]
 
 
 class UsageError(Exception):
@@ -102,12 +102,12 @@ def run_command(*, url: str, domain: str | None, epsilon: float | None, delta: f
         secret = early[1]
     if setup_logging is not None:
         setup_logging()
-    from app.search.report import format_search_report, monitor_body
-    from app.search.run import EndpointUnusable, SearchSettings
-    from app.search.service import make_claim, read_domain, search_endpoint
     from app.sampling.client import MechanismEndpoint
     from app.sampling.protocol import SamplingError, generate_secret
     from app.sampling.safe_http import SafeHttpConfig
+    from app.search.report import format_search_report, monitor_body
+    from app.search.run import EndpointUnusable, SearchSettings
+    from app.search.service import make_claim, read_domain, search_endpoint
     from app.stats.shapes import OutputShape
 
     try:

@@ -11,15 +11,16 @@ signatures, byte and time caps, strict validation against the output shape) and 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
-from app.search.domain import InputDomain
-from app.search.run import SearchProgress, SearchResult, SearchSettings, run_search
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeHttpConfig
+from app.search.domain import InputDomain
+from app.search.run import SearchProgress, SearchResult, SearchSettings, run_search
 from app.stats.heldout import Claim, EpsilonDelta
 
 __all__ = ["endpoint_search_sampler", "make_claim", "read_domain", "search_endpoint", "validation_message"]

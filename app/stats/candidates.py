@@ -32,12 +32,12 @@ never seen here: the caller tests the events on fresh samples.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-
 from scipy.special import ndtri
 
 from app.stats.events import (

@@ -76,13 +76,21 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import ndtri
 from scipy.signal import lfilter
+from scipy.special import ndtri
 from scipy.stats import norm
 
 from app.stats.claims import ZCDP, supporting_line
-from app.stats.sequential import (SERVICE_DESIGN, EProcessDesign, SupportingLine, agrapa_fraction, bet_grid,
-                                  e_process_paths_from_increments, face_increments, log_evalues_sd)
+from app.stats.sequential import (
+    SERVICE_DESIGN,
+    EProcessDesign,
+    SupportingLine,
+    agrapa_fraction,
+    bet_grid,
+    e_process_paths_from_increments,
+    face_increments,
+    log_evalues_sd,
+)
 
 __all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "curve_increments", "parameter_grid",
            "predictable_orientation", "zcdp_line"]

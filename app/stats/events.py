@@ -55,7 +55,7 @@ strings, ...) raises ``ValueError``.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -291,7 +291,7 @@ class IntervalUnion(BaseModel):
         return mask
 
 
-SetValue = Union[int, float, str, list[Union[int, float]]]
+SetValue = int | float | str | list[int | float]
 
 
 class DiscreteSet(BaseModel):
@@ -691,7 +691,7 @@ def feature_map(outputs: Any, width: int, entries: tuple[np.ndarray, np.ndarray]
                            after.astype(np.float64)], axis=1)
 
 
-ScalarEvent = Annotated[Union[Interval, IntervalUnion, DiscreteSet, LatticeSet], Field(discriminator="kind")]
+ScalarEvent = Annotated[Interval | IntervalUnion | DiscreteSet | LatticeSet, Field(discriminator="kind")]
 
 
 class Projected(BaseModel):
@@ -903,8 +903,7 @@ class KeySets(BaseModel):
 
 KEYED_EVENT_TYPES = (KeyReleased, KeyValue, KeyCount, KeySet, KeySets)
 
-Event = Annotated[Union[Interval, IntervalUnion, DiscreteSet, Box, LatticeSet, RowSet, Projected, KeyReleased,
-                        KeyValue, KeyCount, KeySet, KeySets],
+Event = Annotated[Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets,
                   Field(discriminator="kind")]
 """Any event; JSON objects are told apart by their ``kind`` field."""
 

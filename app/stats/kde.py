@@ -27,7 +27,7 @@ Samples of a continuous output are 1-D arrays ``(n,)`` (d = 1) or 2-D arrays ``(
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -53,8 +53,8 @@ claim; the service's wastes less evidence (docs/sequential.md, "an e-process tha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
 import numba

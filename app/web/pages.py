@@ -15,7 +15,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -467,7 +467,7 @@ def build_router() -> APIRouter:
         monitor = _monitor(session, principal, monitor_id)
         check = data.get_check(session, monitor, check_id)
         since = utcnow() - RANGES[range] if range in RANGES else None
-        cutoff = None if until is None else datetime.fromtimestamp(until, tz=timezone.utc)
+        cutoff = None if until is None else datetime.fromtimestamp(until, tz=UTC)
         body = data.check_series(session, monitor, check, horizon_index=horizon or monitor.horizon_index,
                                  buckets=buckets, since=since, until=cutoff)
         return JSONResponse(body, headers={"Cache-Control": "no-store"})

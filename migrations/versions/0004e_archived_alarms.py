@@ -6,15 +6,15 @@ Revises: 0003s
 Create Date: 2026-11-23 22:10:00
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision: str = '0004e'
-down_revision: Union[str, Sequence[str], None] = '0004s'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0004s'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 _FKS = (
     ('fk_alarms_monitor_id_monitors', 'monitors', 'monitor_id'),

@@ -6,16 +6,16 @@ Revises: 0003s
 Create Date: 2026-11-23 21:40:00
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0004k'
-down_revision: Union[str, Sequence[str], None] = '0003s'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0003s'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def _rename_duplicate_tenants() -> None:

@@ -6,16 +6,16 @@ Revises: 0004e
 Create Date: 2026-11-25 19:20:00
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = '0005search'
-down_revision: Union[str, Sequence[str], None] = '0004e'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0004e'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 _OLD_KINDS = "kind IN ('discovery', 'audit', 'rediscovery')"
 _NEW_KINDS = "kind IN ('discovery', 'audit', 'rediscovery', 'search')"

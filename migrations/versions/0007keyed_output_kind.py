@@ -6,15 +6,14 @@ Revises: 0006dashui
 Create Date: 2026-12-02 10:00:00
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 from alembic import op
 
-
 revision: str = '0007keyed'
-down_revision: Union[str, Sequence[str], None] = '0006dashui'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0006dashui'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -11,11 +11,11 @@ Nothing here imports the dpwatch service; the package's only dependencies are ``
 scipy for ``assert_dp``).
 """
 
+import typing
+
 from .endpoint import Endpoint, Mechanism, RunningServer
 from .mechanism import Claim, one_at_a_time
 from .protocol import Output, generate_secret, validate_secret
-
-import typing
 
 if typing.TYPE_CHECKING:  # loaded lazily below, so that serving an endpoint never imports the client
     from .client import AsyncClient, Client

@@ -20,7 +20,7 @@ from .errors import JobFailed, error_for
 
 __all__ = ["AsyncClient"]
 
-Id = typing.Union[str, Mapping[str, typing.Any]]
+Id = str | Mapping[str, typing.Any]
 Body = Mapping[str, typing.Any]
 T = typing.TypeVar("T")
 
@@ -81,7 +81,7 @@ class AsyncClient:
         self.keys = AsyncKeys(self)
         self.silences = AsyncSilences(self)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

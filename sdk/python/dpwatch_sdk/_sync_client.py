@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 import typing
-from collections.abc import Iterator, Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import httpx
 
@@ -18,7 +18,7 @@ from .errors import JobFailed, error_for
 
 __all__ = ["Client"]
 
-Id = typing.Union[str, Mapping[str, typing.Any]]
+Id = str | Mapping[str, typing.Any]
 Body = Mapping[str, typing.Any]
 T = typing.TypeVar("T")
 
@@ -79,7 +79,7 @@ class Client:
         self.keys = Keys(self)
         self.silences = Silences(self)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -23,7 +23,7 @@ from .protocol import Output
 
 __all__ = ["from_diffprivlib", "from_function", "from_opendp", "opendp_claim"]
 
-OutputSpec = typing.Union[Output, str, tuple]
+OutputSpec = Output | str | tuple
 
 
 def from_function(f: Callable[..., typing.Any], *, output: OutputSpec = "real", claim: Claim | None = None,

@@ -103,7 +103,7 @@ class Mechanism:
             self.name = getattr(self.sample, "__name__", None) or "mechanism"
 
     # Serving: the endpoint, as an ASGI app, a WSGI app or a server of its own.
-    def endpoint(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> "Endpoint":
+    def endpoint(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> Endpoint:
         return Endpoint(self, secret=secret, **options)
 
     def asgi(self, *, secret: str | typing.Sequence[str] | None, **options: typing.Any) -> typing.Any:
@@ -269,7 +269,7 @@ class Endpoint:
 
         return app
 
-    def start(self, host: str = "127.0.0.1", port: int = 0, **server: typing.Any) -> "RunningServer":
+    def start(self, host: str = "127.0.0.1", port: int = 0, **server: typing.Any) -> RunningServer:
         """Serve in a background thread (port 0: an ephemeral port); ``.url``, ``.stop()``.
         ``server``: ``threads``, ``backlog``, ``socket_timeout`` (:class:`RunningServer`)."""
         return RunningServer(self, host, port, **server)
@@ -668,7 +668,7 @@ class RunningServer:
             self._thread = None
         self._server.server_close()
 
-    def __enter__(self) -> "RunningServer":
+    def __enter__(self) -> RunningServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

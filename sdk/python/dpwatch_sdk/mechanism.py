@@ -45,7 +45,7 @@ class Claim:
 
     @classmethod
     def of(cls, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
-           rho: float | None = None) -> "Claim":
+           rho: float | None = None) -> Claim:
         """From ``dpwatch audit``'s options: ``--epsilon [--delta]``, ``--mu`` or ``--rho``."""
         return cls(epsilon=epsilon, delta=delta or None, gdp_mu=mu, zcdp_rho=rho)
 

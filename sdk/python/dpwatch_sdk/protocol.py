@@ -84,8 +84,8 @@ def sign(secret: str, msg_id: str, body: bytes, timestamp: int | None = None) ->
     import datetime
 
     validate_secret(secret)
-    when = (datetime.datetime.now(tz=datetime.timezone.utc) if timestamp is None
-            else datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc))
+    when = (datetime.datetime.now(tz=datetime.UTC) if timestamp is None
+            else datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC))
     signature = Webhook(secret).sign(msg_id, when, body.decode("utf-8"))
     return {"webhook-id": msg_id, "webhook-timestamp": str(int(when.timestamp())), "webhook-signature": signature}
 
@@ -305,7 +305,7 @@ class Output:
             raise ValueError("max_keys must be an integer >= 1")
 
     @classmethod
-    def of(cls, spec: "Output | str | tuple[str, int]") -> "Output":
+    def of(cls, spec: Output | str | tuple[str, int]) -> Output:
         """``"real"``, ``("vector", 3)``, or an Output."""
         if isinstance(spec, Output):
             return spec

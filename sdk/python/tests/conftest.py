@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-
 from dpwatch_sdk.testing import Auditor
 
 
@@ -38,7 +37,7 @@ class UvicornThread:
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
-    def __enter__(self) -> "UvicornThread":
+    def __enter__(self) -> UvicornThread:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:

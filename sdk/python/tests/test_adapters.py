@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from dpwatch_sdk import Claim, Endpoint
 from dpwatch_sdk.adapters import from_diffprivlib, from_function, from_opendp, opendp_claim
 

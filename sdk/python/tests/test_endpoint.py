@@ -12,7 +12,6 @@ import time
 import httpx
 import numpy as np
 import pytest
-
 from dpwatch_sdk import Endpoint, Mechanism, Output, generate_secret, one_at_a_time
 from dpwatch_sdk.protocol import ACCEPT_BINARY, BINARY_MEDIA_TYPE, negotiate_binary, sign
 

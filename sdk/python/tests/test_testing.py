@@ -6,7 +6,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from dpwatch_sdk import Claim
 from dpwatch_sdk.adapters import from_function
 from dpwatch_sdk.testing import Auditor, DPViolation, DpwatchError, assert_dp, configure_auditor

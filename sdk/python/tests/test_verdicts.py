@@ -5,7 +5,6 @@ right verdict, correctly configured and misconfigured."""
 from __future__ import annotations
 
 import pytest
-
 from dpwatch_sdk import generate_secret
 
 dp = pytest.importorskip("opendp.prelude")
@@ -59,9 +58,8 @@ def test_opendp_pipeline_in_fastapi(auditor, serve_asgi, d_in, refuted):
 @pytest.mark.parametrize("records, refuted", [((0, 1), False), ((0, 2), True)],
                          ids=["correct records in [0,1]", "misconfigured in [0,2]"])
 def test_diffprivlib_mechanism_in_flask(auditor, records, refuted):
-    from flask import Flask
-
     from dpwatch_sdk.endpoint import RunningServer
+    from flask import Flask
 
     flask_app = Flask("users_service")
     user = {"flask_app": flask_app, "Laplace": mechanisms.Laplace, "SECRET": SECRET}
