@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Callable, Mapping
 
 import httpx
 

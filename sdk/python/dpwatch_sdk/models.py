@@ -115,6 +115,14 @@ class AutoEvent(TypedDict):
     kind: NotRequired[Literal['auto']]
 
 
+class BoolColumn(TypedDict):
+    """
+    JSON ``true`` or ``false``.
+    """
+
+    type: Literal['bool']
+
+
 class Box(TypedDict):
     """
     A box ``Π_j [low_j, high_j]`` for real vectors; ``None`` bounds are unbounded (and open).
@@ -123,6 +131,15 @@ class Box(TypedDict):
     kind: NotRequired[Literal['box']]
     low: list[float | None]
     high: list[float | None]
+
+
+class CategoryColumn(TypedDict):
+    """
+    One of ``values`` (strings or integers); without ``values``, any string (open keys).
+    """
+
+    type: Literal['category']
+    values: NotRequired[list[str | int] | None]
 
 
 class CategoryRecords(TypedDict):
@@ -364,6 +381,24 @@ class FieldProblem(TypedDict):
 
 class Health(TypedDict):
     status: str
+
+
+class IdColumn(TypedDict):
+    """
+    An identifier: a JSON integer or string (e.g. the person a row belongs to).
+    """
+
+    type: Literal['id']
+
+
+class IntegerColumn(TypedDict):
+    """
+    A JSON integer, in ``[low, high]`` when given.
+    """
+
+    type: Literal['integer']
+    low: NotRequired[int | None]
+    high: NotRequired[int | None]
 
 
 class IntegerRecords(TypedDict):
@@ -676,6 +711,16 @@ class Readiness(TypedDict):
     migrations: str
 
 
+class RealColumn(TypedDict):
+    """
+    A finite number, in ``[low, high]`` when given.
+    """
+
+    type: Literal['real']
+    low: NotRequired[float | None]
+    high: NotRequired[float | None]
+
+
 class RealRecords(TypedDict):
     """
     Each record is a real number, in ``[low, high]`` when given (each side optional).
@@ -716,6 +761,15 @@ class RowSet(TypedDict):
 
     kind: NotRequired[Literal['rows']]
     values: list[list[float | None]]
+
+
+class RowsPerUnit(TypedDict):
+    """
+    How many rows one privacy unit owns: ``min`` to ``max`` (absent: unbounded).
+    """
+
+    min: NotRequired[int]
+    max: NotRequired[int | None]
 
 
 class SearchResultModel(TypedDict):
@@ -796,6 +850,16 @@ class SnapshotEvidence(TypedDict):
 class SnapshotRequest(TypedDict):
     extra_samples: NotRequired[int]
     alpha: NotRequired[float]
+
+
+class TableSpec(TypedDict):
+    """
+    The rows of a table (module docstring).
+    """
+
+    columns: dict[str, IdColumn | IntegerColumn | RealColumn | CategoryColumn | BoolColumn]
+    privacy_unit: NotRequired[str | None]
+    rows_per_unit: NotRequired[RowsPerUnit | None]
 
 
 class VectorRecords(TypedDict):
@@ -999,12 +1063,13 @@ DiscoverRequest: TypeAlias = DiscoverRequest1 | DiscoverRequest2
 
 class InputDomain(TypedDict):
     """
-    The databases the privacy claim covers (docs/search.md §1). `records`: `{"type": "real"|"integer", "low"?, "high"?}`, `{"type": "category", "values": [...]}` or `{"type": "vector", "dim": d, "low"?, "high"?}`; without `low`/`high` the claim must hold for every finite value. `size`: `{"min", "max"}` records (0 to 10000). `neighbours`: one or more of `add_remove`, `replace_one` (records form a multiset) or `linf`/`l1` with a top-level `sensitivity` > 0 (the database is a fixed-length vector of query answers, `size.min` = `size.max`; real or integer records; not mixed with the record relations). A database is sent to the mechanism as the JSON list of its records.
+    The databases the privacy claim covers (docs/search.md §1). `records`: `{"type": "real"|"integer", "low"?, "high"?}`, `{"type": "category", "values": [...]}` or `{"type": "vector", "dim": d, "low"?, "high"?}`; without `low`/`high` the claim must hold for every finite value. `size`: `{"min", "max"}` records (0 to 10000). `neighbours`: one or more of `add_remove`, `replace_one` (records form a multiset) or `linf`/`l1` with a top-level `sensitivity` > 0 (the database is a fixed-length vector of query answers, `size.min` = `size.max`; real or integer records; not mixed with the record relations). A database is sent to the mechanism as the JSON list of its records. A tabular domain declares `table` instead of `records`: `{"columns": {name: {"type": "id"|"integer"|"real"|"category"|"bool", ...}}, "privacy_unit"?: an id column, "rows_per_unit"?: {"min", "max"?}}`, `size` counts units and `neighbours` are `add_remove_unit`, `replace_unit`, `add_remove_row`, `replace_row`; a database is then a JSON list of row objects, e.g. `[{"user": 7, "city": "a", "spend": 12.5}]`.
     """
 
-    records: RealRecords | IntegerRecords | CategoryRecords | VectorRecords
+    records: NotRequired[RealRecords | IntegerRecords | CategoryRecords | VectorRecords | None]
+    table: NotRequired[TableSpec | None]
     size: SizeRange
-    neighbours: list[Literal['add_remove', 'replace_one', 'linf', 'l1']]
+    neighbours: list[Literal['add_remove', 'replace_one', 'linf', 'l1', 'add_remove_unit', 'replace_unit', 'add_remove_row', 'replace_row']]
     sensitivity: NotRequired[float | None]
 
 
