@@ -46,7 +46,8 @@ def spark() -> typing.Any:
 
     with _SPARK_LOCK:
         session = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-                   .config("spark.sql.shuffle.partitions", "1").config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "1g").getOrCreate())
+                   .config("spark.sql.shuffle.partitions", "1").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.memory", "1g").getOrCreate())
         session.sparkContext.setLogLevel("ERROR")
         return session
 
