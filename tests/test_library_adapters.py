@@ -1,8 +1,7 @@
 """The library adapters (sdk/python/dpwatch_sdk/libraries) and the pipeline corpus
 (app/reference/pipelines), each library in its own venv (tests/library_venvs.py; a library that
-cannot be installed is skipped with the reason), and the monitor demonstration: a PipelineDP count
-with partition selection served through the SDK, a dpwatch monitor with a keyed event, silent on
-the correct version and alarming after the deployment switches to a misconfigured one.
+cannot be installed is skipped with the reason). The monitor demonstration is
+tests/test_library_monitor.py.
 
 The venvs are built once (minutes the first time, like tests/test_sdk.py's) and kept in
 ``$DPWATCH_LIBRARY_VENVS`` or ``~/.cache/dpwatch/library-venvs``.
@@ -18,16 +17,6 @@ import pytest
 
 from app.reference.pipelines.catalog import CATALOG, PAIRS, entry
 from tests.library_venvs import ROOT, environment, python_of
-from tests.test_engine import (  # noqa: F401  (fixtures)
-    FakeClock,
-    arun,
-    engine_settings,
-    make_worker,
-    session_factory,
-)
-from tests.test_rediscovery import _monitor_state, _tick
-
-SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def _python(library: str):
@@ -69,7 +58,7 @@ def test_the_catalog_needs_no_library_and_its_pairs_are_unit_neighbours():
 
 
 #: outputs drawn per database in the adapters' test (OpenDP's Context takes ~60 ms per release)
-DRAWS = {"pipelinedp": 300, "pydp": 300, "smartnoise": 200, "opendp": 40}
+DRAWS = {"pipelinedp": 150, "pydp": 300, "smartnoise": 200, "opendp": 40}
 
 _DRAW = """
 import json, math
@@ -96,7 +85,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("library", ["pipelinedp", "pydp", "smartnoise", "opendp"])
+# SmartNoise (~17 s) and OpenDP's Context (~35 s: a resolve and a polars plan per release) are slow.
+@pytest.mark.parametrize("library", ["pipelinedp", "pydp", pytest.param("smartnoise", marks=pytest.mark.slow),
+                                     pytest.param("opendp", marks=pytest.mark.slow)])
 def test_each_pipeline_behaves_as_its_verdict_says_on_its_pair(library):
     """Built in its library's venv (the library's own claim must equal the catalog's), each entry's
     outputs on its pair show the mechanism behind its verdict: a key from the data always there
@@ -107,7 +98,7 @@ def test_each_pipeline_behaves_as_its_verdict_says_on_its_pair(library):
     assert set(got) == {e.name for e in CATALOG if e.library == library}
     for name, g in got.items():
         e = entry(name)
-        assert g["claim"] == {k: v for k, v in e.claim.items() if v}, name
+        assert g["claim"] == pytest.approx({k: v for k, v in e.claim.items() if v}, rel=1e-9), name
         assert g["shape"]["container"] == "keyed", name
         if e.pair == "new_key":
             if e.mistake == "key set from the data claimed public":
@@ -154,64 +145,3 @@ def test_tumult_builds_and_releases_through_spark():
     assert min(o["a"] for o in bounded[0]) < 27  # 21 users in a after truncation (+ Laplace(1) noise)
     rows = got["tumult-count-one-row"]
     assert min(o["a"] for o in rows[0]) > 24  # 30 rows in a
-
-
-def _serve(name: str, *extra: str) -> tuple[subprocess.Popen, str]:
-    e = entry(name)
-    python = _python(e.library)
-    proc = subprocess.Popen([str(python), "-m", "app.reference.pipelines.serve", name, "--secret", SECRET, *extra],
-                            cwd=ROOT, env=environment(e.library, python), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()  # type: ignore[union-attr]
-    if not line:
-        raise AssertionError(f"{name}: the server exited ({proc.wait()})")
-    return proc, json.loads(line)["listening"]
-
-
-SWITCH_AT = 6
-
-
-# SQLite only: the worker's periods run on both backends elsewhere.
-@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_monitor_on_a_pipelinedp_count_with_partition_selection_alarms_after_a_switch(client, db, make_worker, arun):  # noqa: F811
-    """Two deployments of PipelineDP's count per city with partition selection, (1, 1e-5)-DP by its
-    accountant, served through the SDK, each watched by a monitor whose check is "the key z is
-    released" on (a user alone in z, the same table without them). One stays correct: silent.
-    The other switches at period 6 to public_partitions taken from the data: alarm right after."""
-    x, x_prime = PAIRS["new_key"]
-    procs = []
-    try:
-        steady, steady_url = _serve("pipelinedp-count-selection")
-        procs.append(steady)
-        switched, switched_url = _serve("pipelinedp-count-selection", "--switch-to", "pipelinedp-keys-from-data",
-                                        "--at-period", str(SWITCH_AT))
-        procs.append(switched)
-        monitors = {}
-        for name, url in (("steady", steady_url), ("switched", switched_url)):
-            made = client.post("/v1/mechanisms", json={"name": name, "sampling_url": url, "output_kind": "keyed",
-                                                       "secret": SECRET})
-            assert made.status_code == 201, made.text
-            mon = client.post("/v1/monitors", json={
-                "name": name, "mechanism_id": made.json()["id"], "claim": {"epsilon": 1.0, "delta": 1e-5},
-                "horizon": 40, "samples_per_period": 200, "period_seconds": 60, "outputs_window": 10,
-                "alarm_snapshot_samples": 0, "checks": [{"x": x, "x_prime": x_prime, "event": {"kind": "key", "key": "z"}}]})
-            assert mon.status_code == 201, mon.text
-            monitors[name] = mon.json()["id"]
-        worker, clock = make_worker()
-        for _ in range(SWITCH_AT + 4):
-            _tick(worker, clock, arun, jobs=False)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-    steady_state, _ = _monitor_state(db, monitors["steady"])
-    assert steady_state.state == "active" and steady_state.t >= SWITCH_AT + 3
-    assert client.get("/v1/alarms", params={"monitor_id": monitors["steady"]}).json()["items"] == []
-    periods = client.get(f"/v1/monitors/{monitors['steady']}/periods").json()["items"]
-    assert all(p["checks"][0]["a"] <= 2 and p["checks"][0]["b"] == 0 for p in periods if p.get("checks"))
-    state, _ = _monitor_state(db, monitors["switched"])
-    assert state.state == "alarm"
-    alarms = client.get("/v1/alarms", params={"monitor_id": monitors["switched"]}).json()["items"]
-    assert [a["kind"] for a in alarms] == ["privacy"]
-    assert SWITCH_AT <= alarms[0]["t"] <= SWITCH_AT + 2, alarms[0]["t"]
-    assert alarms[0]["a"] > 150 and alarms[0]["b"] == 0
