@@ -38,7 +38,46 @@ def _serve(name: str, *extra: str) -> tuple[subprocess.Popen, str]:
     return proc, json.loads(line)["listening"]
 
 
-SWITCH_AT = 4
+SWITCH_AT = 3
+
+
+def _demo(client, db, make_worker, arun, deployments: dict[str, tuple[str, ...]], *, periods: int,  # noqa: ANN001, F811
+          samples: int) -> dict[str, dict]:
+    """Serve each deployment (serve's arguments), watch each with a monitor on "the key z is
+    released" at (a user alone in z, the table without them) under the correct version's claim
+    (1, 1e-5), run ``periods`` ticks; per deployment: its state, t, alarms and per-period counts."""
+    x, x_prime = PAIRS["new_key"]
+    procs, monitors = [], {}
+    try:
+        for name, args in deployments.items():
+            proc, url = _serve(*args)
+            procs.append(proc)
+            made = client.post("/v1/mechanisms", json={"name": name, "sampling_url": url, "output_kind": "keyed",
+                                                       "secret": SECRET})
+            assert made.status_code == 201, made.text
+            mon = client.post("/v1/monitors", json={
+                "name": name, "mechanism_id": made.json()["id"], "claim": {"epsilon": 1.0, "delta": 1e-5},
+                "horizon": max(periods + 5, 40), "samples_per_period": samples, "period_seconds": 60,
+                "outputs_window": 10, "alarm_snapshot_samples": 0,
+                "checks": [{"x": x, "x_prime": x_prime, "event": {"kind": "key", "key": "z"}}]})
+            assert mon.status_code == 201, mon.text
+            monitors[name] = mon.json()["id"]
+        worker, clock = make_worker()
+        for _ in range(periods):
+            _tick(worker, clock, arun, jobs=False)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    out = {}
+    for name, monitor_id in monitors.items():
+        state, _ = _monitor_state(db, monitor_id)
+        alarms = client.get("/v1/alarms", params={"monitor_id": monitor_id}).json()["items"]
+        runs = client.get(f"/v1/monitors/{monitor_id}/periods", params={"limit": 200}).json()["items"]
+        counts = sorted((p["t"], p["checks"][0]["a"], p["checks"][0]["b"]) for p in runs if p.get("checks"))
+        out[name] = {"state": state.state, "t": state.t, "alarms": [(a["kind"], a["t"], a["a"], a["b"]) for a in alarms],
+                     "counts": counts}
+    return out
 
 
 # SQLite only: the worker's periods run on both backends elsewhere.
@@ -47,41 +86,34 @@ def test_monitor_on_a_pipelinedp_count_with_partition_selection_alarms_after_a_s
     """Two deployments of PipelineDP's count per city with partition selection, (1, 1e-5)-DP by its
     accountant, served through the SDK, each watched by a monitor whose check is "the key z is
     released" on (a user alone in z, the same table without them). One stays correct: silent.
-    The other switches at period 4 to public_partitions taken from the data: alarm right after."""
-    x, x_prime = PAIRS["new_key"]
-    procs = []
-    try:
-        steady, steady_url = _serve("pipelinedp-count-selection")
-        procs.append(steady)
-        switched, switched_url = _serve("pipelinedp-count-selection", "--switch-to", "pipelinedp-keys-from-data",
-                                        "--at-period", str(SWITCH_AT))
-        procs.append(switched)
-        monitors = {}
-        for name, url in (("steady", steady_url), ("switched", switched_url)):
-            made = client.post("/v1/mechanisms", json={"name": name, "sampling_url": url, "output_kind": "keyed",
-                                                       "secret": SECRET})
-            assert made.status_code == 201, made.text
-            mon = client.post("/v1/monitors", json={
-                "name": name, "mechanism_id": made.json()["id"], "claim": {"epsilon": 1.0, "delta": 1e-5},
-                "horizon": 40, "samples_per_period": 100, "period_seconds": 60, "outputs_window": 10,
-                "alarm_snapshot_samples": 0, "checks": [{"x": x, "x_prime": x_prime, "event": {"kind": "key", "key": "z"}}]})
-            assert mon.status_code == 201, mon.text
-            monitors[name] = mon.json()["id"]
-        worker, clock = make_worker()
-        for _ in range(SWITCH_AT + 2):
-            _tick(worker, clock, arun, jobs=False)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-    steady_state, _ = _monitor_state(db, monitors["steady"])
-    assert steady_state.state == "active" and steady_state.t >= SWITCH_AT + 1
-    assert client.get("/v1/alarms", params={"monitor_id": monitors["steady"]}).json()["items"] == []
-    periods = client.get(f"/v1/monitors/{monitors['steady']}/periods").json()["items"]
-    assert all(p["checks"][0]["a"] <= 2 and p["checks"][0]["b"] == 0 for p in periods if p.get("checks"))
-    state, _ = _monitor_state(db, monitors["switched"])
-    assert state.state == "alarm"
-    alarms = client.get("/v1/alarms", params={"monitor_id": monitors["switched"]}).json()["items"]
-    assert [a["kind"] for a in alarms] == ["privacy"]
-    assert SWITCH_AT <= alarms[0]["t"] <= SWITCH_AT + 1, alarms[0]["t"]
-    assert alarms[0]["a"] >= 60 and alarms[0]["b"] == 0
+    The other switches at period 3 to public_partitions taken from the data: alarm right after."""
+    got = _demo(client, db, make_worker, arun, {
+        "steady": ("pipelinedp-count-selection",),
+        "switched": ("pipelinedp-count-selection", "--switch-to", "pipelinedp-keys-from-data", "--at-period",
+                     str(SWITCH_AT))}, periods=SWITCH_AT + 2, samples=80)
+    steady = got["steady"]
+    assert steady["state"] == "active" and steady["t"] >= SWITCH_AT + 1 and steady["alarms"] == []
+    assert all(a <= 2 and b == 0 for _, a, b in steady["counts"])
+    switched = got["switched"]
+    assert switched["state"] == "alarm" and [a[0] for a in switched["alarms"]] == ["privacy"]
+    _, t, a, b = switched["alarms"][0]
+    assert SWITCH_AT <= t <= SWITCH_AT + 1 and a >= 60 and b == 0, switched["alarms"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_monitor_demo_measured_over_forty_periods(client, db, make_worker, arun, capsys):  # noqa: F811
+    """The same monitors over 40 periods of 200 outputs: two correct deployments, one switched at
+    period 20 to keys from the data, one switched at period 20 to the same pipeline configured with
+    δ = 5e-3 (500 × the stated 1e-5). Prints the measured counts and alarm periods."""
+    got = _demo(client, db, make_worker, arun, {
+        "steady-1": ("pipelinedp-count-selection",), "steady-2": ("pipelinedp-count-selection",),
+        "keys-from-data": ("pipelinedp-count-selection", "--switch-to", "pipelinedp-keys-from-data", "--at-period", "20"),
+        "delta-500x": ("pipelinedp-count-selection", "--switch-to", "pipelinedp-selection-claimed-pure",
+                       "--at-period", "20")}, periods=40, samples=200)
+    with capsys.disabled():
+        print("\n" + json.dumps({k: {**v, "counts": [c[1] for c in v["counts"]]} for k, v in got.items()}))
+    for name in ("steady-1", "steady-2"):
+        assert got[name]["alarms"] == [] and got[name]["t"] >= 38, got[name]
+    alarm = got["keys-from-data"]["alarms"]
+    assert alarm and alarm[0][0] == "privacy" and 20 <= alarm[0][1] <= 21
