@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from dpwatch_sdk.libraries import GroupBy, bound_contributions, keyed_output, rows_of, table_domain
 
 
