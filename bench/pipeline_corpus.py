@@ -29,7 +29,7 @@ from tests.library_venvs import environment, python_of  # noqa: E402
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #: outputs per request at most: a request must be answered within the sampling client's timeout
 #: (SmartNoise ~30 outputs/s, OpenDP's Context ~10/s, Tumult ~0.1/s under load)
-MAX_BATCH = {"pipelinedp": 10_000, "pydp": 10_000, "smartnoise": 300, "opendp": 100, "tumult": 1}
+MAX_BATCH = {"pipelinedp": 10_000, "pydp": 10_000, "smartnoise": 300, "opendp": 25, "tumult": 1}
 DPWATCH = str(Path(sys.executable).with_name("dpwatch"))
 
 
@@ -49,7 +49,7 @@ def audit(e: Entry, url: str, budget: int) -> dict:
     claim = ["--epsilon", repr(e.claim["epsilon"])]
     if e.claim.get("delta"):
         claim += ["--delta", repr(e.claim["delta"])]
-    first = max(min(2_000, budget // 4), min(50, budget))
+    first = max(min(2_000, budget // 4), 100)  # the engine's smallest pilot
     done = subprocess.run([DPWATCH, "audit", url, "--pairs", json.dumps(pairs_of(e)), *claim, "--output-kind", "keyed",
                            "--budget", str(budget), "--first-round", str(first), "--max-batch", str(MAX_BATCH[e.library]),
                            "--secret", SECRET,
@@ -69,7 +69,7 @@ def run(entries: list[Entry], budget_scale: float) -> list[dict]:
         if python is None:
             rows.append({**row, "audit": "not run", "why": reason})
             continue
-        budget = max(int(e.audit_budget * budget_scale), 20)
+        budget = max(int(e.audit_budget * budget_scale), 100)
         proc = None
         try:
             started = time.perf_counter()
