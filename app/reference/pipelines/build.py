@@ -29,7 +29,7 @@ def _wrap(inner: Mechanism, sample: Any, claim: Claim, name: str, output: Any = 
 
 
 def _pipelinedp(e: Entry) -> Mechanism:
-    from dpwatch_sdk.libraries import GroupBy, pipelinedp
+    from dpwatch_sdk.libraries import GroupBy, pipelinedp, table_domain
 
     public = GroupBy(by="city", public_keys=("a", "b"), epsilon=1.0)
     if e.name == "pipelinedp-count-selection":
@@ -40,7 +40,9 @@ def _pipelinedp(e: Entry) -> Mechanism:
     if e.name == "pipelinedp-bounds-already-enforced":
         return pipelinedp.mechanism(public, params={"contribution_bounds_already_enforced": True}, name=e.name)
     if e.name == "pipelinedp-rows-as-units":
-        return pipelinedp.mechanism(GroupBy(by="city", public_keys=("a", "b"), privacy_unit=None), name=e.name)
+        m = pipelinedp.mechanism(GroupBy(by="city", public_keys=("a", "b"), privacy_unit=None), name=e.name)
+        m.details["domain"] = table_domain(public)  # the claim is about users, whatever the pipeline counts
+        return m
     if e.name == "pipelinedp-keys-from-data":
         return pipelinedp.mechanism(public, public_keys_of=lambda rows: sorted({r["city"] for r in rows}),
                                     categories=CITIES, name=e.name)
