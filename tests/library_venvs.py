@@ -68,7 +68,8 @@ def python_of(library: str, *, timeout: float = 1200) -> tuple[Path | None, str]
 def environment(library: str, python: Path) -> dict[str, str]:
     """The environment to run this checkout's code in the library's venv (Spark's workers use the
     same interpreter)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    # This checkout's code and SDK first: the venv's editable SDK may point at the checkout that built it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SDK)]), "PYTHONWARNINGS": "ignore"}
     if library == "tumult":
         env["PYSPARK_PYTHON"] = str(python)
     return env
