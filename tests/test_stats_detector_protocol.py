@@ -12,10 +12,12 @@ from app.stats.detector import (
     REGISTRY,
     AggregatorDetector,
     Detector,
+    DetectorParams,
     EDetectorDetector,
     EProcessDetector,
     NaiveDetector,
     Observation,
+    create,
     kind_of,
     load,
     needs_past,
@@ -133,3 +135,23 @@ def test_unknown_kinds_are_refused_by_name():
         load({"kind": "cusum", "version": 1})
     with pytest.raises(ValueError, match="unknown detector"):
         initial_state("naive", horizon=10, gamma=0.25, threshold=3.0, level=0.05, claim={"epsilon": 1.0})
+
+
+def test_every_kind_is_made_from_one_set_of_parameters():
+    line = SupportingLine.pure(1.0)
+    params = DetectorParams(horizon=200, gamma=0.25, threshold=None, level=0.01, line=line)
+    ep, ed, nv = (create(k, params) for k in ("e-process", "e-detector", "naive"))
+    assert ep.threshold == pytest.approx(math.log(100)) and ed.threshold == pytest.approx(math.log(200 / 0.01))
+    assert isinstance(nv, NaiveDetector) and nv.horizon == 200 and nv.alpha == 0.01
+    agg = create("aggregator", DetectorParams(horizon=200, threshold=3.0))
+    assert agg.threshold == 3.0 and agg.to_state()["horizon"] == 200
+    with pytest.raises(ValueError, match="threshold"):
+        create("aggregator", DetectorParams(horizon=200))
+    with pytest.raises(ValueError, match="level"):
+        create("e-process", DetectorParams(horizon=200, line=line))
+
+
+def test_an_aggregator_starts_without_a_claim():
+    # rediscovery starts the aggregator of a new check with an empty claim: only the e-values read it
+    state = initial_state("aggregator", horizon=40, gamma=0.25, threshold=3.0, level=0.05, claim={})
+    assert state["kind"] == "aggregator" and state["horizon"] == 40 and state["t"] == 0

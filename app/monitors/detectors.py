@@ -32,7 +32,6 @@ before its write transaction.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -41,11 +40,11 @@ from app.stats.claims import PureDP, parse_claim
 from app.stats.detector import (
     COUNT_DISCOUNT,
     AggregatorDetector,
-    Detector,
+    DetectorParams,
     DetectorStep,
-    EDetectorDetector,
-    EProcessDetector,
+    EValueDetector,
     Observation,
+    create,
     detector_class,
     discounted_counts,
     kind_of,
@@ -54,7 +53,7 @@ from app.stats.detector import (
     state_lag,
     state_t,
 )
-from app.stats.sequential import SupportingLine, edetector_threshold
+from app.stats.sequential import SupportingLine
 
 __all__ = ["COUNT_DISCOUNT", "DEFAULT_WINDOW", "DETECTORS", "HORIZON_FREE", "DetectorStep", "aggregator_step",
            "discounted_counts", "finite", "initial_state", "is_horizon_free", "needs_prefix_sums",
@@ -73,12 +72,11 @@ def is_horizon_free(detector: str) -> bool:
 
 def sequential_log_threshold(detector: str, level: float, window: int) -> float:
     """log of the alarm threshold of a horizon-free check at level α/m: log(1/level) for the
-    e-process, log(window/level) for the e-detector."""
-    if detector == EProcessDetector.kind:
-        return math.log(1.0 / level)
-    if detector == EDetectorDetector.kind:
-        return math.log(edetector_threshold(level, window))
-    raise ValueError(f"not a horizon-free detector: {detector!r}")
+    e-process, log(window/level) for the e-detector (the class's ``log_threshold_for``)."""
+    cls = detector_class(detector) if detector in DETECTORS else None
+    if cls is None or not cls.horizon_free or not issubclass(cls, EValueDetector):
+        raise ValueError(f"not a horizon-free detector: {detector!r}")
+    return cls.log_threshold_for(level, window)
 
 
 def _pure_line(claim: dict[str, Any]) -> SupportingLine | None:
@@ -88,27 +86,20 @@ def _pure_line(claim: dict[str, Any]) -> SupportingLine | None:
 
 def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float, level: float | None,
                   claim: dict[str, Any]) -> dict[str, Any]:
-    """A fresh detector's state. ``threshold`` is the aggregator's q, or the log threshold of the others."""
+    """A fresh detector's state. ``threshold`` is the aggregator's q, or the log threshold of the others.
+
+    New e-process checks run :data:`app.stats.sequential.SERVICE_DESIGN` (the predictable face, the grid
+    and the aGRAPA bet with 0.8 of the prior, method.md §13.3c), new e-detector checks bet on the
+    predictable face (§13.3c, §13.4); checks created before keep their stored design (version-1
+    states). The stored line is the claim's line for pure ε; other claims get one per period
+    (:func:`sequential_line`)."""
     if detector not in DETECTORS:
         raise ValueError(f"unknown detector {detector!r}")
-    det: Detector
-    if detector == AggregatorDetector.kind:
-        det = AggregatorDetector(int(horizon), float(gamma), float(threshold))
-        return det.to_state()
-    if level is None:
-        raise ValueError("a horizon-free check needs its level")
-    # The stored line is the claim's line for pure ε; other claims get one per period (anchor_line).
-    line = _pure_line(claim) or SupportingLine.pure(0.0)
-    if detector == EProcessDetector.kind:
-        # The predictable face, the grid and the aGRAPA bet with 0.8 of the prior (method.md §13.3c);
-        # checks created before keep their stored design (§13.3b, version-1 states).
-        det = EProcessDetector.create(level, line)
-    else:
-        # the predictable face (method.md §13.3c, §13.4): the same 16 bets, on the face the past points to
-        det = EDetectorDetector.create(math.exp(threshold), line)
-    state = det.to_state()
-    state["log_threshold"] = float(threshold)
-    return state
+    # Only the e-values read the claim's line (the aggregator's claim may be empty: rediscovery).
+    line = _pure_line(claim) if detector_class(detector).horizon_free else None
+    params = DetectorParams(horizon=int(horizon), gamma=float(gamma), threshold=float(threshold), level=level,
+                            line=line)
+    return create(detector, params).to_state()
 
 
 def needs_prefix_sums(state: dict[str, Any] | None) -> bool:

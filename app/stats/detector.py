@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from app.stats.aggregator import WeightedAggregator
 from app.stats.exact_naive import exact_naive_test
-from app.stats.sequential import SERVICE_DESIGN, EDetector, EProcess, OrientedLine, SupportingLine
+from app.stats.sequential import SERVICE_DESIGN, EDetector, EProcess, OrientedLine, SupportingLine, edetector_threshold
 
 #: Discount of the running (a, b, n) counts every state keeps for the sparse-event advice (the
 #: e-detectors' own ``ESTIMATE_DISCOUNT``): about the last ten periods.
@@ -63,6 +63,23 @@ class Observation:
     z: float | None = None
     line: SupportingLine | OrientedLine | None = None
     u: float | None = None
+
+
+@dataclass(frozen=True)
+class DetectorParams:
+    """What a new detector of any kind is made from (:meth:`Detector.from_params`); each kind reads its own.
+
+    ``horizon``: T (the aggregator's and naive test's horizon; the e-detector's window); ``gamma``: γ of
+    eq. (13); ``threshold``: the aggregator's q, or the log threshold of an e-value detector (None: from
+    ``level``, :meth:`Detector.log_threshold_for`); ``level``: the check's α/m (the naive test's α over
+    the horizon); ``line``: the claim's supporting line (e-values, naive test).
+    """
+
+    horizon: int
+    gamma: float = 0.25
+    threshold: float | None = None
+    level: float | None = None
+    line: SupportingLine | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +115,9 @@ class Detector(Protocol):
     def to_state(self) -> dict[str, Any]: ...
 
     @classmethod
+    def from_params(cls, params: DetectorParams) -> Detector: ...
+
+    @classmethod
     def from_state(cls, state: dict[str, Any], past: list[float] | None = None) -> Detector: ...
 
 
@@ -127,6 +147,13 @@ class AggregatorDetector:
     @property
     def lag(self) -> int | None:
         return self._lag
+
+    @classmethod
+    def from_params(cls, params: DetectorParams) -> AggregatorDetector:
+        """A fresh aggregator over ``params.horizon`` periods with γ and the threshold q_{1−α_j/m}(T, γ)."""
+        if params.threshold is None:
+            raise ValueError("threshold: the aggregator needs its q (from the threshold table)")
+        return cls(int(params.horizon), float(params.gamma), float(params.threshold))
 
     @staticmethod
     def needs_past(state: dict[str, Any] | None) -> bool:
@@ -175,7 +202,7 @@ class AggregatorDetector:
                             self._det._prefix[-1], self.to_state())
 
 
-class _EValueDetector:
+class EValueDetector:
     """An e-process or e-detector behind :class:`Detector`: the class's state plus ``lag``, ``low_t``."""
 
     kind: ClassVar[str] = "base"
@@ -208,7 +235,29 @@ class _EValueDetector:
         raise NotImplementedError
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], past: list[float] | None = None) -> _EValueDetector:
+    def log_threshold_for(cls, level: float, window: int) -> float:
+        """log of the alarm threshold at level α/m over ``window`` periods."""
+        raise NotImplementedError
+
+    @classmethod
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EValueDetector:
+        raise NotImplementedError
+
+    @classmethod
+    def from_params(cls, params: DetectorParams) -> EValueDetector:
+        """A fresh detector at ``params.level`` on ``params.line`` (the pure line with ε = 0 when None: a
+        claim without a line of its own gets one per period, ``anchor_line``); the stored log threshold
+        is ``params.threshold`` when given."""
+        if params.level is None:
+            raise ValueError("level: a horizon-free check needs its level")
+        log_threshold = (cls.log_threshold_for(params.level, params.horizon) if params.threshold is None
+                         else float(params.threshold))
+        det = cls._new(log_threshold, params.level, params.line or SupportingLine.pure(0.0))
+        det._det.log_threshold = log_threshold
+        return det
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], past: list[float] | None = None) -> EValueDetector:
         lag = state.get("lag")
         return cls(cls._inner_from_state(state), None if lag is None else int(lag), int(state.get("low_t", 0)))
 
@@ -227,7 +276,7 @@ class _EValueDetector:
                             None, self.to_state())
 
 
-class EProcessDetector(_EValueDetector):
+class EProcessDetector(EValueDetector):
     kind: ClassVar[str] = EProcess.kind
 
     @classmethod
@@ -240,8 +289,17 @@ class EProcessDetector(_EValueDetector):
     def _inner_from_state(cls, state: dict[str, Any]) -> EProcess:
         return EProcess.from_state(state)
 
+    @classmethod
+    def log_threshold_for(cls, level: float, window: int) -> float:
+        """log(1/α): Ville's inequality bounds P(sup_t W_t ≥ 1/α) ≤ α (method.md §13.3)."""
+        return math.log(1.0 / level)
 
-class EDetectorDetector(_EValueDetector):
+    @classmethod
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EProcessDetector:
+        return cls.create(level, line)
+
+
+class EDetectorDetector(EValueDetector):
     kind: ClassVar[str] = EDetector.kind
 
     @classmethod
@@ -252,6 +310,16 @@ class EDetectorDetector(_EValueDetector):
     @classmethod
     def _inner_from_state(cls, state: dict[str, Any]) -> EDetector:
         return EDetector.from_state(state)
+
+    @classmethod
+    def log_threshold_for(cls, level: float, window: int) -> float:
+        """log c with c = window/α (:func:`edetector_threshold`, method.md §13.4): P(false alarm within
+        the window) ≤ α and ARL ≥ c."""
+        return math.log(edetector_threshold(level, window))
+
+    @classmethod
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EDetectorDetector:
+        return cls.create(math.exp(log_threshold), line)
 
 
 class NaiveDetector:
@@ -284,6 +352,13 @@ class NaiveDetector:
     @property
     def lag(self) -> int | None:
         return 1 if self._t else None
+
+    @classmethod
+    def from_params(cls, params: DetectorParams) -> NaiveDetector:
+        """A fresh naive test over ``params.horizon`` periods at overall level α = ``params.level`` (α/T a period)."""
+        if params.level is None:
+            raise ValueError("level: the naive test needs its level")
+        return cls(int(params.horizon), float(params.level))
 
     @classmethod
     def from_state(cls, state: dict[str, Any], past: list[float] | None = None) -> NaiveDetector:
@@ -350,6 +425,11 @@ def detector_class(kind: str) -> type[Detector]:
         return REGISTRY[kind]
     except KeyError:
         raise ValueError(f"detector: unknown detector {kind!r} (known: {', '.join(REGISTRY)})") from None
+
+
+def create(kind: str, params: DetectorParams) -> Detector:
+    """A fresh detector of ``kind`` (the registry's class) from ``params``."""
+    return detector_class(kind).from_params(params)
 
 
 def load(state: dict[str, Any], past: list[float] | None = None) -> Detector:
