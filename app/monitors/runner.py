@@ -51,13 +51,7 @@ from app.mechanisms.contract import (  # noqa: F401  (re-exported)
 from app.models.alarms import Alarm
 from app.models.mechanisms import Mechanism
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
-from app.monitors.detectors import (
-    HORIZON_FREE,
-    aggregator_step,
-    needs_prefix_sums,
-    sequential_line,
-    sequential_step,
-)
+from app.monitors.detectors import needs_prefix_sums, sequential_line
 from app.monitors.leases import lock_leased_monitor, release_lease
 from app.monitors.outputs import (
     request_snapshot,
@@ -70,6 +64,8 @@ from app.monitors.service import check_claim, is_auto, start_horizon
 from app.sampling.client import ByteBudget, SamplingClient
 from app.sampling.protocol import SamplingError, database_key
 from app.settings import Settings
+from app.stats.detector import Observation
+from app.stats.detector import load as load_detector
 from app.stats.events import event_contains, parse_event
 from app.stats.shapes import OutputShape
 
@@ -311,16 +307,18 @@ class PeriodRunner:
             a, b = counts[check.id]
             claim = check.claim if check.claim is not None else {"epsilon": float(plan.epsilon or 0.0)}
             state = check.detector_state or {}
-            if state.get("kind") in HORIZON_FREE:
+            # The detector the state describes (its kind, through the registry of app/stats/detector.py).
+            det = load_detector(state, list(check.past_prefix or ()))
+            line: Any = None
+            if det.horizon_free:
                 line = sequential_line(state, claim)
                 stat = _line_numbers(claim, a, b, plan.n, line, plan.variance, plan.kappa)
-                step = sequential_step(state, a, b, plan.n, line)
                 claim_state = check.claim_state
             else:
                 stat = claim_period_step(claim, a, b, plan.n, check.claim_state, variance=plan.variance,
                                          kappa=plan.kappa)
-                step = aggregator_step(state, stat.z, list(check.past_prefix or ()), (a, b, plan.n))
                 claim_state = stat.state
+            step = det.step(Observation(a=a, b=b, n=plan.n, z=stat.z, line=line))
             results.append(CheckResult(
                 check_id=check.id, a=a, b=b, p_hat=stat.p_hat, q_hat=stat.q_hat, d_hat=stat.d_hat,
                 sigma_hat=stat.sigma_hat, z=stat.z, statistic=step.statistic, threshold=step.threshold,

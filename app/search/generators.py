@@ -47,10 +47,12 @@ from app.search.pairs import (
     unique_values,
     valid_pairs,
 )
-from app.search.sizes import ladder_pairs
-from app.search.tables import unit_pairs_raw
+from app.search.protocols import PairGenerator
+from app.search.sizes import SizeLadder
+from app.search.tables import UnitMoves
 
-__all__ = ["CandidatePair", "RecordSpace", "candidate_pairs", "edge_pairs", "halton_pairs", "statdp_patterns",
+__all__ = ["FAMILIES", "GENERATORS", "CandidatePair", "EdgeCases", "HaltonNeighbours", "PairGenerator", "RecordSpace",
+           "StatDPPatterns", "candidate_pairs", "edge_pairs", "halton_pairs", "statdp_patterns",
            "uniform_pair", "database_key", "pair_key"]
 
 #: Records removed or replaced per base database: all when it has at most this many.
@@ -352,10 +354,51 @@ def uniform_pair(domain: InputDomain, rng: np.random.Generator) -> CandidatePair
     raise ValueError("could not draw a neighbouring pair from the domain")
 
 
+class StatDPPatterns:
+    """StatDP's input patterns (:func:`statdp_patterns`) as a :class:`PairGenerator`."""
+
+    name = "statdp"
+
+    def pairs(self, domain: InputDomain, seed: int = 0, validate: bool = True) -> list[CandidatePair]:
+        return statdp_patterns(domain)
+
+
+class EdgeCases:
+    """The edge cases (:func:`edge_pairs`) as a :class:`PairGenerator`."""
+
+    name = "edge"
+
+    def pairs(self, domain: InputDomain, seed: int = 0, validate: bool = True) -> list[CandidatePair]:
+        return edge_pairs(domain)
+
+
+class HaltonNeighbours:
+    """Halton base databases and their neighbours (:func:`halton_pairs`) as a :class:`PairGenerator`."""
+
+    name = "halton"
+
+    def pairs(self, domain: InputDomain, seed: int = 0, validate: bool = True) -> list[CandidatePair]:
+        return halton_pairs(domain, seed=seed)
+
+
+#: Every generator by name.
+GENERATORS: dict[str, PairGenerator] = {
+    g.name: g for g in (StatDPPatterns(), EdgeCases(), HaltonNeighbours(), SizeLadder(), UnitMoves())
+}
+#: The families a search of a list-of-records domain chooses (``families``) → their generators: the
+#: size ladder goes with the edge cases (every size 0..12 and a ladder above).
+FAMILIES: dict[str, tuple[str, ...]] = {"statdp": ("statdp",), "edge": ("edge", "sizes"), "halton": ("halton",)}
+#: StatDP's patterns come first; the others are interleaved in this order.
+_LEADING = ("statdp",)
+_INTERLEAVED = ("edge", "halton", "sizes")
+#: A tabular domain's generators, interleaved.
+TABLE_GENERATORS = ("sizes", "units")
+
+
 def table_pairs(domain: InputDomain, limit: int, seed: int = 0) -> list[CandidatePair]:
     """The candidates of a tabular domain: the size ladder and the unit moves, interleaved, at
     most ``limit``."""
-    lists = [ladder_pairs(domain, validate=False), unit_pairs_raw(domain, seed)]
+    lists = [GENERATORS[name].pairs(domain, seed, validate=False) for name in TABLE_GENERATORS]
     out: list[CandidatePair] = []
     seen: set[str] = set()
     for i in range(max(len(lst) for lst in lists)):
@@ -378,16 +421,12 @@ def candidate_pairs(domain: InputDomain, limit: int = DEFAULT_LIMIT, seed: int =
     families = tuple(families)
     if domain.is_table:
         return table_pairs(domain, limit, seed)
-    lists = []
-    if "statdp" in families:
-        lists.append(statdp_patterns(domain))
-    rest = []
-    if "edge" in families:
-        rest.append(edge_pairs(domain))
-    if "halton" in families:
-        rest.append(halton_pairs(domain, seed=seed))
-    if "edge" in families:  # the size ladder (app.search.sizes): every size 0..12 and a ladder above
-        rest.append(ladder_pairs(domain))
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"families: unknown {', '.join(map(repr, unknown))} (known: {', '.join(FAMILIES)})")
+    chosen = {name for f in families for name in FAMILIES[f]}
+    lists = [GENERATORS[name].pairs(domain, seed) for name in _LEADING if name in chosen]
+    rest = [GENERATORS[name].pairs(domain, seed) for name in _INTERLEAVED if name in chosen]
     inter: list[CandidatePair] = []
     for i in range(max((len(r) for r in rest), default=0)):
         inter += [r[i] for r in rest if i < len(r)]

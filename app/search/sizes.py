@@ -32,9 +32,10 @@ import numpy as np
 from app.sampling.protocol import database_key
 from app.search.domain import CategoryRecords, InputDomain, VectorRecords
 from app.search.pairs import CandidatePair, RecordSpace, valid_pairs
+from app.search.protocols import SizeFamily
 from app.search.tables import TableSizeFamily
 
-__all__ = ["DENSE", "RecordSizeFamily", "SizeProbe", "bisect_sizes", "character", "ladder_pairs", "size_families",
+__all__ = ["DENSE", "RecordSizeFamily", "SizeLadder", "SizeProbe", "bisect_sizes", "character", "ladder_pairs", "size_families",
            "size_ladder"]
 
 #: Every size from 0 to this is tried.
@@ -80,7 +81,7 @@ class RecordSizeFamily:
         return out
 
 
-def size_families(domain: InputDomain) -> list[Any]:
+def size_families(domain: InputDomain) -> list[SizeFamily]:
     """The database families whose size is varied (none for fixed-length answer vectors)."""
     if domain.is_table:
         kinds = ["same", "every"] if len(TableSizeFamily(domain, "same").space.base_groups()) > 1 else ["same"]
@@ -102,6 +103,15 @@ def size_families(domain: InputDomain) -> list[Any]:
     if mid != high:
         fams.append(RecordSizeFamily(domain, mid, high, "middle"))
     return fams
+
+
+class SizeLadder:
+    """The size ladder as a :class:`app.search.protocols.PairGenerator` (:func:`ladder_pairs`)."""
+
+    name = "sizes"
+
+    def pairs(self, domain: InputDomain, seed: int = 0, validate: bool = True) -> list[CandidatePair]:
+        return ladder_pairs(domain, validate=validate)
 
 
 def ladder_pairs(domain: InputDomain, validate: bool = True) -> list[CandidatePair]:

@@ -47,7 +47,7 @@ from app.search.table_domain import (
     TableSpec,
 )
 
-__all__ = ["TableSizeFamily", "TableSpace", "unit_pairs", "unit_pairs_raw"]
+__all__ = ["TableSizeFamily", "TableSpace", "UnitMoves", "unit_pairs", "unit_pairs_raw"]
 
 #: Rows of the heavy units tried when rows_per_unit.max is absent ("far more" than a pipeline's bound).
 UNBOUNDED_ROWS = (100, 1_000)
@@ -321,6 +321,15 @@ def unit_pairs_raw(domain: InputDomain, seed: int = 0) -> list[CandidatePair]:
                 break
     out = out[:4] + order + out[4:]  # early, so that a small limit keeps them
     return out
+
+
+class UnitMoves:
+    """The table unit moves as a :class:`app.search.protocols.PairGenerator` (:func:`unit_pairs`)."""
+
+    name = "units"
+
+    def pairs(self, domain: InputDomain, seed: int = 0, validate: bool = True) -> list[CandidatePair]:
+        return unit_pairs(domain, seed) if validate else unit_pairs_raw(domain, seed)
 
 
 class TableSizeFamily:

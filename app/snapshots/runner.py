@@ -145,7 +145,7 @@ class SnapshotRunner:
         check = session.get(Check, alarm.check_id) if alarm is not None and alarm.check_id is not None else None
         if alarm is None or check is None or not check.detector_state:
             return {}
-        from app.monitors.detectors import state_lag, state_t
+        from app.stats.detector import state_lag, state_t
 
         # The check's detector counts from when it joined (joined_t), the alarm from the horizon's start.
         lag = state_lag(check.detector_state)

@@ -89,11 +89,15 @@ class ExactNaiveTest:
     randomized_size: float = 0.0
     random_value: float = math.inf
 
+    def statistic(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.float32]:
+        """Z_mono(a, b) = max_{a' ≤ a, b' ≥ b} Z(a', b') (method.md §13.5), the value :meth:`rejects` compares."""
+        table = _monotone_table(self.n, self.slope, self.intercept)
+        return table[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
+
     def rejects(self, a: ArrayLike, b: ArrayLike, u: ArrayLike | None = None) -> NDArray[np.bool_]:
         """Z_mono(a, b) > threshold; with uniforms ``u`` (same shape), also Z_mono = threshold and
         u < gamma (the randomised test of size exactly the level)."""
-        table = _monotone_table(self.n, self.slope, self.intercept)
-        z = table[np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
+        z = self.statistic(a, b)
         out = z > self.threshold
         if u is not None and self.gamma > 0:
             out = out | ((z == np.float32(self.random_value)) & (np.asarray(u) < self.gamma))
