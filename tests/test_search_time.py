@@ -131,3 +131,21 @@ def test_an_audit_over_http_with_a_time_limit_measures_first_and_ends_on_time():
     assert not result.refuted and result.power
     report = format_report(result)
     assert "Power:" in report and json.dumps(result.settings["rate"])
+
+
+def test_a_sampler_whose_rate_was_never_measured_draws_in_one_request():
+    """When the rate measurement fails (the first database is one the endpoint cannot answer), the
+    search goes on with an unmeasured rate: requests are not sliced (no OverflowError from inf)."""
+    import asyncio
+
+    from app.sampling.timing import TimedSampler
+
+    calls: list[int] = []
+
+    async def sampler(database, n):  # noqa: ANN001, ANN202
+        calls.append(n)
+        return [0.0] * n
+
+    timed = TimedSampler(sampler, rate=float("inf"))
+    out = asyncio.run(timed(["x"], 1234))
+    assert len(out) == 1234 and calls == [1234]

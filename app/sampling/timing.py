@@ -100,6 +100,8 @@ class TimedSampler:
     requests: int = field(default=0)
 
     def request_size(self) -> int:
+        if not math.isfinite(self.rate):  # not measured (the measurement failed): one request for all
+            return 2**62
         return max(self.min_request, int(self.rate * self.slice_seconds))
 
     async def __call__(self, database: Any, n: int) -> Any:

@@ -82,7 +82,10 @@ def mechanism(query: GroupBy, *, params: dict[str, typing.Any] | None = None,
     def release(indexed: list[tuple[int, dict[str, typing.Any]]], public: list[str] | None) -> dict[str, float]:
         accountant = _accountant(pdp, query)
         engine = pdp.DPEngine(accountant, pdp.LocalBackend())
-        result = engine.aggregate(indexed, _params(pdp, query, extra), extractors, public_partitions=public)
+        # PipelineDP refuses an empty list ("col must be non-empty"); an empty table is a database like any
+        # other (public keys get their noisy values, selection releases nothing), so it gets an empty iterator.
+        col: typing.Iterable[tuple[int, dict[str, typing.Any]]] = indexed if indexed else iter(())
+        result = engine.aggregate(col, _params(pdp, query, extra), extractors, public_partitions=public)
         accountant.compute_budgets()
         return keyed_output((key, getattr(metrics, metric)) for key, metrics in result)
 
