@@ -1,20 +1,27 @@
-"""The dpwatch sampling protocol: wire models, constants, signing and strict
-validation of answers.  See docs/protocol.md for the specification."""
+"""The client's side of the dpwatch sampling protocol: the request it sends, and strict validation
+of the answers it gets. See docs/protocol.md for the specification. The constants and the signing
+are the SDK's (``dpwatch_sdk.protocol``, the endpoint's side), re-exported here."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import secrets as _secrets
-import time
 import typing
-from datetime import UTC, datetime
 
 import numpy as np
 import pydantic_core
+from dpwatch_sdk.protocol import (
+    ACCEPT_BINARY,
+    BINARY_MEDIA_TYPE,
+    DIM_HEADER,
+    JSON_MEDIA_TYPE,
+    SECRET_MIN_LENGTH,
+    SECRET_PATTERN,
+    Signer,
+    generate_secret,
+    sign_headers,
+    validate_secret,
+)
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
-from standardwebhooks import Webhook
 
 from app.stats.shapes import (
     Breach,
@@ -34,12 +41,15 @@ __all__ = [
     "OUTPUT_KINDS",
     "RETRYABLE_REASONS",
     "SAMPLING_REASONS",
+    "SECRET_MIN_LENGTH",
+    "SECRET_PATTERN",
     "OutputKind",
     "OutputShape",
     "SampleRequest",
     "SampleResponse",
     "SamplingError",
     "SamplingReason",
+    "Signer",
     "coerce_samples",
     "encode_binary",
     "encode_database",
@@ -60,11 +70,7 @@ OutputKind = typing.Literal["real", "discrete", "vector", "keyed"]
 ArrayKind = typing.Literal["real", "discrete", "vector"]
 OUTPUT_KINDS: tuple[str, ...] = typing.get_args(OutputKind)
 
-JSON_MEDIA_TYPE = "application/json"
-BINARY_MEDIA_TYPE = "application/x-dpwatch-float64"
-DIM_HEADER = "x-dpwatch-dim"
-#: Accept header of a client that prefers the binary format.
-ACCEPT_BINARY = f"{BINARY_MEDIA_TYPE}, {JSON_MEDIA_TYPE};q=0.5"
+#: Accept header of a client that asks for JSON only (the SDK's ACCEPT_BINARY prefers the binary format).
 ACCEPT_JSON = JSON_MEDIA_TYPE
 
 SamplingReason = typing.Literal[
@@ -204,58 +210,9 @@ def encode_request(
 
 
 # --------------------------------------------------------------------------- secrets & signing
-
-_SECRET_PREFIX = "whsec_"
-_MIN_SECRET_BYTES = 16
-#: The syntax :func:`validate_secret` accepts, as a JSON-Schema pattern (with ``SECRET_MIN_LENGTH``):
-#: ``whsec_`` + unpadded or padded base64; 22 base64 characters carry the 16 bytes asked for.
-SECRET_PATTERN = r"^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
-SECRET_MIN_LENGTH = len(_SECRET_PREFIX) + 22
-
-
-def generate_secret(nbytes: int = 32) -> str:
-    """A new Standard Webhooks secret ``whsec_<base64>`` (32 random bytes)."""
-    return _SECRET_PREFIX + base64.b64encode(_secrets.token_bytes(nbytes)).decode("ascii")
-
-
-def validate_secret(secret: str) -> None:
-    """Raise ValueError unless ``secret`` is ``whsec_`` + base64 of >= 16 bytes.
-    The message never repeats the secret."""
-    if not isinstance(secret, str) or not secret.startswith(_SECRET_PREFIX):
-        raise ValueError("a signing secret must be a string starting with 'whsec_'")
-    body = secret[len(_SECRET_PREFIX) :]
-    try:
-        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a signing secret must be 'whsec_' followed by base64") from None
-    if len(raw) < _MIN_SECRET_BYTES:
-        raise ValueError(f"a signing secret must encode at least {_MIN_SECRET_BYTES} bytes")
-
-
-def sign_headers(
-    secret: str | Webhook | typing.Sequence[str | Webhook],
-    msg_id: str,
-    payload: bytes,
-    *,
-    timestamp: int | None = None,
-) -> dict[str, str]:
-    """Standard Webhooks headers for ``payload`` (the exact bytes sent).
-
-    Given several secrets (a secret being rotated: the new one and the old one during its grace
-    period), ``webhook-signature`` carries one signature per secret, space-separated
-    (``v1,<a> v1,<b>``), as Standard Webhooks allows; a verifier holding any one of the secrets
-    accepts the message."""
-    signers = [secret] if isinstance(secret, (str, Webhook)) else list(secret)
-    if not signers:
-        raise ValueError("sign_headers needs at least one secret")
-    ts = int(time.time()) if timestamp is None else int(timestamp)
-    when = datetime.fromtimestamp(ts, tz=UTC)
-    text = payload.decode("utf-8")
-    signatures = [(s if isinstance(s, Webhook) else Webhook(s)).sign(msg_id, when, text) for s in signers]
-    return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": " ".join(signatures)}
-
-
-# --------------------------------------------------------------------------- answers
+# The secret's form, its generation and the Standard Webhooks signature are the SDK's
+# (dpwatch_sdk.protocol: generate_secret, validate_secret, SECRET_PATTERN, SECRET_MIN_LENGTH,
+# Signer, sign_headers), imported above: they exist once, on the endpoint's side of the protocol.
 
 
 def media_type(content_type: str | None) -> str:
