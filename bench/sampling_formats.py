@@ -29,8 +29,8 @@ import numpy as np  # noqa: E402
 import structlog  # noqa: E402
 import uvicorn  # noqa: E402
 
+from app.reference.server import endpoint_app  # noqa: E402
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig  # noqa: E402
-from app.sampling.endpoint import make_endpoint_app  # noqa: E402
 from app.sampling.protocol import (  # noqa: E402
     BINARY_MEDIA_TYPE,
     encode_binary,
@@ -120,7 +120,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     secret = generate_secret()
-    app = make_endpoint_app(normal, secret=secret, output_kind="real", max_n=max(args.sizes))
+    app = endpoint_app({"/": (normal, "real")}, secret=secret, max_n=max(args.sizes))
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
           f"{len(__import__('os').sched_getaffinity(0))} usable CPU(s); repeats={args.repeats}")
     print()

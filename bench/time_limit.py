@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.sampling.endpoint import make_endpoint_app  # noqa: E402
+from app.reference.server import endpoint_app  # noqa: E402
 from app.sampling.protocol import generate_secret  # noqa: E402
 from tests.sampling_server import serve_app  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     secret = generate_secret()
     dpwatch = str(Path(sys.executable).with_name("dpwatch"))
-    with serve_app(make_endpoint_app(throttled(args.rate, args.scale), secret=secret, output_kind="real", seed=1)) as url:
+    with serve_app(endpoint_app({"/": (throttled(args.rate, args.scale), "real")}, secret=secret, seed=1)) as url:
         common = ["--secret", secret, "--allow-networks", "127.0.0.0/8", "--epsilon", "1", "--time-limit",
                   str(args.time_limit), "--output-kind", "real", "--no-progress"]
         jobs = {"search": [dpwatch, "search", url + "/", "--domain", json.dumps(DOMAIN), *common],

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.reference.search_corpus import search_corpus
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from app.search.domain import DOMAIN_EXAMPLES, InputDomain
 from app.search.generators import candidate_pairs, edge_pairs, halton_pairs, statdp_patterns, uniform_pair
@@ -138,7 +138,7 @@ def _server(slugs):
     api = FastAPI()
     routes = {f"/{s}": (CORPUS[s].sample, CORPUS[s].shape) for s in slugs}
     routes["/picky"] = (_picky, "real")
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=11))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=11))
     return serve_app(api)
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
+from app.reference.server import endpoint_router
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import (
     BINARY_MEDIA_TYPE,
     SamplingError,
@@ -231,7 +231,7 @@ async def test_client_and_endpoint_carry_lists_in_batches():
         return [[int(v) if v < 2 else None for v in rng.integers(0, 3, size=k)] for k in lengths]
 
     api = FastAPI()
-    api.include_router(make_endpoint_router({"/svt": (svt_like, shape)}, secret=secret, seed=1))
+    api.include_router(endpoint_router({"/svt": (svt_like, shape)}, secret=secret, seed=1))
     with serve_app(api) as base:
         for binary in (False, True):
             endpoint = MechanismEndpoint(sampling_url=f"{base}/svt", secret=secret, shape=shape, max_batch=70,
