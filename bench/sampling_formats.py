@@ -1,7 +1,7 @@
 """JSON vs binary (application/x-dpwatch-float64) sampling answers over loopback.
 
 Serves a real-valued mechanism (standard normal draws) with
-app.sampling.endpoint on 127.0.0.1 (uvicorn in a thread), then times
+dpwatch_sdk.Endpoint (app.reference.server.endpoint_app) on 127.0.0.1 (uvicorn in a thread), then times
 SamplingClient.sample() end to end (sign request, serve, serialize, transfer,
 parse and validate), one request per call (max_batch = n), after warm-up.
 Also times the serialize/parse steps alone, without HTTP.

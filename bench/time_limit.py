@@ -1,6 +1,6 @@
 """Searches and audits against a slow endpoint: the time estimate, progress and --time-limit.
 
-Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP; ``--scale 0.5`` makes it 2-DP) through app.sampling.endpoint on
+Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP; ``--scale 0.5`` makes it 2-DP) through dpwatch_sdk.Endpoint on
 127.0.0.1, throttled to ``--rate`` outputs per second in all (one lock: concurrent requests queue),
 then runs ``dpwatch search`` and ``dpwatch audit`` with ``--time-limit`` as subprocesses, and
 prints for each: when the time estimate line appeared on stderr, the wall time to exit, the exit

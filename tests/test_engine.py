@@ -128,7 +128,7 @@ def mechanism_server():
         "/laplace": (Laplace(epsilon=1.0).sample, "real"),
         "/laplace-switch": (_laplace_switch(6), "real"),
         "/rnm-value": (RNMReportValue(epsilon=1.0).sample, "real"),
-    }, secret=secret, seed=1))
+    }, secret=secret, seed=2))
     with serve_app(app) as base:
         yield base, secret
 

