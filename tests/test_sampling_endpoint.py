@@ -13,9 +13,8 @@ import time
 import httpx
 import numpy as np
 import pytest
-from fastapi import FastAPI
-
 from dpwatch_sdk import Output
+from fastapi import FastAPI
 
 from app.reference.server import endpoint_app, endpoint_router, sdk_output
 from app.sampling.client import MechanismEndpoint, SamplingClient
@@ -27,9 +26,9 @@ from app.sampling.protocol import (
     parse_samples,
     sign_headers,
 )
+from app.sampling.safe_http import SafeHttpConfig
 from app.stats.keyed import KeyedSamples, keyed_from_dense
 from app.stats.shapes import ListSamples, OutputShape, conformance
-from app.sampling.safe_http import SafeHttpConfig
 from tests.sampling_server import serve_app
 
 SECRET = generate_secret()

@@ -136,8 +136,9 @@ def sdk_output(spec: OutputSpec) -> Output:
     """The SDK's :class:`~dpwatch_sdk.Output` for an output kind or an :class:`OutputShape`.
 
     An output kind reads as :meth:`OutputShape.from_output_kind` does, but for ``vector``, whose
-    entries are numbers (declare a nullable shape for nulls); keyed entries may be null. The SDK checks what it encodes (count, types, finiteness, integrality, a vector's length,
-    nulls, keys and ``max_keys``); a shape's ``bounds``, ``labels``, ``lattice`` and ``max_length`` are
+    entries are numbers (declare a nullable shape for nulls); keyed entries may be null. The SDK
+    checks what it encodes (count, types, finiteness, integrality, a vector's length, nulls, keys
+    and ``max_keys``); a shape's ``bounds``, ``labels``, ``lattice`` and ``max_length`` are
     the service's to check on the answers it reads (docs/protocol.md §3.1), not the endpoint's."""
     if isinstance(spec, Output):
         return spec
