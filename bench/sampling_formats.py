@@ -29,12 +29,10 @@ import numpy as np  # noqa: E402
 import structlog  # noqa: E402
 import uvicorn  # noqa: E402
 
-from app.reference.server import endpoint_app  # noqa: E402
+from app.reference.server import endpoint_app, sdk_answer  # noqa: E402
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig  # noqa: E402
 from app.sampling.protocol import (  # noqa: E402
     BINARY_MEDIA_TYPE,
-    encode_binary,
-    encode_json,
     generate_secret,
     parse_samples,
 )
@@ -97,6 +95,12 @@ def offline(n: int, repeats: int) -> dict[str, float]:
             fn()
             runs.append(time.perf_counter() - t0)
         return statistics.median(runs) * 1e3
+
+    def encode_json(x: np.ndarray) -> bytes:  # the SDK endpoint's JSON answer
+        return sdk_answer(x, "real")[0]
+
+    def encode_binary(x: np.ndarray) -> bytes:  # the SDK endpoint's binary answer
+        return sdk_answer(x, "real", binary=True)[0]
 
     js = encode_json(x)
     bn = encode_binary(x)

@@ -11,13 +11,13 @@ from pydantic import ValidationError
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from app.reference.server import sdk_answer
 from app.sampling.protocol import (
     ACCEPT_BINARY,
     BINARY_MEDIA_TYPE,
     SAMPLING_REASONS,
     SampleRequest,
     SamplingError,
-    encode_binary,
     encode_request,
     generate_secret,
     parse_dim_header,
@@ -191,9 +191,11 @@ def test_huge_integer_literal_is_invalid_json_not_a_crash():
 def test_binary_real_and_vector_roundtrip_exactly():
     rng = np.random.default_rng(1)
     x = rng.standard_cauchy(1000)
-    assert np.array_equal(parse_samples(encode_binary(x), BINARY_MEDIA_TYPE, 1000, "real"), x)
+    assert np.array_equal(parse_samples(sdk_answer(x, "real", binary=True)[0], BINARY_MEDIA_TYPE, 1000, "real"), x)
     v = rng.normal(size=(50, 4))
-    out = parse_samples(encode_binary(v), BINARY_MEDIA_TYPE, 50, "vector", dim=4)
+    body, _, headers = sdk_answer(v, "vector", binary=True)
+    assert headers == {"x-dpwatch-dim": "4"}
+    out = parse_samples(body, BINARY_MEDIA_TYPE, 50, "vector", dim=4)
     assert out.shape == (50, 4) and np.array_equal(out, v)
     assert out.flags.writeable  # a copy, not a view of the response bytes
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from dpwatch_sdk import Endpoint, Output
 from dpwatch_sdk.mechanism import takes_period
+from dpwatch_sdk.protocol import encode_answer
 from fastapi import APIRouter, FastAPI
 
 from app.reference.corpus import CORPUS_EPSILON, corpus
@@ -165,6 +166,13 @@ def _plain(outputs: Any) -> Any:
     if isinstance(outputs, ListSamples):
         return [outputs.values[i, : int(outputs.lengths[i])].tolist() for i in range(len(outputs))]
     return outputs
+
+
+def sdk_answer(outputs: Any, output: OutputSpec, *, binary: bool = False) -> tuple[bytes, str, dict[str, str]]:
+    """The answer body, media type and extra headers the SDK endpoint sends for ``outputs`` (the
+    service's canonical outputs, or what a sampler returns) of ``output``, in binary when asked
+    and the output allows it: what the sampling client reads (tests and benches of the parser)."""
+    return encode_answer(_plain(outputs), len(outputs), sdk_output(output), binary)
 
 
 def _sampler(f: Callable[..., Any]) -> Callable[..., Any]:

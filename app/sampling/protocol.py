@@ -51,11 +51,8 @@ __all__ = [
     "SamplingReason",
     "Signer",
     "coerce_samples",
-    "encode_binary",
     "encode_database",
-    "encode_json",
     "encode_request",
-    "encode_shaped_json",
     "generate_secret",
     "media_type",
     "parse_dim_header",
@@ -576,39 +573,6 @@ def _parse_keyed_json(text: str, shown_type: str) -> typing.Any:
         raise SamplingError("invalid_json", f"the answer ({shown_type}) cannot be decoded: {exc}") from None
 
 
-def encode_shaped_json(samples: np.ndarray | ListSamples | KeyedSamples, shape: OutputShape) -> bytes:
-    """The JSON answer body for canonical outputs of ``shape``: NaN becomes ``null``, integer
-    shapes are written as integers, list rows stop at their length, keyed outputs are objects."""
-    def num(v: float) -> typing.Any:
-        if v != v:
-            return None
-        return int(v) if shape.values == "integer" else v
-
-    if isinstance(samples, KeyedSamples):
-        keyed = [{k: num(v) if v is not None else None for k, v in row.items()} for row in samples.tolist()]
-        return pydantic_core.to_json({"samples": keyed})
-    if isinstance(samples, ListSamples):
-        body = [[num(v) for v in samples.values[i, : int(samples.lengths[i])].tolist()] for i in range(len(samples))]
-    else:
-        arr = np.asarray(samples)
-        if arr.dtype == object or arr.dtype.kind in "iu":
-            body = arr.tolist()
-        elif arr.ndim == 1:
-            body = [num(v) for v in arr.tolist()]
-        else:
-            body = [[num(v) for v in row] for row in arr.tolist()]
-    return pydantic_core.to_json({"samples": body})
-
-
-def encode_shaped_binary(samples: np.ndarray | ListSamples) -> tuple[bytes, int]:
-    """The binary answer body and its ``x-dpwatch-dim`` for canonical numeric outputs."""
-    if isinstance(samples, ListSamples):
-        rows = np.concatenate([samples.lengths[:, None].astype(np.float64), samples.values], axis=1)
-        return encode_binary(rows), rows.shape[1]
-    arr = np.asarray(samples, dtype=np.float64)
-    return encode_binary(arr), (1 if arr.ndim == 1 else arr.shape[1])
-
-
 def parse_samples(
     body_bytes: bytes,
     content_type: str | None,
@@ -665,15 +629,3 @@ def parse_samples(
             f"the answer must be a JSON object with a 'samples' array; got {_excerpt(text)}",
         )
     return coerce_samples(doc["samples"], n, output_kind, dim, shape=shape)
-
-
-def encode_json(samples: np.ndarray) -> bytes:
-    """The JSON answer body ``{"samples": [...]}`` for validated, finite samples.
-    pydantic-core's serializer is ~10x faster than ``json.dumps`` for floats and
-    writes the shortest representation that round-trips exactly."""
-    return pydantic_core.to_json({"samples": samples.tolist()})
-
-
-def encode_binary(samples: np.ndarray) -> bytes:
-    """Little-endian float64, row-major (the binary answer body)."""
-    return np.ascontiguousarray(samples, dtype="<f8").tobytes()
