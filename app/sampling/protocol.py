@@ -21,7 +21,6 @@ from dpwatch_sdk.protocol import (
     sign_headers,
     validate_secret,
 )
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
 
 from app.stats.shapes import (
     Breach,
@@ -45,8 +44,6 @@ __all__ = [
     "SECRET_PATTERN",
     "OutputKind",
     "OutputShape",
-    "SampleRequest",
-    "SampleResponse",
     "SamplingError",
     "SamplingReason",
     "Signer",
@@ -146,27 +143,6 @@ def _rebuild_error(
 
 
 # --------------------------------------------------------------------------- wire models
-
-
-class SampleRequest(BaseModel):
-    """Body of ``POST <sampling_url>``.  Unknown fields are ignored (forward
-    compatibility); known fields are strictly typed (``"5"`` is not an int)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    database: JsonValue = Field(description="The input database, any JSON value (may be null).")
-    n: StrictInt = Field(ge=1, description="Number of independent outputs to return.")
-    request_id: StrictStr = Field(min_length=1, max_length=200)
-    monitor_id: StrictStr = Field(min_length=1, max_length=200)
-    period: StrictInt = Field(ge=0, description="Monitoring period index.")
-
-
-class SampleResponse(BaseModel):
-    """JSON body of a ``200`` answer (documentation model; validation of the
-    samples themselves is done by :func:`parse_samples`, which is stricter and
-    much faster for large ``n``)."""
-
-    samples: list[float | int | str | list[float | None] | dict[str, float | None] | None]
 
 
 def database_key(database: typing.Any) -> str:
