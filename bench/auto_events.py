@@ -128,7 +128,7 @@ def run_service(selected: list[Case], runs: int, horizon: int, samples: int, eve
     from app.db import make_engine, make_session_factory, run_migrations
     from app.main import create_app
     from app.models.monitors import Check
-    from app.sampling.endpoint import make_endpoint_router
+    from app.reference.server import endpoint_router
     from app.scheduler.worker import Worker
     from app.settings import Settings
     from tests.sampling_server import serve_app
@@ -154,7 +154,7 @@ def run_service(selected: list[Case], runs: int, horizon: int, samples: int, eve
             routes[path] = (case.function(change), case.output_kind)
             plan.append({"case": case, "change": change, "path": path, "run": r})
     endpoints = FastAPI()
-    endpoints.include_router(make_endpoint_router(routes, secret=SECRET, seed=seed))
+    endpoints.include_router(endpoint_router(routes, secret=SECRET, seed=seed))
     api = create_app(settings, session_factory=factory)
     out = []
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """JSON vs binary (application/x-dpwatch-float64) sampling answers over loopback.
 
 Serves a real-valued mechanism (standard normal draws) with
-app.sampling.endpoint on 127.0.0.1 (uvicorn in a thread), then times
+dpwatch_sdk.Endpoint (app.reference.server.endpoint_app) on 127.0.0.1 (uvicorn in a thread), then times
 SamplingClient.sample() end to end (sign request, serve, serialize, transfer,
 parse and validate), one request per call (max_batch = n), after warm-up.
 Also times the serialize/parse steps alone, without HTTP.
@@ -29,12 +29,10 @@ import numpy as np  # noqa: E402
 import structlog  # noqa: E402
 import uvicorn  # noqa: E402
 
+from app.reference.server import endpoint_app, sdk_answer  # noqa: E402
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig  # noqa: E402
-from app.sampling.endpoint import make_endpoint_app  # noqa: E402
 from app.sampling.protocol import (  # noqa: E402
     BINARY_MEDIA_TYPE,
-    encode_binary,
-    encode_json,
     generate_secret,
     parse_samples,
 )
@@ -98,6 +96,12 @@ def offline(n: int, repeats: int) -> dict[str, float]:
             runs.append(time.perf_counter() - t0)
         return statistics.median(runs) * 1e3
 
+    def encode_json(x: np.ndarray) -> bytes:  # the SDK endpoint's JSON answer
+        return sdk_answer(x, "real")[0]
+
+    def encode_binary(x: np.ndarray) -> bytes:  # the SDK endpoint's binary answer
+        return sdk_answer(x, "real", binary=True)[0]
+
     js = encode_json(x)
     bn = encode_binary(x)
     return {
@@ -120,7 +124,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     secret = generate_secret()
-    app = make_endpoint_app(normal, secret=secret, output_kind="real", max_n=max(args.sizes))
+    app = endpoint_app({"/": (normal, "real")}, secret=secret, max_n=max(args.sizes))
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
           f"{len(__import__('os').sched_getaffinity(0))} usable CPU(s); repeats={args.repeats}")
     print()

@@ -1,6 +1,6 @@
 """Searches and audits against a slow endpoint: the time estimate, progress and --time-limit.
 
-Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP; ``--scale 0.5`` makes it 2-DP) through app.sampling.endpoint on
+Serves a Laplace sum (records in [0, 1], Lap(1/ε): exactly ε-DP; ``--scale 0.5`` makes it 2-DP) through dpwatch_sdk.Endpoint on
 127.0.0.1, throttled to ``--rate`` outputs per second in all (one lock: concurrent requests queue),
 then runs ``dpwatch search`` and ``dpwatch audit`` with ``--time-limit`` as subprocesses, and
 prints for each: when the time estimate line appeared on stderr, the wall time to exit, the exit
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.sampling.endpoint import make_endpoint_app  # noqa: E402
+from app.reference.server import endpoint_app  # noqa: E402
 from app.sampling.protocol import generate_secret  # noqa: E402
 from tests.sampling_server import serve_app  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     secret = generate_secret()
     dpwatch = str(Path(sys.executable).with_name("dpwatch"))
-    with serve_app(make_endpoint_app(throttled(args.rate, args.scale), secret=secret, output_kind="real", seed=1)) as url:
+    with serve_app(endpoint_app({"/": (throttled(args.rate, args.scale), "real")}, secret=secret, seed=1)) as url:
         common = ["--secret", secret, "--allow-networks", "127.0.0.0/8", "--epsilon", "1", "--time-limit",
                   str(args.time_limit), "--output-kind", "real", "--no-progress"]
         jobs = {"search": [dpwatch, "search", url + "/", "--domain", json.dumps(DOMAIN), *common],

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from app.mechanisms.router import get_prober
 from app.mechanisms.service import ProbeResult
-from app.sampling.endpoint import make_endpoint_app
+from app.reference.server import endpoint_app
 from tests.api_helpers import MECHANISM, MONITOR, create_mechanism, create_monitor
 from tests.sampling_server import serve_app
 
@@ -275,8 +275,8 @@ def test_validate_against_a_live_endpoint(client: TestClient) -> None:
     def noisy_count(database, n, rng):  # noqa: ANN001, ANN202
         return sum(database) + rng.laplace(0.0, 1.0, size=n)
 
-    endpoint_app = make_endpoint_app(noisy_count, secret=mechanism["secret"], output_kind="real", path="/sample")
-    with serve_app(endpoint_app) as base_url:
+    sampler_app = endpoint_app({"/sample": (noisy_count, "real")}, secret=mechanism["secret"])
+    with serve_app(sampler_app) as base_url:
         client.patch(f"/v1/mechanisms/{mechanism['id']}", json={"sampling_url": f"{base_url}/sample"})
         response = client.post(f"/v1/mechanisms/{mechanism['id']}/validate", json={"database": [1, 0, 1], "n": 7})
     assert response.status_code == 200, response.text

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.reference.corpus import corpus
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from tests.sampling_server import serve_app
 
@@ -22,7 +22,7 @@ def _server():
               for slug in ("laplace", "noisy-hist-wrong-scale", "svt5-list", "rnm-laplace")}
     # an index sent as 3.0: float-valued integers
     routes["/floaty-index"] = (lambda db, n, rng: C["rnm-laplace"].sample(db, n, rng).astype(float), "real")
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=3))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=3))
     return serve_app(api)
 
 

@@ -118,15 +118,15 @@ def test_http_audit_prints_nothing_to_stdout(capfd):
     from fastapi import FastAPI
 
     from app.audit.service import audit_endpoint
+    from app.reference.server import endpoint_router
     from app.sampling.client import MechanismEndpoint
-    from app.sampling.endpoint import make_endpoint_router
     from app.sampling.protocol import generate_secret
     from app.sampling.safe_http import SafeHttpConfig
     from tests.sampling_server import serve_app
 
     secret = generate_secret()
     api = FastAPI()
-    api.include_router(make_endpoint_router({"/lap": (C["laplace"].sample, C["laplace"].shape)}, secret=secret))
+    api.include_router(endpoint_router({"/lap": (C["laplace"].sample, C["laplace"].shape)}, secret=secret))
     with serve_app(api) as base:
         capfd.readouterr()
         endpoint = MechanismEndpoint(sampling_url=f"{base}/lap", secret=secret, shape=OutputShape())

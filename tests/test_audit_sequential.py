@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from app.audit.sequential import claim_line, sequential_pair_audit
 from app.cli import app
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from app.sampling.safe_http import SafeHttpConfig
 from app.stats.sequential import SupportingLine, gdp_supporting_line
@@ -33,7 +33,7 @@ def _server():
         "/vector": (lambda db, n, rng: rng.laplace(0.0, 1.0, (n, 3)),
                     OutputShape(container="vector", values="real", length=3)),
     }
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=11))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=11))
     return serve_app(api)
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from app.claims.heldout import HeldOutClaim, bernoulli_renyi, rho_lower_bound
 from app.cli import app
 from app.reference.gaussian import GaussianGDP, GaussianMissingConstant, GaussianZCDP
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from app.stats.heldout import Claim, Counts
 from app.stats.heldout import test_claim as held_out_test
@@ -53,7 +53,7 @@ def _server():
               "/gdp-half": (GaussianGDP(mu=1.0, sigma_factor=0.5).sample, "real"),
               "/ed-bug": (GaussianMissingConstant(1.0, 1e-5).sample, "real"),
               "/zcdp-half": (GaussianZCDP(rho=0.5, sigma_factor=0.5).sample, "real")}
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=5))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=5))
     return serve_app(api)
 
 

@@ -15,7 +15,7 @@ from app.models.alarms import WebhookMessage
 from app.models.monitors import Check, PeriodCheck, PeriodRun
 from app.monitors.schemas import MonitorCreate
 from app.reference.gaussian import GaussianGDP
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.stats.claim_period import line_statistic
 from app.stats.claims import GaussianDP, Line
 from tests.api_helpers import MONITOR, create_mechanism, create_monitor
@@ -138,7 +138,7 @@ def _gdp_switch(database, n, rng, period=0):
 def gaussian_server():
     secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
     app = FastAPI()
-    app.include_router(make_endpoint_router({
+    app.include_router(endpoint_router({
         "/gdp": (GaussianGDP(mu=1.0).sample, "real"),
         "/gdp-half": (GaussianGDP(mu=1.0, sigma_factor=0.5).sample, "real"),
         "/gdp-switch": (_gdp_switch, "real"),

@@ -8,9 +8,8 @@ import pytest
 from fastapi import FastAPI
 
 from app.reference.corpus import corpus, corpus_mechanism, exact_epsilon_finite
-from app.reference.server import reference_routes
+from app.reference.server import endpoint_router, reference_routes
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import generate_secret
 from app.sampling.safe_http import SafeHttpConfig
 from app.stats.shapes import ListSamples, conformance, detect_shape, n_outputs
@@ -101,7 +100,7 @@ def test_serve_reference_carries_the_corpus_in_its_shapes():
     secret = generate_secret()
     api = FastAPI()
     picked = ("svt1-list", "svt3-values", "laplace-rounded", "rnm-laplace-label")
-    api.include_router(make_endpoint_router({f"/{s}": routes[f"/corpus/{s}"] for s in picked}, secret=secret,
+    api.include_router(endpoint_router({f"/{s}": routes[f"/corpus/{s}"] for s in picked}, secret=secret,
                                             seed=4), prefix="/reference")
 
     async def fetch(base):

@@ -21,7 +21,7 @@ from standardwebhooks import Webhook
 from app.models.alarms import WebhookMessage
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.reference.mechanisms import Laplace, LaplaceSmallerScale, RNMReportValue
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.scheduler.worker import Worker
 from app.stats.aggregator import weighted_statistic_path
 from tests.sampling_server import serve_app
@@ -124,11 +124,11 @@ def engine_settings(settings):
 def mechanism_server():
     secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # fixed, valid base64 of 24 bytes
     app = FastAPI()
-    app.include_router(make_endpoint_router({
+    app.include_router(endpoint_router({
         "/laplace": (Laplace(epsilon=1.0).sample, "real"),
         "/laplace-switch": (_laplace_switch(6), "real"),
         "/rnm-value": (RNMReportValue(epsilon=1.0).sample, "real"),
-    }, secret=secret, seed=1))
+    }, secret=secret, seed=2))
     with serve_app(app) as base:
         yield base, secret
 

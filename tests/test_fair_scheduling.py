@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from app.models.monitors import Monitor, PeriodRun
 from app.monitors.leases import claim_monitors
 from app.reference.mechanisms import Laplace
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.scheduler.worker import Worker
 from tests.sampling_server import serve_app
 from tests.test_engine import (  # noqa: F401
@@ -115,7 +115,7 @@ def _fair_app() -> FastAPI:
         return laplace.sample(database, n, rng)
 
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/slow": (slow, "real"), "/healthy": (laplace.sample, "real")},
+    app.include_router(endpoint_router({"/slow": (slow, "real"), "/healthy": (laplace.sample, "real")},
                                             secret=SECRET))
     return app
 

@@ -22,7 +22,7 @@ from standardwebhooks import Webhook
 from app.models.alarms import WebhookAttempt, WebhookMessage
 from app.models.monitors import Check, Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.settings import Settings
 from tests.api_helpers import create_webhook, record_period
 from tests.sampling_server import UvicornThread, serve_app
@@ -44,7 +44,7 @@ def _gated_endpoint(gate: dict) -> FastAPI:
         return laplace.sample(database, n, rng)
 
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/laplace": (sample, "real")}, secret=SECRET))
+    app.include_router(endpoint_router({"/laplace": (sample, "real")}, secret=SECRET))
     return app
 
 

@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from app.monitors.output_codec import decode_outputs, encode_outputs
+from app.reference.server import sdk_answer
 from app.sampling.answers import SMALL_JSON_BYTES, answer_reader
 from app.sampling.protocol import (
     SamplingError,
     coerce_samples,
-    encode_shaped_json,
     parse_samples,
 )
 from app.stats.keyed import (
@@ -181,9 +181,10 @@ def test_keyed_answers_have_no_binary_form():
     assert info.value.reason == "invalid_binary"
     out = coerce_samples([{"a": 1}, {}], 2, "keyed")
     assert isinstance(out, KeyedSamples)
-    assert json.loads(encode_shaped_json(out, NULLABLE)) == {"samples": [{"a": 1.0}, {}]}
-    assert json.loads(encode_shaped_json(out, OutputShape(container="keyed", values="integer"))) == {
-        "samples": [{"a": 1}, {}]}
+    body, media_type, _ = sdk_answer(out, NULLABLE, binary=True)  # the SDK answers keyed outputs in JSON
+    assert media_type == "application/json" and json.loads(body) == {"samples": [{"a": 1.0}, {}]}
+    body, _, _ = sdk_answer(out, OutputShape(container="keyed", values="integer"))
+    assert json.dumps(json.loads(body)) == json.dumps({"samples": [{"a": 1}, {}]})
 
 
 # ------------------------------------------------------------------------------------------ conformance

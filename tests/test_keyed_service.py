@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from app.cli import app as cli
 from app.reference.keyed import LaplaceHistogram, LeakyHistogram, PartitionCounts
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.stats.shapes import OutputShape
 from tests.sampling_server import serve_app
 from tests.test_engine import (  # noqa: F401  (fixtures)
@@ -59,7 +59,7 @@ def switching(period_from: int):  # noqa: ANN201
 
 def _server():
     api = FastAPI()
-    api.include_router(make_endpoint_router({
+    api.include_router(endpoint_router({
         "/hist": (HIST.sample, OPEN), "/leaky": (LEAKY.sample, "keyed"), "/partition": (PARTITION.sample, OPEN),
         "/switching": (switching(4), OPEN),
         "/nullvec": (nullable_histogram, OutputShape(container="vector", length=5, nullable=True)),

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from app.models.jobs import Job
 from app.models.mechanisms import Mechanism
 from app.models.monitors import Check, Monitor
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.stats.events import event_contains, parse_event
 from tests.sampling_server import serve_app
 from tests.test_engine import (  # noqa: F401  (fixtures)
@@ -104,7 +104,7 @@ def _monitor_state(db, monitor_id: str) -> tuple[Monitor, list[Check]]:
 def test_auto_events_follow_a_change_in_another_part_of_the_output_space(client, db, make_worker, arun):
     mechanism = DiscreteLaplace(EPSILON)
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/dlap": (mechanism, "discrete")}, secret=SECRET, seed=7))
+    app.include_router(endpoint_router({"/dlap": (mechanism, "discrete")}, secret=SECRET, seed=7))
     with serve_app(app) as base:
         mech = client.post("/v1/mechanisms", json={"name": "dlap", "sampling_url": f"{base}/dlap",
                                                    "output_kind": "discrete", "secret": SECRET,
@@ -164,7 +164,7 @@ def test_an_output_that_changes_type_raises_a_contract_alarm(client, db, make_wo
         return noisy.argmax(axis=1).astype(float) if period < 4 else noisy.max(axis=1)
 
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/rnm": (rnm, "real")}, secret=SECRET, seed=3))
+    app.include_router(endpoint_router({"/rnm": (rnm, "real")}, secret=SECRET, seed=3))
     with serve_app(app) as base:
         mech = client.post("/v1/mechanisms", json={"name": "rnm", "sampling_url": f"{base}/rnm",
                                                    "output_kind": "real", "secret": SECRET}).json()

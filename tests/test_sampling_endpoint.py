@@ -1,5 +1,8 @@
-"""make_endpoint_app / make_multi_endpoint_app served by uvicorn on 127.0.0.1,
-called with raw httpx (to craft bad requests) and with SamplingClient."""
+"""The service's sampling endpoints (app.reference.server: endpoint_app / endpoint_router, each
+route a dpwatch_sdk.Endpoint) served by uvicorn on 127.0.0.1, called with raw httpx (to craft bad
+requests) and with SamplingClient. The SDK's own tests (sdk/python/tests/test_endpoint.py) cover
+the endpoint under every server; these check the service's use of it: output kinds and shapes
+translated to the SDK's Output, the service's canonical outputs served, the client reading them."""
 
 from __future__ import annotations
 
@@ -10,26 +13,22 @@ import time
 import httpx
 import numpy as np
 import pytest
+from dpwatch_sdk import Output
 from fastapi import FastAPI
 
+from app.reference.server import endpoint_app, endpoint_router, sdk_output
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.sampling.endpoint import (
-    make_endpoint_app,
-    make_endpoint_router,
-    make_multi_endpoint_app,
-    negotiate_binary,
-    to_samples,
-)
 from app.sampling.protocol import (
     ACCEPT_BINARY,
     BINARY_MEDIA_TYPE,
-    SamplingError,
     encode_request,
     generate_secret,
     parse_samples,
     sign_headers,
 )
 from app.sampling.safe_http import SafeHttpConfig
+from app.stats.keyed import KeyedSamples, keyed_from_dense
+from app.stats.shapes import ListSamples, OutputShape, conformance
 from tests.sampling_server import serve_app
 
 SECRET = generate_secret()
@@ -97,7 +96,7 @@ ROUTES = {
 
 @pytest.fixture(scope="module")
 def signed_url():
-    app = make_multi_endpoint_app(ROUTES, SECRET, max_n=10_000, max_body_bytes=4096)
+    app = endpoint_app(ROUTES, secret=SECRET, max_n=10_000, max_body_bytes=4096)
     with serve_app(app) as url:
         yield url
 
@@ -160,7 +159,7 @@ def test_non_utf8_body_is_401_not_500(signed_url):
 
 
 def test_without_secret_unsigned_requests_are_served():
-    app = make_endpoint_app(laplace, secret=None, output_kind="real", path="/sample")
+    app = endpoint_app({"/sample": (laplace, "real")}, secret=None)
     with serve_app(app) as url:
         resp = post(f"{url}/sample", REQ, {"content-type": "application/json"})
     assert resp.status_code == 200 and len(resp.json()["samples"]) == 5
@@ -172,7 +171,6 @@ def test_without_secret_unsigned_requests_are_served():
 @pytest.mark.parametrize(
     ("doc", "field"),
     [
-        ({"n": 5, "request_id": "r", "monitor_id": "m", "period": 0}, "database"),
         ({"database": [1], "n": "5", "request_id": "r", "monitor_id": "m", "period": 0}, "n"),
         ({"database": [1], "n": 0, "request_id": "r", "monitor_id": "m", "period": 0}, "n"),
         ({"database": [1], "n": 20_000, "request_id": "r", "monitor_id": "m", "period": 0}, "n"),
@@ -231,8 +229,8 @@ def test_discrete_answers_json_even_when_binary_preferred(signed_url):
 @pytest.mark.parametrize(
     ("path", "fragment"),
     [
-        ("/bad/short", "invalid output (wrong_count): expected 5 samples, got 4"),
-        ("/bad/nans", "invalid output (non_finite)"),
+        ("/bad/short", "invalid outputs: expected 5 outputs, got 4"),
+        ("/bad/nans", "invalid outputs: the outputs contain NaN or infinity"),
         ("/bad/raises", "raised ValueError: database must be a list of numbers"),
     ],
 )
@@ -279,7 +277,7 @@ async def test_end_to_end_with_sampling_client(signed_url, path, kind, binary, s
 
 def test_seeded_endpoints_are_reproducible_and_requests_differ():
     def draws(seed):
-        app = make_endpoint_app(laplace, secret=None, output_kind="real", seed=seed)
+        app = endpoint_app({"/": (laplace, "real")}, secret=None, seed=seed)
         with serve_app(app) as url:
             return [tuple(post(f"{url}/", REQ, {}).json()["samples"]) for _ in range(2)]
 
@@ -291,7 +289,7 @@ def test_seeded_endpoints_are_reproducible_and_requests_differ():
 
 def test_router_can_be_mounted_in_another_app():
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/laplace": (laplace, "real")}, secret=SECRET),
+    app.include_router(endpoint_router({"/laplace": (laplace, "real")}, secret=SECRET),
                        prefix="/reference")
     with serve_app(app) as url:
         resp = post(f"{url}/reference/laplace", REQ, signed(REQ))
@@ -300,52 +298,70 @@ def test_router_can_be_mounted_in_another_app():
 
 def test_configuration_errors():
     with pytest.raises(ValueError, match="output_kind"):
-        make_endpoint_app(laplace, secret=None, output_kind="float")  # type: ignore[arg-type]
+        endpoint_app({"/": (laplace, "float")}, secret=None)  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="whsec_"):
-        make_endpoint_app(laplace, secret="hunter2", output_kind="real")
+        endpoint_app({"/": (laplace, "real")}, secret="hunter2")
     with pytest.raises(ValueError, match="start with '/'"):
-        make_multi_endpoint_app({"reference/x": (laplace, "real")}, None)
+        endpoint_app({"reference/x": (laplace, "real")}, secret=None)
+    with pytest.raises(TypeError, match="not callable"):
+        endpoint_app({"/": (42, "real")}, secret=None)  # type: ignore[dict-item]
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- kinds and shapes for the SDK
 
 
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        (ACCEPT_BINARY, True),
-        (BINARY_MEDIA_TYPE, True),
-        ("application/json", False),
-        (None, False),
-        ("*/*", False),
-        ("application/json, application/x-dpwatch-float64;q=0.5", False),
-        ("application/x-dpwatch-float64;q=0, application/json", False),
-        ("application/x-dpwatch-float64;q=0.9, */*;q=0.1", True),
-    ],
-)
-def test_negotiate_binary(accept, expected):
-    assert negotiate_binary(accept) is expected
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("real", Output("real")),
+    ("discrete", Output("discrete")),
+    ("vector", Output("vector")),
+    ("keyed", Output("keyed", nullable=True)),
+    (OutputShape(), Output("real")),
+    (OutputShape(values="integer", bounds=(0, 9)), Output("integer")),
+    (OutputShape(values="label", labels=["a", "b"]), Output("label")),
+    (OutputShape(container="vector", length=3, nullable=True), Output("vector", length=3, nullable=True)),
+    (OutputShape(container="list", values="integer", max_length=4), Output("list")),
+    (OutputShape(container="keyed", keys=["a", "b"], max_keys=2, values="integer"),
+     Output("keyed", keys=("a", "b"), max_keys=2, values="integer")),
+    (Output("vector", length=2), Output("vector", length=2)),
+])
+def test_sdk_output_of_kinds_and_shapes(spec, expected):
+    assert sdk_output(spec) == expected
 
 
-def test_to_samples_conversions_and_refusals():
-    assert to_samples([1, 2.5], 2, "real").dtype == np.float64
-    assert to_samples(np.array([3.0, 4.0]), 2, "discrete").tolist() == [3, 4]
-    assert to_samples(np.array([3, 4], dtype=np.uint8), 2, "discrete").dtype == np.int64
-    assert to_samples(["a", "b"], 2, "discrete").tolist() == ["a", "b"]
-    assert to_samples([[1, 2], [3, 4]], 2, "vector").shape == (2, 2)
-    for output, kind, reason in [
-        ([True, False], "real", "wrong_type"),
-        (["1", "2"], "real", "wrong_type"),
-        ([1.5, 2.0], "discrete", "wrong_type"),
-        ([True, False], "discrete", "wrong_type"),
-        ([1.0, np.inf], "real", "non_finite"),
-        ([1.0], "real", "wrong_count"),
-        ([1.0, 2.0], "vector", "wrong_type"),
-        (np.zeros((3, 2)), "vector", "wrong_count"),
-        (np.zeros((2, 2)), "real", "wrong_type"),
-        ([[1.0, 2.0], [3.0]], "vector", "wrong_type"),
-        (3.0, "real", "wrong_type"),
-    ]:
-        with pytest.raises(SamplingError) as info:
-            to_samples(output, 2, kind)
-        assert info.value.reason == reason, (output, kind)
+def svt_rows(database, n, rng):  # the service's canonical list outputs, a null entry among them
+    values = np.where(rng.random((n, 3)) < 0.3, np.nan, rng.integers(0, 5, (n, 3)).astype(float))
+    return ListSamples(values, rng.integers(0, 4, n).astype(np.int64))
+
+
+def partition_counts(database, n, rng):  # the service's canonical keyed outputs
+    noisy = rng.laplace(10.0, 1.0, (n, 3))
+    return keyed_from_dense(["a", "b", "c"], noisy > 10.0, noisy)
+
+
+def nullable_vectors(database, n, rng):
+    out = rng.normal(size=(n, 2))
+    out[::2, 1] = np.nan  # NaN: a null entry of a nullable vector
+    return out
+
+
+@pytest.mark.parametrize("binary", [False, True])
+async def test_the_service_canonical_outputs_are_served(binary):
+    shapes = {
+        "/svt": (svt_rows, OutputShape(container="list", values="integer", nullable=True, max_length=3)),
+        "/keyed": (partition_counts, OutputShape(container="keyed", keys=["a", "b", "c"])),
+        "/vectors": (nullable_vectors, OutputShape(container="vector", length=2, nullable=True)),
+    }
+    with serve_app(endpoint_app(shapes, secret=SECRET, seed=5)) as url:
+        async with SamplingClient(http_config=LOOPBACK) as client:
+            for path, (_, shape) in shapes.items():
+                ep = MechanismEndpoint(f"{url}{path}", SECRET, shape=shape, max_batch=150, prefer_binary=binary)
+                out = await client.sample(ep, [1, 2], 300, monitor_id="m", period=0)
+                assert conformance(shape, out) is None, path
+                if path == "/svt":
+                    assert isinstance(out, ListSamples) and len(out) == 300
+                    assert set(out.lengths.tolist()) <= {0, 1, 2, 3}
+                elif path == "/keyed":
+                    assert isinstance(out, KeyedSamples) and len(out) == 300
+                    assert 0 < out.nnz < 900 and set(out.keys) <= {"a", "b", "c"}
+                else:
+                    assert out.shape == (300, 2) and np.isnan(out[::2, 1]).all() and np.isfinite(out[1::2]).all()

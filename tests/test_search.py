@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.reference.search_corpus import search_corpus
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from app.search.domain import DOMAIN_EXAMPLES, InputDomain
 from app.search.generators import candidate_pairs, edge_pairs, halton_pairs, statdp_patterns, uniform_pair
@@ -138,7 +138,7 @@ def _server(slugs):
     api = FastAPI()
     routes = {f"/{s}": (CORPUS[s].sample, CORPUS[s].shape) for s in slugs}
     routes["/picky"] = (_picky, "real")
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=11))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=11))
     return serve_app(api)
 
 
@@ -187,7 +187,7 @@ def test_search_finds_and_certifies_input_dependent_bugs_over_http(tmp_path):
     assert "no violation certified within the budget (this does not show that the claim holds)" in correct
     assert "does not show that the mechanism satisfies its claim" in correct
     assert "holds" not in correct.replace("does not show that the claim holds", "")
-    assert "failing inputs" in correct and "returned invalid output (non_finite)" in correct
+    assert "failing inputs" in correct and "returned invalid outputs" in correct and "NaN or infinity" in correct
 
 
 def test_search_usage_errors_exit_2(tmp_path):

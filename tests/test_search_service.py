@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from app.models.monitors import Check, Monitor
 from app.reference.search_corpus import search_corpus
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from tests.sampling_server import serve_app
 from tests.test_engine import (  # noqa: F401  (fixtures)
     FakeClock,
@@ -31,7 +31,7 @@ CORPUS = search_corpus()
 def corpus_server():
     api = FastAPI()
     routes = {f"/{s}": (CORPUS[s].sample, CORPUS[s].shape) for s in ("empty-returns-zero", "laplace-sum")}
-    api.include_router(make_endpoint_router(routes, secret=SECRET, seed=5))
+    api.include_router(endpoint_router(routes, secret=SECRET, seed=5))
     with serve_app(api) as base:
         yield base
 

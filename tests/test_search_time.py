@@ -11,8 +11,8 @@ import pytest
 
 from app.audit.service import audit_endpoint, format_report
 from app.reference.search_corpus import search_corpus
+from app.reference.server import endpoint_app
 from app.sampling.client import MechanismEndpoint
-from app.sampling.endpoint import make_endpoint_app
 from app.sampling.protocol import SamplingError, generate_secret
 from app.sampling.safe_http import SafeHttpConfig
 from app.sampling.timing import DeadlineReached, RequestTimedOut, TimedSampler, format_duration, measure_rate
@@ -116,7 +116,7 @@ def test_an_audit_over_http_with_a_time_limit_measures_first_and_ends_on_time():
 
     secret = generate_secret()
     lines = []
-    with serve_app(make_endpoint_app(slow, secret=secret, output_kind="real", seed=1)) as url:
+    with serve_app(endpoint_app({"/": (slow, "real")}, secret=secret, seed=1)) as url:
         endpoint = MechanismEndpoint(sampling_url=url + "/", secret=secret, shape=OutputShape(), timeout_seconds=30)
         from app.audit.engine import AuditSettings
 

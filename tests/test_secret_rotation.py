@@ -20,9 +20,8 @@ from starlette.responses import Response
 from app.auth.rotation import DEFAULT_GRACE_SECONDS, rotate_secret, signing_secrets
 from app.models.alarms import Webhook as WebhookRow
 from app.models.mechanisms import Mechanism
-from app.reference.server import reference_app
+from app.reference.server import endpoint_app, reference_app
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
-from app.sampling.endpoint import make_endpoint_app
 from app.sampling.protocol import (
     SamplingError,
     encode_request,
@@ -214,7 +213,7 @@ def test_mechanism_rotation_keeps_old_and_new_valid_during_the_overlap(client: T
 
     old, new = generate_secret(), generate_secret()
     mechanism = create_mechanism(client, secret=old)
-    apps = {name: make_endpoint_app(_noisy_count, secret=secrets, output_kind="real", path="/sample")
+    apps = {name: endpoint_app({"/sample": (_noisy_count, "real")}, secret=secrets)
             for name, secrets in (("old", old), ("new", new), ("both", [old, new]))}
     with serve_app(apps["old"]) as old_url, serve_app(apps["new"]) as new_url, serve_app(apps["both"]) as both_url:
         urls = {"old": old_url, "new": new_url, "both": both_url}

@@ -7,14 +7,12 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
+from app.reference.server import endpoint_router, sdk_answer
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import (
     BINARY_MEDIA_TYPE,
     SamplingError,
     coerce_samples,
-    encode_shaped_binary,
-    encode_shaped_json,
     generate_secret,
     parse_samples,
 )
@@ -167,7 +165,7 @@ SHAPES_AND_OUTPUTS = [
 
 
 def _as_json_outputs(shape, canonical):
-    return json.loads(encode_shaped_json(canonical, shape))["samples"]
+    return json.loads(sdk_answer(canonical, shape)[0])["samples"]
 
 
 @pytest.mark.parametrize("shape,outputs", SHAPES_AND_OUTPUTS)
@@ -181,7 +179,8 @@ def test_json_and_binary_parse_every_shape(shape, outputs):
     assert [[None if v is None else float(v) for v in r] if isinstance(r, list) else
             (r if r is None or isinstance(r, str) else float(r)) for r in back] == expected
     if shape.binary_capable:
-        raw, dim = encode_shaped_binary(canonical)
+        raw, _, headers = sdk_answer(canonical, shape, binary=True)
+        dim = int(headers.get("x-dpwatch-dim", 1))
         again = parse_samples(raw, BINARY_MEDIA_TYPE, len(outputs), None, None if shape.container == "scalar" else dim,
                               shape=shape)
         assert _as_json_outputs(shape, again) == back
@@ -231,7 +230,7 @@ async def test_client_and_endpoint_carry_lists_in_batches():
         return [[int(v) if v < 2 else None for v in rng.integers(0, 3, size=k)] for k in lengths]
 
     api = FastAPI()
-    api.include_router(make_endpoint_router({"/svt": (svt_like, shape)}, secret=secret, seed=1))
+    api.include_router(endpoint_router({"/svt": (svt_like, shape)}, secret=secret, seed=1))
     with serve_app(api) as base:
         for binary in (False, True):
             endpoint = MechanismEndpoint(sampling_url=f"{base}/svt", secret=secret, shape=shape, max_batch=70,

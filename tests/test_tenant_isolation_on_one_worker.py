@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from app.models.monitors import PeriodRun
 from app.reference.mechanisms import Laplace
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.scheduler.worker import Worker
 from tests.sampling_server import serve_app
 from tests.test_engine import engine_settings, session_factory  # noqa: F401
@@ -28,7 +28,7 @@ def _hanging_app() -> FastAPI:
         return laplace.sample(database, n, rng)
 
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/hang": (hanging, "real"), "/healthy": (laplace.sample, "real")},
+    app.include_router(endpoint_router({"/hang": (hanging, "real"), "/healthy": (laplace.sample, "real")},
                                             secret=SECRET))
     return app
 

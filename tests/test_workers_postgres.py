@@ -25,7 +25,7 @@ from app.db import make_engine, make_session_factory
 from app.models import load_models
 from app.models.monitors import Check, Monitor, PeriodRun
 from app.reference.mechanisms import Laplace
-from app.sampling.endpoint import make_endpoint_router
+from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
 from app.settings import Settings
 from tests.sampling_server import serve_app
@@ -80,7 +80,7 @@ def _endpoint_app(gate: Gate | None = None) -> FastAPI:
         return laplace.sample(database, n, rng)
 
     app = FastAPI()
-    app.include_router(make_endpoint_router({"/laplace": (sample, "real")}, secret=SECRET))
+    app.include_router(endpoint_router({"/laplace": (sample, "real")}, secret=SECRET))
     return app
 
 

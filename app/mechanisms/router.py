@@ -223,7 +223,7 @@ def validate_mechanism(
     description="A new `whsec_` secret (generated, or the one given), shown in this answer only. For "
     "`grace_seconds` (default 24 h) every sampling request carries two signatures in `webhook-signature`, "
     "`v1,<new> v1,<old>`, so the endpoint accepts it whether it verifies with the old secret or the new "
-    "one: reconfigure the endpoint within that time. An endpoint built with `app.sampling.endpoint` may "
+    "one: reconfigure the endpoint within that time. An endpoint built with the SDK (`dpwatch_sdk.Endpoint`) may "
     "also be given both secrets during the switch. Rotating again during a grace period drops the "
     "older secret at once. 422 when the given secret is the current one. The body may be omitted.",
     responses=problem_responses(401, 403, 404, 422),

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
-from standardwebhooks import Webhook
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
@@ -40,6 +39,7 @@ from .protocol import (
     OUTPUT_KINDS,
     OutputKind,
     SamplingError,
+    Signer,
     encode_database,
     encode_request,
     sign_headers,
@@ -265,7 +265,7 @@ class SamplingClient:
         if not _REQUEST_ID_PREFIX.match(prefix):
             raise ValueError("request_id_prefix must match [A-Za-z0-9._:-]{1,120}")
         database_json = encode_database(database)
-        webhook = tuple(Webhook(s) for s in (mechanism.secret, *mechanism.previous_secrets))
+        webhook = Signer((mechanism.secret, *mechanism.previous_secrets))
         sizes = _split(n, mechanism.max_batch)
         budget_seconds = self.config.deadline_seconds if deadline_seconds is None else deadline_seconds
         if not budget_seconds > 0:
@@ -386,7 +386,7 @@ class SamplingClient:
     async def _batch_with_retries(
         self,
         mechanism: MechanismEndpoint,
-        webhook: tuple[Webhook, ...],
+        webhook: Signer,
         body: Callable[[], bytes],
         size: int,
         request_id: str,
@@ -432,7 +432,7 @@ class SamplingClient:
     async def _attempt(
         self,
         mechanism: MechanismEndpoint,
-        webhook: tuple[Webhook, ...],
+        webhook: Signer,
         body: Callable[[], bytes],
         size: int,
         request_id: str,

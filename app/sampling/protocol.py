@@ -1,20 +1,26 @@
-"""The dpwatch sampling protocol: wire models, constants, signing and strict
-validation of answers.  See docs/protocol.md for the specification."""
+"""The client's side of the dpwatch sampling protocol: the request it sends, and strict validation
+of the answers it gets. See docs/protocol.md for the specification. The constants and the signing
+are the SDK's (``dpwatch_sdk.protocol``, the endpoint's side), re-exported here."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import secrets as _secrets
-import time
 import typing
-from datetime import UTC, datetime
 
 import numpy as np
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, StrictStr
-from standardwebhooks import Webhook
+from dpwatch_sdk.protocol import (
+    ACCEPT_BINARY,
+    BINARY_MEDIA_TYPE,
+    DIM_HEADER,
+    JSON_MEDIA_TYPE,
+    SECRET_MIN_LENGTH,
+    SECRET_PATTERN,
+    Signer,
+    generate_secret,
+    sign_headers,
+    validate_secret,
+)
 
 from app.stats.shapes import (
     Breach,
@@ -34,18 +40,16 @@ __all__ = [
     "OUTPUT_KINDS",
     "RETRYABLE_REASONS",
     "SAMPLING_REASONS",
+    "SECRET_MIN_LENGTH",
+    "SECRET_PATTERN",
     "OutputKind",
     "OutputShape",
-    "SampleRequest",
-    "SampleResponse",
     "SamplingError",
     "SamplingReason",
+    "Signer",
     "coerce_samples",
-    "encode_binary",
     "encode_database",
-    "encode_json",
     "encode_request",
-    "encode_shaped_json",
     "generate_secret",
     "media_type",
     "parse_dim_header",
@@ -60,11 +64,7 @@ OutputKind = typing.Literal["real", "discrete", "vector", "keyed"]
 ArrayKind = typing.Literal["real", "discrete", "vector"]
 OUTPUT_KINDS: tuple[str, ...] = typing.get_args(OutputKind)
 
-JSON_MEDIA_TYPE = "application/json"
-BINARY_MEDIA_TYPE = "application/x-dpwatch-float64"
-DIM_HEADER = "x-dpwatch-dim"
-#: Accept header of a client that prefers the binary format.
-ACCEPT_BINARY = f"{BINARY_MEDIA_TYPE}, {JSON_MEDIA_TYPE};q=0.5"
+#: Accept header of a client that asks for JSON only (the SDK's ACCEPT_BINARY prefers the binary format).
 ACCEPT_JSON = JSON_MEDIA_TYPE
 
 SamplingReason = typing.Literal[
@@ -145,27 +145,6 @@ def _rebuild_error(
 # --------------------------------------------------------------------------- wire models
 
 
-class SampleRequest(BaseModel):
-    """Body of ``POST <sampling_url>``.  Unknown fields are ignored (forward
-    compatibility); known fields are strictly typed (``"5"`` is not an int)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    database: JsonValue = Field(description="The input database, any JSON value (may be null).")
-    n: StrictInt = Field(ge=1, description="Number of independent outputs to return.")
-    request_id: StrictStr = Field(min_length=1, max_length=200)
-    monitor_id: StrictStr = Field(min_length=1, max_length=200)
-    period: StrictInt = Field(ge=0, description="Monitoring period index.")
-
-
-class SampleResponse(BaseModel):
-    """JSON body of a ``200`` answer (documentation model; validation of the
-    samples themselves is done by :func:`parse_samples`, which is stricter and
-    much faster for large ``n``)."""
-
-    samples: list[float | int | str | list[float | None] | dict[str, float | None] | None]
-
-
 def database_key(database: typing.Any) -> str:
     """The canonical JSON of a database (sorted keys, no spaces): equal databases have one key, so
     that the checks of a monitor and the pairs of a search that share a database share its samples
@@ -204,58 +183,9 @@ def encode_request(
 
 
 # --------------------------------------------------------------------------- secrets & signing
-
-_SECRET_PREFIX = "whsec_"
-_MIN_SECRET_BYTES = 16
-#: The syntax :func:`validate_secret` accepts, as a JSON-Schema pattern (with ``SECRET_MIN_LENGTH``):
-#: ``whsec_`` + unpadded or padded base64; 22 base64 characters carry the 16 bytes asked for.
-SECRET_PATTERN = r"^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
-SECRET_MIN_LENGTH = len(_SECRET_PREFIX) + 22
-
-
-def generate_secret(nbytes: int = 32) -> str:
-    """A new Standard Webhooks secret ``whsec_<base64>`` (32 random bytes)."""
-    return _SECRET_PREFIX + base64.b64encode(_secrets.token_bytes(nbytes)).decode("ascii")
-
-
-def validate_secret(secret: str) -> None:
-    """Raise ValueError unless ``secret`` is ``whsec_`` + base64 of >= 16 bytes.
-    The message never repeats the secret."""
-    if not isinstance(secret, str) or not secret.startswith(_SECRET_PREFIX):
-        raise ValueError("a signing secret must be a string starting with 'whsec_'")
-    body = secret[len(_SECRET_PREFIX) :]
-    try:
-        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a signing secret must be 'whsec_' followed by base64") from None
-    if len(raw) < _MIN_SECRET_BYTES:
-        raise ValueError(f"a signing secret must encode at least {_MIN_SECRET_BYTES} bytes")
-
-
-def sign_headers(
-    secret: str | Webhook | typing.Sequence[str | Webhook],
-    msg_id: str,
-    payload: bytes,
-    *,
-    timestamp: int | None = None,
-) -> dict[str, str]:
-    """Standard Webhooks headers for ``payload`` (the exact bytes sent).
-
-    Given several secrets (a secret being rotated: the new one and the old one during its grace
-    period), ``webhook-signature`` carries one signature per secret, space-separated
-    (``v1,<a> v1,<b>``), as Standard Webhooks allows; a verifier holding any one of the secrets
-    accepts the message."""
-    signers = [secret] if isinstance(secret, (str, Webhook)) else list(secret)
-    if not signers:
-        raise ValueError("sign_headers needs at least one secret")
-    ts = int(time.time()) if timestamp is None else int(timestamp)
-    when = datetime.fromtimestamp(ts, tz=UTC)
-    text = payload.decode("utf-8")
-    signatures = [(s if isinstance(s, Webhook) else Webhook(s)).sign(msg_id, when, text) for s in signers]
-    return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": " ".join(signatures)}
-
-
-# --------------------------------------------------------------------------- answers
+# The secret's form, its generation and the Standard Webhooks signature are the SDK's
+# (dpwatch_sdk.protocol: generate_secret, validate_secret, SECRET_PATTERN, SECRET_MIN_LENGTH,
+# Signer, sign_headers), imported above: they exist once, on the endpoint's side of the protocol.
 
 
 def media_type(content_type: str | None) -> str:
@@ -619,39 +549,6 @@ def _parse_keyed_json(text: str, shown_type: str) -> typing.Any:
         raise SamplingError("invalid_json", f"the answer ({shown_type}) cannot be decoded: {exc}") from None
 
 
-def encode_shaped_json(samples: np.ndarray | ListSamples | KeyedSamples, shape: OutputShape) -> bytes:
-    """The JSON answer body for canonical outputs of ``shape``: NaN becomes ``null``, integer
-    shapes are written as integers, list rows stop at their length, keyed outputs are objects."""
-    def num(v: float) -> typing.Any:
-        if v != v:
-            return None
-        return int(v) if shape.values == "integer" else v
-
-    if isinstance(samples, KeyedSamples):
-        keyed = [{k: num(v) if v is not None else None for k, v in row.items()} for row in samples.tolist()]
-        return pydantic_core.to_json({"samples": keyed})
-    if isinstance(samples, ListSamples):
-        body = [[num(v) for v in samples.values[i, : int(samples.lengths[i])].tolist()] for i in range(len(samples))]
-    else:
-        arr = np.asarray(samples)
-        if arr.dtype == object or arr.dtype.kind in "iu":
-            body = arr.tolist()
-        elif arr.ndim == 1:
-            body = [num(v) for v in arr.tolist()]
-        else:
-            body = [[num(v) for v in row] for row in arr.tolist()]
-    return pydantic_core.to_json({"samples": body})
-
-
-def encode_shaped_binary(samples: np.ndarray | ListSamples) -> tuple[bytes, int]:
-    """The binary answer body and its ``x-dpwatch-dim`` for canonical numeric outputs."""
-    if isinstance(samples, ListSamples):
-        rows = np.concatenate([samples.lengths[:, None].astype(np.float64), samples.values], axis=1)
-        return encode_binary(rows), rows.shape[1]
-    arr = np.asarray(samples, dtype=np.float64)
-    return encode_binary(arr), (1 if arr.ndim == 1 else arr.shape[1])
-
-
 def parse_samples(
     body_bytes: bytes,
     content_type: str | None,
@@ -708,15 +605,3 @@ def parse_samples(
             f"the answer must be a JSON object with a 'samples' array; got {_excerpt(text)}",
         )
     return coerce_samples(doc["samples"], n, output_kind, dim, shape=shape)
-
-
-def encode_json(samples: np.ndarray) -> bytes:
-    """The JSON answer body ``{"samples": [...]}`` for validated, finite samples.
-    pydantic-core's serializer is ~10x faster than ``json.dumps`` for floats and
-    writes the shortest representation that round-trips exactly."""
-    return pydantic_core.to_json({"samples": samples.tolist()})
-
-
-def encode_binary(samples: np.ndarray) -> bytes:
-    """Little-endian float64, row-major (the binary answer body)."""
-    return np.ascontiguousarray(samples, dtype="<f8").tobytes()

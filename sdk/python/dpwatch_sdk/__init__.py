@@ -6,8 +6,8 @@
 - DP tests in pytest (:func:`dpwatch_sdk.testing.assert_dp`, with the ``testing`` extra);
 - the endpoint's signing secret: :func:`generate_secret` makes one, :func:`validate_secret` checks one.
 
-Nothing here imports the dpwatch service; the package's only dependencies are ``httpx`` and
-``standardwebhooks`` (numpy is optional; ``pip install 'dpwatch-sdk[testing]'`` adds numpy and
+Nothing here imports the dpwatch service; the package's only dependency is ``httpx`` (the Standard
+Webhooks signature is the standard library's HMAC; numpy is optional; ``pip install 'dpwatch-sdk[testing]'`` adds numpy and
 scipy for ``assert_dp``).
 """
 

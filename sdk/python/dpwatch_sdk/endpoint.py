@@ -18,7 +18,8 @@ refused on its headers:
    it; chunked bodies are decoded under WSGI servers that pass them raw, such as wsgiref), then
    the Standard Webhooks signature is checked over it (401);
 4. the body is validated (422, FastAPI-style ``{"detail": [{"loc", "msg", "type"}]}``, also for
-   ``n`` above ``max_n``); the sampler runs with a fresh generator (in a worker thread under ASGI);
+   ``n`` above ``max_n``); the sampler runs with a fresh generator (under ASGI in a thread of the
+   endpoint's own pool, so that a hanging sampler never starves another endpoint);
    its outputs are checked (500 with the reason if it raised or did not return ``n`` valid
    outputs); the answer is JSON, or little-endian float64 when the caller prefers
    ``application/x-dpwatch-float64`` and the outputs are numbers.
@@ -186,6 +187,10 @@ class Endpoint:
         self._verifier = None if secret is None else Verifier(secret)
         self._rng = RngFactory(seed)
         self._with_period = takes_period(mechanism.sample)
+        # The sampler's own threads under ASGI (started as needed, at most one per request admitted):
+        # a sampler that hangs holds this endpoint's threads, never the event loop's default pool
+        # that other endpoints of the same server (and the server itself) run on.
+        self._executor = ThreadPoolExecutor(max_concurrency, thread_name_prefix=f"dpwatch-{mechanism.name}")
         self.asgi = _ASGIApp(self)
         self.wsgi = _WSGIApp(self)
 
@@ -362,7 +367,7 @@ class _ASGIApp:
                 admission.release(reserve)
             # The sampler is synchronous and usually CPU-bound: run it off the event loop.
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(None, endpoint.answer, request, headers.get("accept"))
+            return await loop.run_in_executor(endpoint._executor, endpoint.answer, request, headers.get("accept"))
         finally:
             admission.leave()
 

@@ -339,3 +339,37 @@ def test_keyed_output_declaration():
             Output("keyed", **bad)
     with pytest.raises(ValueError):
         Output("real", keys=["a"])
+
+
+def test_a_hanging_sampler_does_not_starve_another_endpoint():
+    """Each endpoint runs its sampler in a pool of its own: requests stuck in one endpoint (more of
+    them than the event loop's default pool has threads, 32 at most) leave the other answering."""
+    import threading
+
+    release = threading.Event()
+
+    def hangs(database, n, rng):
+        release.wait(30)
+        return [0.0] * n
+
+    stuck = Endpoint(hangs, secret=None, max_concurrency=40)
+    healthy = Endpoint(laplace, secret=None)
+    raw = body([1], n=3)
+
+    async def go() -> tuple[int, float]:
+        stuck_client = httpx.AsyncClient(transport=httpx.ASGITransport(app=stuck.asgi), base_url="http://t", timeout=60)
+        async with stuck_client, httpx.AsyncClient(transport=httpx.ASGITransport(app=healthy.asgi),
+                                                   base_url="http://t") as ok_client:
+            hanging = [asyncio.create_task(stuck_client.post("/", content=raw)) for _ in range(36)]
+            await asyncio.sleep(0.5)  # every stuck request is inside its sampler
+            t0 = time.monotonic()
+            try:
+                answer = await asyncio.wait_for(ok_client.post("/", content=raw), timeout=10)
+            finally:
+                release.set()
+            elapsed = time.monotonic() - t0
+            assert all(r.status_code == 200 for r in await asyncio.gather(*hanging))
+            return answer.status_code, elapsed
+
+    status, elapsed = asyncio.run(go())
+    assert status == 200 and elapsed < 5
