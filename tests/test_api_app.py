@@ -233,7 +233,7 @@ def test_openapi_lists_every_route_with_problem_responses(client: TestClient) ->
     event_kinds = set(schema["components"]["schemas"]["CheckCreate"]["properties"]["event"]["discriminator"]["mapping"])
     assert event_kinds == {
         "interval", "union", "set", "box", "lattice", "rows", "projection", "auto",
-        "key", "key_value", "key_count", "key_set", "key_sets",
+        "key", "key_value", "key_count", "key_set", "key_sets", "key_sum",
     }
 
 

@@ -19,6 +19,7 @@ from app.stats.events import (
     KeyReleased,
     KeySet,
     KeySets,
+    KeySum,
     KeyValue,
     LatticeSet,
     Projected,
@@ -66,7 +67,7 @@ class AutoEvent(BaseModel):
 
 CheckEvent = Annotated[
     Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount
-    | KeySet | KeySets | AutoEvent,
+    | KeySet | KeySets | KeySum | AutoEvent,
     Field(
         discriminator="kind",
         description="The event E whose probability under x and x' is compared: `interval`, `union` "
@@ -75,7 +76,8 @@ CheckEvent = Annotated[
         "list output in a scalar event) for vectors and lists; for keyed outputs `key` (a key released, or not), "
         "`key_value` (a key's value in a scalar event; a key not released is no member unless `absent`), "
         "`key_count` (the number of released keys in a scalar event), `key_set` (the released keys contain a set, "
-        "or some key outside a set is released) and `key_sets` (the released keys are exactly one of some sets); "
+        "or some key outside a set is released), `key_sets` (the released keys are exactly one of some sets) and "
+        "`key_sum` (the sum of some keys' values in a scalar event; a key not released counts 0); "
         "or `auto` (chosen by discovery before the "
         "first horizon starts, and again as the deployment changes). Discovery's candidates paste as is.",
     ),

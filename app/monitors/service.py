@@ -241,7 +241,7 @@ def event_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:  
 
 
 #: The events of keyed outputs (app.stats.events, docs/audit.md §8).
-KEYED_EVENT_KINDS = frozenset({"key", "key_value", "key_count", "key_set", "key_sets"})
+KEYED_EVENT_KINDS = frozenset({"key", "key_value", "key_count", "key_set", "key_sets", "key_sum"})
 
 
 def _keyed_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
@@ -251,7 +251,7 @@ def _keyed_mismatch(event: dict[str, Any], mechanism: Mechanism) -> str | None:
         return f"a `{kind}` event applies to keyed outputs, but the mechanism's outputs are {mechanism.output_kind}"
     if kind not in KEYED_EVENT_KINDS:
         return (f"the mechanism's outputs are keyed (objects from keys to values); use a `key`, `key_value`, "
-                f"`key_count`, `key_set` or `key_sets` event (got `{kind}`)")
+                f"`key_count`, `key_set`, `key_sets` or `key_sum` event (got `{kind}`)")
     universe = (mechanism.output_shape or {}).get("keys")
     if universe is not None and kind in ("key", "key_value") and event["key"] not in set(universe):
         if kind == "key" and not event.get("released", True) or kind == "key_value" and event.get("absent"):

@@ -22,8 +22,10 @@ choose the threshold that maximises the lower confidence bound) applied to every
   sample released or not released; a key outside the keys x's (or x′'s) choosing sample released
   (the *new-key* events that catch key sets taken from the private data, scored by cross-fitting);
   the value of the most released keys through the scalar families above (an output that does not
-  release the key is no member, unless the event says so); the number of released keys; and sets
-  of whole released key sets, ratio-sorted like the discrete outcomes.
+  release the key is no member, unless the event says so); the sum of the values of the most
+  released keys that both choosing samples release (``key_sum``: a loss spread over several keys,
+  each moved by the allowed amount, shows only there), through the same families; the number of
+  released keys; and sets of whole released key sets, ratio-sorted like the discrete outcomes.
 
 No event that holds no choosing output, or every one, is ever proposed. The held-out samples are
 never seen here: the caller tests the events on fresh samples.
@@ -48,6 +50,7 @@ from app.stats.events import (
     KeyReleased,
     KeySet,
     KeySets,
+    KeySum,
     KeyValue,
     LatticeSet,
     Projected,
@@ -539,12 +542,36 @@ def _keyed(x: KeyedSamples, y: KeyedSamples, shape: OutputShape, s: ProposalSett
             if st.discrete and shape.lattice is not None and not _is_integral(np.concatenate([vx, vy])):
                 st.lattice = shape.lattice
             stats.append(st)
+    stats.extend(_key_sum_stats(x, y, fx, fy))
     stats.extend(_numeric_stats("|released keys|", x.counts().astype(float), y.counts().astype(float),
                                 lambda inner, nulls: KeyCount(event=inner)))
     for st in stats:
         cands.extend(_discrete(st, s) if st.discrete else _continuous(st, s, None))
     cands.extend(_key_sets(x, y, s))
     return cands
+
+
+def _key_sum_stats(x: KeyedSamples, y: KeyedSamples, fx: np.ndarray, fy: np.ndarray) -> list[_Stat]:
+    """The sum ``Σ_{k ∈ K} v_k`` (:class:`~app.stats.events.KeySum`, docs/audit.md §8) over K, the
+    (at most ``KEYED_VALUE_KEYS``) most released keys that both choosing samples release, each at
+    least ``KEYED_VALUE_MIN_RELEASES`` times in all and never as ``null`` (a null makes the sum
+    undefined); none with fewer than two such keys (one key's value is a ``key_value`` event). K and
+    the thresholds come from the choosing samples only."""
+    pooled = fx + fy
+    m = len(x.keys)
+    nulls = np.bincount(x.key_index, weights=np.isnan(x.values), minlength=m) \
+        + np.bincount(y.key_index, weights=np.isnan(y.values), minlength=m)
+    both = np.flatnonzero((fx > 0) & (fy > 0) & (pooled >= KEYED_VALUE_MIN_RELEASES) & (nulls == 0))
+    chosen = both[np.argsort(-pooled[both], kind="stable")[:KEYED_VALUE_KEYS]]
+    if chosen.size < 2:
+        return []
+    keys = sorted(x.keys[int(i)] for i in chosen)
+    probe = KeySum(keys=keys, event=Interval(low=None, high=None))
+
+    def wrap(inner: Any, nulls: bool) -> Any:
+        return KeySum(keys=keys, event=inner)
+
+    return _numeric_stats(probe.describe().split(" ∈ ")[0], probe.sums(x), probe.sums(y), wrap)
 
 
 def _new_keys(x: KeyedSamples, y: KeyedSamples, s: ProposalSettings) -> list[Candidate]:

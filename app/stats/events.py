@@ -41,7 +41,11 @@ have events of their own (docs/audit.md §8). A key is *released* by an output t
 - :class:`KeySet` (``kind="key_set"``): the released keys contain a set (``contains``), or some
   released key lies outside a set (``outside``: a key no choosing sample of x released, the event
   that catches key sets taken from the private data);
-- :class:`KeySets` (``kind="key_sets"``): the set of released keys equals one of given sets.
+- :class:`KeySets` (``kind="key_sets"``): the set of released keys equals one of given sets;
+- :class:`KeySum` (``kind="key_sum"``): the sum of the values of a set of keys in a scalar event;
+  a key the output does not release counts 0, a key released as ``null`` makes the output no
+  member (the sum of several keys' values: a violation spread over several keys, each moved by
+  the allowed amount, shows only in their joint distribution).
 
 A key the evaluated sample never released is absent from all its outputs, so an event chosen on
 one sample applies to fresh samples that hold keys the choosing sample never saw.
@@ -74,6 +78,7 @@ __all__ = [
     "KeyReleased",
     "KeySet",
     "KeySets",
+    "KeySum",
     "KeyValue",
     "Box",
     "LatticeSet",
@@ -142,7 +147,7 @@ def _as_outputs(outputs: Any) -> np.ndarray:
 
     if isinstance(outputs, KeyedSamples):
         raise ValueError("the outputs are keyed (objects from keys to values): use a key event (key, key_value, "
-                         "key_count, key_set, key_sets)")
+                         "key_count, key_set, key_sets, key_sum)")
     arr = np.asarray(outputs)
     if arr.ndim == 0:
         raise ValueError("outputs must be a 1-D array of shape (n,) or a 2-D array of shape (n, d); got a scalar")
@@ -901,9 +906,53 @@ class KeySets(BaseModel):
         return _keyed_outputs(outputs, "a key_sets event").key_set_in(self.sets)
 
 
-KEYED_EVENT_TYPES = (KeyReleased, KeyValue, KeyCount, KeySet, KeySets)
+class KeySum(BaseModel):
+    """``{o : Σ_{k ∈ keys} v_k(o) ∈ event}``, with ``v_k(o)`` the value of key ``k`` in ``o`` and
+    ``v_k(o) = 0`` when ``o`` does not release ``k`` (a group-by that leaves a group out adds nothing
+    to the total); an output that releases one of the keys as ``null`` is no member (its sum is
+    undefined, like ``NaN``). Keys are kept sorted (docs/audit.md §8)."""
 
-Event = Annotated[Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets,
+    model_config = _MODEL_CONFIG
+
+    kind: Literal["key_sum"] = "key_sum"
+    keys: list[Key]
+    event: ScalarEvent
+
+    @field_validator("keys")
+    @classmethod
+    def _sorted(cls, value: list[str]) -> list[str]:
+        keys = _key_list(value, "a key_sum event")
+        if not keys:
+            raise ValueError("a key_sum event needs at least one key")
+        return keys
+
+    @model_validator(mode="after")
+    def _check(self) -> KeySum:
+        if isinstance(self.event, DiscreteSet) and self.event.value_kind != "numbers":
+            raise ValueError("the values of keyed outputs are numbers: a set of strings or tuples holds none")
+        return self
+
+    def describe(self) -> str:
+        return f"Σ_{{k ∈ {_key_set_text(self.keys)}}} value(k) ∈ {self.event.describe()} (a key not released counts 0)"
+
+    def sums(self, outputs: Any) -> np.ndarray:
+        """``Σ_{k ∈ keys} v_k(o)`` of every output, float (n,): 0 when none of the keys is released,
+        NaN when one is released as ``null``. Exact: one ``bincount`` over the entries of the keys."""
+        keyed = _keyed_outputs(outputs, "a key_sum event")
+        n = len(keyed)
+        if not keyed.nnz:
+            return np.zeros(n)
+        inside = keyed.key_mask(self.keys)[keyed.key_index]
+        return np.bincount(keyed.entry_rows()[inside], weights=keyed.values[inside], minlength=n)
+
+    def contains(self, outputs: Any) -> np.ndarray:
+        return self.event.contains(self.sums(outputs))
+
+
+KEYED_EVENT_TYPES = (KeyReleased, KeyValue, KeyCount, KeySet, KeySets, KeySum)
+
+Event = Annotated[Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets
+                  | KeySum,
                   Field(discriminator="kind")]
 """Any event; JSON objects are told apart by their ``kind`` field."""
 

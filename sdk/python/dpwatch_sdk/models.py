@@ -1105,6 +1105,19 @@ class KeyCount(TypedDict):
     event: Interval | IntervalUnion | DiscreteSet | LatticeSet
 
 
+class KeySum(TypedDict):
+    """
+    ``{o : Σ_{k ∈ keys} v_k(o) ∈ event}``, with ``v_k(o)`` the value of key ``k`` in ``o`` and
+    ``v_k(o) = 0`` when ``o`` does not release ``k`` (a group-by that leaves a group out adds nothing
+    to the total); an output that releases one of the keys as ``null`` is no member (its sum is
+    undefined, like ``NaN``). Keys are kept sorted (docs/audit.md §8).
+    """
+
+    kind: NotRequired[Literal['key_sum']]
+    keys: list[str]
+    event: Interval | IntervalUnion | DiscreteSet | LatticeSet
+
+
 class KeyValue(TypedDict):
     """
     ``{o : o[key] ∈ event}``; with ``absent``, outputs that do not release ``key`` are members
@@ -1414,7 +1427,7 @@ class AlarmRead(TypedDict):
 class CheckCreate(TypedDict):
     x: Any
     x_prime: Any
-    event: Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets | AutoEvent
+    event: Interval | IntervalUnion | DiscreteSet | Box | LatticeSet | RowSet | Projected | KeyReleased | KeyValue | KeyCount | KeySet | KeySets | KeySum | AutoEvent
     claim: NotRequired[ClaimSpec | None]
 
 
