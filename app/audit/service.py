@@ -20,6 +20,7 @@ from typing import Any
 import pydantic_core
 
 from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_engine
+from app.reporting.text import number
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
@@ -171,12 +172,6 @@ TIME_RESERVE = 4.0
 TIME_USABLE = 0.85
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf"
-    return f"{x:.{digits}g}"
 
 
 def format_report(result: AuditResult | dict[str, Any]) -> str:
@@ -194,7 +189,7 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
         lines.append(f"{'round':>5}  {'n/db':>9}  {'α_r':>9}  {'pairs':>5}  LB this round")
         for rd in r["rounds"]:
             lines.append(f"{rd['round']:>5}  {rd['n_per_database']:>9,}  {rd['alpha']:>9.2e}  {len(rd['pairs']):>5}  "
-                         f"{_fmt(rd['lower_bound'])}")
+                         f"{number(rd['lower_bound'], infinity='inf')}")
         lines.append("")
     best = r.get("best")
     if best:
@@ -205,9 +200,9 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
     lb = r["lower_bound"]
     # μ-GDP and ρ-zCDP claims (app/claims/heldout.py) bound their own parameter
     param = "μ" if r["claim"].endswith("-GDP") else "ρ" if r["claim"].endswith("-zCDP") else "ε"
-    lines.append(f"LB = {_fmt(lb)}: a {conf:g}% lower confidence bound on {param} (held-out Clopper–Pearson, "
+    lines.append(f"LB = {number(lb, infinity='inf')}: a {conf:g}% lower confidence bound on {param} (held-out Clopper–Pearson, "
                  "valid over all rounds and events)")
-    lines.append(f"ε̂ = {_fmt(r['epsilon_hat'])} (MPL point estimate"
+    lines.append(f"ε̂ = {number(r['epsilon_hat'], infinity='inf')} (MPL point estimate"
                  + (f", {r['mpl']['kind']} on {r['mpl']['on']})" if r.get("mpl") else ")"))
     if r.get("note"):
         lines.append(f"note: {r['note']}")
@@ -217,7 +212,7 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
                          "the claim's region)")
         else:
             lines.append(f"claim {r['claim']}: not refuted with these pairs and this budget "
-                         f"(LB = {_fmt(lb)}); this does not show that the mechanism satisfies it")
+                         f"(LB = {number(lb, infinity='inf')}); this does not show that the mechanism satisfies it")
             if r.get("power") is not None:
                 from app.audit.power import power_sentence
 

@@ -9,7 +9,6 @@ timestamp>`` → ``<properties>`` and ``<testcase classname name time>`` with an
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -20,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
+
+from app.reporting.text import shorten
 
 __all__ = ["JUnitCase", "audit_case", "error_case", "junit_xml", "search_cases", "search_properties", "shown_url",
            "write_junit"]
@@ -137,9 +138,6 @@ def audit_case(result: Mapping[str, Any], url: str, report: str, *, claimed: boo
     )
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _certified_findings(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -166,10 +164,10 @@ def search_cases(result: Mapping[str, Any], url: str, report: str) -> list[JUnit
             message = f"violation of {claim} certified at level α = {result.get('alpha')}"
             if isinstance(lower_bound, (int, float)):
                 message += f" (lower confidence bound {lower_bound:.4g} on {result.get('parameter') or 'ε'})"
-            message += f" on x = {_short(f.get('x'))}, x′ = {_short(f.get('x_prime'))}"
+            message += f" on x = {shorten(f.get('x'), 60)}, x′ = {shorten(f.get('x_prime'), 60)}"
             cases.append(JUnitCase(
-                name=f"{claim} of {where}: finding {f.get('rank')}, x = {_short(f.get('x'), 40)}, "
-                     f"x′ = {_short(f.get('x_prime'), 40)}, {f.get('describe') or _short(f.get('event'), 40)}",
+                name=f"{claim} of {where}: finding {f.get('rank')}, x = {shorten(f.get('x'), 40)}, "
+                     f"x′ = {shorten(f.get('x_prime'), 40)}, {f.get('describe') or shorten(f.get('event'), 40)}",
                 classname="dpwatch.search", seconds=seconds / max(1, len(findings)), outcome="failed",
                 message=message, text=report))
         return cases
@@ -192,8 +190,8 @@ def search_properties(result: Mapping[str, Any]) -> dict[str, Any]:
         "candidates": (result.get("candidates") or {}).get("generated")}
     for f in _certified_findings(result) if certified else []:
         label = f"finding {f.get('rank')}"
-        out.update({f"{label}: lower_bound": f.get("lower_bound"), f"{label}: x": _short(f.get("x"), 500),
-                    f"{label}: x_prime": _short(f.get("x_prime"), 500), f"{label}: event": _short(f.get("event"), 500),
+        out.update({f"{label}: lower_bound": f.get("lower_bound"), f"{label}: x": shorten(f.get("x"), 500),
+                    f"{label}: x_prime": shorten(f.get("x_prime"), 500), f"{label}: event": shorten(f.get("event"), 500),
                     f"{label}: relation": f.get("relation")})
     return out
 

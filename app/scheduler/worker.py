@@ -239,7 +239,7 @@ class Worker:
         Half of the slots that periods of ordinary length use: waiting for half keeps claims
         batched (one claim per period cost 8% of a worker), and periods running for more than a
         tick (a slow or hanging endpoint) are left out of the count, so that they cannot make the
-        other tenants' monitors wait for the ticker (issue 17 item 4: a healthy tenant ran 54% of
+        other tenants' monitors wait for the ticker (measured before this rule: a healthy tenant ran 54% of
         its periods beside hanging ones, with 6 of 8 slots held and claims once per tick)."""
         now = asyncio.get_running_loop().time()
         long = sum(1 for t0 in self._started.values() if now - t0 > self.settings.tick_seconds)

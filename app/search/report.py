@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
+
+from app.reporting.text import number, shorten
 
 __all__ = ["format_search_report", "monitor_body"]
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞"
-    return f"{x:.{digits}g}"
-
-
-def _short(value: Any, limit: int = 100) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def format_search_report(result: Any, *, url: str | None = None) -> str:
@@ -45,14 +35,14 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
     if r["certified"] and f:
         h = f["held_out"]
         lines += ["VIOLATION CERTIFIED",
-                  f"  x  = {_short(f['x'])}",
-                  f"  x′ = {_short(f['x_prime'])}",
+                  f"  x  = {shorten(f['x'])}",
+                  f"  x′ = {shorten(f['x_prime'])}",
                   f"  neighbours by {f['relation']}; found by {f['source']} ({f['note']})",
                   f"  event: {f['describe']}",
                   f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g}), "
                   f"tested at level {h['alpha']:.2e}",
-                  f"  {r['parameter']} ≥ {_fmt(f['lower_bound'])} at {conf} confidence (claimed {r['parameter']} = "
-                  f"{_fmt(r['claimed_value'])})"]
+                  f"  {r['parameter']} ≥ {number(f['lower_bound'])} at {conf} confidence (claimed {r['parameter']} = "
+                  f"{number(r['claimed_value'])})"]
         sev = r.get("severity")
         if sev and sev.get("lower_bound") is not None:
             hs = sev["held_out"]
@@ -60,7 +50,7 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
                       f"  event: {sev['describe']} ({sev['family']})",
                       f"  held out: {hs['a']:,}/{hs['n_x']:,} vs {hs['b']:,}/{hs['n_xp']:,}, {sev['events']} events "
                       f"each at level {sev['level_per_event']:.2e}",
-                      f"  {r['parameter']} ≥ {_fmt(sev['lower_bound'])} at {conf} confidence"
+                      f"  {r['parameter']} ≥ {number(sev['lower_bound'])} at {conf} confidence"
                       + (f" ({sev['lower_bound'] / r['claimed_value']:.3g} × the claim)" if r['claimed_value'] else "")]
             if sev.get("never_seen"):
                 lines.append(f"  x′ never produced this output in {hs['n_xp']:,} draws: the bound is limited by the "
@@ -69,15 +59,15 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
         lb = r["certification"].get("lower_bound")
         lines += ["no violation certified within the budget (this does not show that the claim holds)"]
         if lb is not None:
-            lines.append(f"  largest lower bound on {r['parameter']} certified on fresh samples: {_fmt(lb)}")
+            lines.append(f"  largest lower bound on {r['parameter']} certified on fresh samples: {number(lb)}")
         power = r.get("power")
         if power:
             lines.append("  power (each row: the smallest violation one tested event would have revealed with "
                          "probability ≥ 0.9, at event probability q on x′; nothing about other pairs or events):")
             for row in power[:6]:
-                got = ", ".join(f"q={d['q']:g}: {_fmt(d['theta'], 3) if d['theta'] is not None else 'none'}"
+                got = ", ".join(f"q={d['q']:g}: {number(d['theta'], 3) if d['theta'] is not None else 'none'}"
                                 for d in row["detected"])
-                lines.append(f"    {_short(row['x'], 30)} vs {_short(row['x_prime'], 30)}, {row['family']}, "
+                lines.append(f"    {shorten(row['x'], 30)} vs {shorten(row['x_prime'], 30)}, {row['family']}, "
                              f"{row['n_per_side']:,}/side: {row['parameter']} ≥ … {got}")
     fails = r["failing_inputs"]
     if fails:
@@ -85,7 +75,7 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
         for item in fails[:10]:
             code = f" {item['status_code']}" if item.get("status_code") else ""
             detail = item["detail"].split(": ", 1)[1] if item["detail"].startswith("HTTP ") else item["detail"]
-            lines.append(f"  {item['reason']}{code}: {_short(item['database'], 60)} — {detail[:120]}")
+            lines.append(f"  {item['reason']}{code}: {shorten(item['database'], 60)} — {detail[:120]}")
         if len(fails) > 10:
             lines.append(f"  … and {len(fails) - 10} more (--json lists them all)")
     lines += ["", r["statement"]]

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.audit.power import power_rows, power_sentence
+from app.reporting.text import number, shorten
 from app.sampling.timing import (
     DeadlineReached,
     RateMeasurement,
@@ -472,10 +473,6 @@ def _time_stop(exc: Exception) -> str:
         else "time limit"
 
 
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return "∞" if math.isinf(x) else f"{x:.4g}"
 
 
 def _statement(certified: bool, finding: dict[str, Any] | None, parameter: str, claimed: float | None,
@@ -485,21 +482,14 @@ def _statement(certified: bool, finding: dict[str, Any] | None, parameter: str, 
     fails = (f" The endpoint failed on {len(failing)} input(s), listed as findings." if failing else "")
     if certified and finding is not None:
         h = finding["held_out"]
-        return (f"Violation certified: on x = {_short(finding['x'])} and x′ = {_short(finding['x_prime'])} "
+        return (f"Violation certified: on x = {shorten(finding['x'], 120)} and x′ = {shorten(finding['x_prime'], 120)} "
                 f"({finding['relation'] or 'neighbours'}), the event {finding['describe']} held {h['a']}/{h['n_x']} "
-                f"outputs against {h['b']}/{h['n_xp']} on fresh samples: {parameter} ≥ {_fmt(finding['lower_bound'])} "
-                f"at {conf} confidence, above the claimed {parameter} = {_fmt(claimed)}." + fails)
+                f"outputs against {h['b']}/{h['n_xp']} on fresh samples: {parameter} ≥ {number(finding['lower_bound'])} "
+                f"at {conf} confidence, above the claimed {parameter} = {number(claimed)}." + fails)
     below = ("" if best_lb is None else
-             f" The largest lower bound on {parameter} certified on fresh samples was {_fmt(best_lb)}, not above "
+             f" The largest lower bound on {parameter} certified on fresh samples was {number(best_lb)}, not above "
              f"the claim.")
     return (f"No violation was certified within the budget ({samples:,} outputs, {seconds:.0f} s; stopped: {stopped})."
             f" This does not show that the mechanism satisfies its claim: the search tried {tried} candidate pairs of "
             f"the domain, and a violation on other inputs, or one too small to certify with this budget, may remain."
             + below + fails)
-
-
-def _short(db: Any, limit: int = 120) -> str:
-    import json
-
-    text = json.dumps(db)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
