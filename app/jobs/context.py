@@ -13,8 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.models.mechanisms import Mechanism
 from app.sampling.client import SamplingClient
 from app.settings import Settings
 
@@ -89,3 +91,14 @@ class JobContext:
 
 
 Handler = Callable[[JobContext], Awaitable[dict[str, Any]]]
+
+
+def load_mechanism(ctx: JobContext) -> Mechanism:
+    """The job's mechanism, detached from its session (the tenant's own; JobFailed once deleted)."""
+    with ctx.session_factory() as session:
+        mechanism = session.scalar(select(Mechanism).where(Mechanism.id == ctx.mechanism_id,
+                                                           Mechanism.tenant_id == ctx.tenant_id))
+        if mechanism is None:
+            raise JobFailed(f"mechanism {ctx.mechanism_id} no longer exists")
+        session.expunge(mechanism)
+        return mechanism

@@ -12,8 +12,6 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from sqlalchemy import select
-
 from app.audit.discovery import discover_checks
 from app.audit.engine import (
     AuditCancelled,
@@ -22,7 +20,7 @@ from app.audit.engine import (
     Sampler,
     run_engine,
 )
-from app.jobs.context import JobCancelled, JobContext, JobFailed
+from app.jobs.context import JobCancelled, JobContext, load_mechanism
 from app.mechanisms.contract import contract_of, endpoint_of
 from app.models.mechanisms import Mechanism
 from app.sampling.client import MechanismEndpoint, SamplingClient
@@ -64,14 +62,6 @@ def progress_reporter(ctx: JobContext, start: float = 0.0, end: float = 1.0):  #
     return report
 
 
-def _mechanism(ctx: JobContext) -> Mechanism:
-    with ctx.session_factory() as session:
-        mechanism = session.scalar(select(Mechanism).where(Mechanism.id == ctx.mechanism_id,
-                                                           Mechanism.tenant_id == ctx.tenant_id))
-        if mechanism is None:
-            raise JobFailed(f"mechanism {ctx.mechanism_id} no longer exists")
-        session.expunge(mechanism)
-        return mechanism
 
 
 def _pairs(request: Any) -> list[tuple[Any, Any]]:
@@ -85,7 +75,7 @@ async def run_discovery_job(ctx: JobContext) -> dict[str, Any]:
     from app.jobs.schemas import DiscoverRequest
 
     request = DiscoverRequest.model_validate(ctx.params)
-    mechanism = await asyncio.to_thread(_mechanism, ctx)
+    mechanism = await asyncio.to_thread(load_mechanism, ctx)
     shape = mechanism_shape(mechanism)
     settings = AuditSettings(alpha=request.alpha, budget=request.budget, first_round=request.first_round,
                              region=request.region, learned=request.learned)
@@ -107,7 +97,7 @@ async def run_audit_job(ctx: JobContext) -> dict[str, Any]:
     from app.jobs.schemas import AuditRequest
 
     request = AuditRequest.model_validate(ctx.params)
-    mechanism = await asyncio.to_thread(_mechanism, ctx)
+    mechanism = await asyncio.to_thread(load_mechanism, ctx)
     shape = mechanism_shape(mechanism)
     settings = AuditSettings(alpha=request.alpha, budget=request.budget, first_round=request.first_round,
                              region=request.region, learned=request.learned)

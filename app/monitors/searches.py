@@ -35,7 +35,7 @@ import structlog
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.jobs.context import JobCancelled, JobContext, JobFailed
+from app.jobs.context import JobCancelled, JobContext, JobFailed, load_mechanism
 from app.jobs.service import active_job, enqueue_job
 from app.models.jobs import Job
 from app.models.mechanisms import Mechanism
@@ -135,14 +135,6 @@ async def _search(ctx: JobContext, mechanism: Mechanism, domain: Any, claim_spec
             raise JobFailed(str(exc)) from None
 
 
-def _load_mechanism(ctx: JobContext) -> Mechanism:
-    with ctx.session_factory() as session:
-        mechanism = session.scalar(select(Mechanism).where(Mechanism.id == ctx.mechanism_id,
-                                                           Mechanism.tenant_id == ctx.tenant_id))
-        if mechanism is None:
-            raise JobFailed(f"mechanism {ctx.mechanism_id} no longer exists")
-        session.expunge(mechanism)
-        return mechanism
 
 
 async def _user_search(ctx: JobContext) -> dict[str, Any]:
@@ -151,7 +143,7 @@ async def _user_search(ctx: JobContext) -> dict[str, Any]:
     from app.search.schemas import SearchRequest
 
     request = SearchRequest.model_validate(ctx.params)
-    mechanism = await asyncio.to_thread(_load_mechanism, ctx)
+    mechanism = await asyncio.to_thread(load_mechanism, ctx)
     domain = request.domain or (InputDomain.model_validate(mechanism.input_domain)
                                 if mechanism.input_domain is not None else None)
     if domain is None:
