@@ -660,10 +660,10 @@ def audit(
             _fail("--delta goes with --epsilon")
         if mu is not None or rho is not None or delta:
             # (ε, δ), μ-GDP and ρ-zCDP claims (docs/claims.md): both constraints of (ε, δ)
-            from app.claims.heldout import HeldOutClaim
+            from app.stats.claims import parse_claim
 
-            claim = HeldOutClaim.of({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
-                                    else {"epsilon": epsilon, "delta": delta})
+            claim = parse_claim({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
+                                else {"epsilon": epsilon, "delta": delta})
         networks = _networks(allow_networks)
         http_config = SafeHttpConfig(allow_networks=tuple(networks))
         the_secret = secret or generate_secret()

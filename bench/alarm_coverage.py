@@ -41,10 +41,9 @@ from pathlib import Path
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
-from app.stats.claims import ZCDP
+from app.stats.claims import ZCDP, parse_claim
 from app.stats.confidence import ESTIMATE_PERIODS, CSClaim, _lines, _past_sums, confidence_sequence, curve_increments
 from app.stats.evidence import confirmation, score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
@@ -91,10 +90,10 @@ ZCDP_BOUNDARY = {"mode": "polygon"}
 
 def exact_zcdp_p(rho: float, q0: float) -> float:
     """The p > q0 at which Bern(p) vs Bern(q0) is exactly ρ-zCDP: sup_α max(D_α(p‖q), D_α(q‖p))/α = ρ
-    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.claims.heldout.rho_lower_bound)."""
+    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.stats.claims.rho_lower_bound)."""
     from scipy.optimize import brentq
 
-    from app.claims.heldout import rho_lower_bound
+    from app.stats.claims import rho_lower_bound
 
     return float(brentq(lambda x: max(rho_lower_bound(x, q0), rho_lower_bound(1 - q0, 1 - x)) - rho,
                         q0 + 1e-12, 1 - 1e-12, xtol=1e-12))
@@ -110,8 +109,8 @@ def claim_of(kind: str, claimed: float):  # the stats claim (detectors) and the 
     if kind == "dp":
         return None, EpsilonDelta(claimed)
     form = {"gdp_mu": claimed} if kind == "gdp" else {"zcdp_rho": claimed}
-    held = HeldOutClaim.of(form)
-    return held.claim, held
+    held = parse_claim(form)
+    return held, held
 
 
 def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: float, horizon: int, alpha: float,

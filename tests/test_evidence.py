@@ -153,14 +153,14 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     in whichever orientation the event points, and never calls μ an ε."""
     from scipy.stats import norm
 
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     # Gaussian shift with μ' = 2 against a claim of μ = 0.5: the half-line {o ≥ 1} has
     # p = Φ(1) under x (mean 2) and q = Φ(−1) under x' (mean 0), so μ_lb ≈ 2 − margin.
     n = 4000
     p, q = norm.cdf(1.0), norm.cdf(-1.0)
     a, b = int(round(p * n)), int(round(q * n))
-    ev = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
+    ev = alarm_evidence([a], [b], [n], [7], lag=1, claim=parse_claim({"gdp_mu": 0.5}))
     assert ev["parameter"] == "μ" and ev["epsilon_lower_bound"] is None
     # The window's exact bound is the descriptive one: μ_lb ≈ 2 − margin.
     assert 1.7 < ev["window_bound"]["lower_bound"] < 2.0
@@ -171,27 +171,27 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     assert ev["claim"] == {"gdp_mu": 0.5} and "μ >" in ev["statement"]
     # With x and x' swapped the event is likelier under x': the next periods' orientation is chosen
     # from the past counts, so from period 2 on the sequence bounds μ on that side too.
-    swapped = alarm_evidence([b] * 3, [a] * 3, [n] * 3, [5, 6, 7], lag=3, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
+    swapped = alarm_evidence([b] * 3, [a] * 3, [n] * 3, [5, 6, 7], lag=3, claim=parse_claim({"gdp_mu": 0.5}))
     assert swapped["orientation"] == "x_prime" and swapped["exceeds_claim"] is True
     assert swapped["lower_bound"] > 1.2
     # at the claim's own boundary nothing is contradicted
     a0, b0 = int(round(norm.cdf(0.25) * n)), int(round(norm.cdf(-0.25) * n))
     assert alarm_evidence([a0] * 5, [b0] * 5, [n] * 5, [1, 2, 3, 4, 5], lag=1,
-                          claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
+                          claim=parse_claim({"gdp_mu": 0.5}))["exceeds_claim"] is False
     # ρ-zCDP: an anytime-valid bound on ρ too (the Gaussian shift μ' = 2 is ρ = μ'²/2 = 2-zCDP).
-    zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
+    zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=parse_claim({"zcdp_rho": 0.05}))
     assert zc["parameter"] == "ρ" and zc["method"] == "confidence_sequence" and zc["window_bound"]["exceeds_claim"]
     assert zc["anytime"]["parameter"] == "ρ" and 0.05 <= zc["lower_bound"] < 2.0 and zc["exceeds_claim"] is True
     assert zc["epsilon_lower_bound"] is None and "not given the alarm" in zc["statement"] and "ρ >" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     for claim in ({"gdp_mu": 1.0}, {"epsilon": 1.0, "delta": 1e-5}):
-        reading = snapshot_reading(3.0, 3.5, HeldOutClaim.of(claim))
+        reading = snapshot_reading(3.0, 3.5, parse_claim(claim))
         assert reading["verdict"] == "not_comparable" and "neither supports nor contradicts" in reading["statement"]
-    assert snapshot_reading(3.0, 3.5, HeldOutClaim.of({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
+    assert snapshot_reading(3.0, 3.5, parse_claim({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
 
 
 def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():

@@ -96,12 +96,12 @@ def test_confirmation_is_the_exact_test_on_fresh_counts():
 
 
 def test_cs_claims_of_each_kind():
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == CSClaim("dp", 1.0, 1e-5)
-    assert cs_claim_of(HeldOutClaim.of({"gdp_mu": 0.7})) == CSClaim("gdp", 0.7)
-    assert cs_claim_of(HeldOutClaim.of({"epsilon": 2.0})) == CSClaim("dp", 2.0)
-    assert cs_claim_of(HeldOutClaim.of({"zcdp_rho": 0.1})) == CSClaim("zcdp", 0.1)
+    assert cs_claim_of(parse_claim({"gdp_mu": 0.7})) == CSClaim("gdp", 0.7)
+    assert cs_claim_of(parse_claim({"epsilon": 2.0})) == CSClaim("dp", 2.0)
+    assert cs_claim_of(parse_claim({"zcdp_rho": 0.1})) == CSClaim("zcdp", 0.1)
     assert CSClaim("zcdp", 0.1).parameter == "ρ" and CSClaim("gdp", 1.0).parameter == "μ"
 
 
@@ -209,8 +209,7 @@ def test_the_confirmation_tests_the_complement_face_too():
 def test_the_two_face_confirmation_keeps_its_level_on_the_boundary(claim_kind):
     """Seeded: at the vertex where both faces are tight (the hardest point for one test covering
     both), the fresh outputs contradict the claim in at most α of the runs."""
-    from app.claims.heldout import HeldOutClaim
-    from app.stats.claims import ZCDP
+    from app.stats.claims import ZCDP, parse_claim
 
     rng = np.random.default_rng(20 if claim_kind == "epsilon" else 21)
     runs, n = 2000, 5000
@@ -219,11 +218,11 @@ def test_the_two_face_confirmation_keeps_its_level_on_the_boundary(claim_kind):
     else:
         from scipy.optimize import brentq
 
-        from app.claims.heldout import rho_lower_bound
+        from app.stats.claims import rho_lower_bound
 
         # a Bernoulli pair that is exactly 0.5-zCDP: sup_α D_α/α = 0.5 in the tighter direction (the
         # test refutes through the (ε, δ(ε)) polygon or this Rényi bound, on either face)
-        claim, q = HeldOutClaim.of({"zcdp_rho": 0.5}), 0.2
+        claim, q = parse_claim({"zcdp_rho": 0.5}), 0.2
         p = brentq(lambda x: max(rho_lower_bound(x, q), rho_lower_bound(1 - q, 1 - x)) - 0.5, q + 1e-6, 0.99)
         assert p <= float(ZCDP(0.5).upper(q))
     a = rng.binomial(n, p, runs)

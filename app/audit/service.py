@@ -203,7 +203,7 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
                   f"  on x = {json.dumps(best['x'])}, x' = {json.dumps(best['x_prime'])}",
                   f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g})"]
     lb = r["lower_bound"]
-    # μ-GDP and ρ-zCDP claims (app/claims/heldout.py) bound their own parameter
+    # μ-GDP and ρ-zCDP claims (app.stats.claims.Claim.bound) bound their own parameter
     param = "μ" if r["claim"].endswith("-GDP") else "ρ" if r["claim"].endswith("-zCDP") else "ε"
     lines.append(f"LB = {_fmt(lb)}: a {conf:g}% lower confidence bound on {param} (held-out Clopper–Pearson, "
                  "valid over all rounds and events)")

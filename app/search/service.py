@@ -61,12 +61,12 @@ def read_domain(source: str | Path | dict[str, Any]) -> InputDomain:
 
 def make_claim(spec: dict[str, Any]) -> Claim:
     """The held-out test's claim for an API claim (``app.claims.schemas.ClaimSpec`` form)."""
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     spec = {k: v for k, v in spec.items() if v is not None}
     if set(spec) == {"epsilon"}:
         return EpsilonDelta(float(spec["epsilon"]))
-    return HeldOutClaim.of(spec)
+    return parse_claim(spec)
 
 
 def endpoint_search_sampler(client: SamplingClient, endpoint: MechanismEndpoint, *, label: str,

@@ -276,7 +276,7 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
 def cs_claim_of(claim: Any) -> CSClaim | None:
     """The :class:`CSClaim` of a claim object (``epsilon``/``delta``, ``mu``/a GDP claim, ``rho``/a
     zCDP claim), or None for an object that is none of these."""
-    inner = getattr(claim, "claim", claim)  # app.claims.heldout.HeldOutClaim wraps a claims.Claim
+    inner = claim
     kind = getattr(inner, "kind", None)
     if kind == "gdp" or hasattr(inner, "mu"):
         return CSClaim("gdp", float(inner.mu))

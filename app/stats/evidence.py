@@ -88,7 +88,7 @@ def _pure_epsilon(claim: Claim) -> float | None:
     """The ε of a pure-ε claim (the score bound applies), else None."""
     if isinstance(claim, EpsilonDelta) and claim.delta == 0:
         return float(claim.epsilon)
-    if getattr(claim, "name", None) == "epsilon":  # app.claims.heldout.HeldOutClaim of a PureDP claim
+    if getattr(claim, "name", None) == "epsilon":  # app.stats.claims.PureDP
         return float(claim.epsilon)  # type: ignore[attr-defined]
     return None
 
