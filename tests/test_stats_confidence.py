@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from app.stats.confidence import CSClaim, confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
+from app.stats.claims import ZCDP, ApproxDP, GaussianDP, PureDP
+from app.stats.confidence import confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
 from app.stats.evidence import confirmation
 from app.stats.heldout import Counts, EpsilonDelta, test_claim
 from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
@@ -28,7 +29,7 @@ def test_the_bound_is_the_inverted_family_of_e_processes(design):
     a = rng.binomial(n, math.exp(1.6) * q, t_max)
     b = rng.binomial(n, q, t_max)
     grid = np.array([0.0, 0.5, 1.0, 1.2, 1.4, 1.6, 2.0])
-    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05, grid=grid, design=design)
+    cs = confidence_sequence(a, b, n, PureDP(1.0), 0.05, grid=grid, design=design)
     ever = np.zeros((grid.size, t_max), dtype=bool)
     for j, theta in enumerate(grid):
         det = EProcess.from_design(0.05, SupportingLine.pure(float(theta)), design or SERVICE_DESIGN)
@@ -55,7 +56,7 @@ def test_coverage_holds_at_every_time_at_once(theta):
     runs, t_max, n, q = 600, 60, 200, 0.1
     a = rng.binomial(n, math.exp(theta) * q, size=(runs, t_max))
     b = rng.binomial(n, q, size=(runs, t_max))
-    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05)
+    cs = confidence_sequence(a, b, n, PureDP(1.0), 0.05)
     ever = np.mean((cs.lower >= theta).any(axis=1))
     assert ever <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
     if theta > 1.0:  # and it has power: the claim ε = 1 is excluded in most runs by the end
@@ -69,7 +70,7 @@ def test_gdp_coverage_and_power():
         p = float(ndtr(ndtri(q) + mu))
         a = rng.binomial(n, p, size=(runs, t_max))
         b = rng.binomial(n, q, size=(runs, t_max))
-        cs = confidence_sequence(a, b, n, CSClaim("gdp", 1.0), 0.05)
+        cs = confidence_sequence(a, b, n, GaussianDP(1.0), 0.05)
         assert np.mean((cs.lower >= mu).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
         if check_power:
             assert cs.claim_rejected[:, -1].mean() > 0.9
@@ -98,11 +99,11 @@ def test_confirmation_is_the_exact_test_on_fresh_counts():
 def test_cs_claims_of_each_kind():
     from app.stats.claims import parse_claim
 
-    assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == CSClaim("dp", 1.0, 1e-5)
-    assert cs_claim_of(parse_claim({"gdp_mu": 0.7})) == CSClaim("gdp", 0.7)
-    assert cs_claim_of(parse_claim({"epsilon": 2.0})) == CSClaim("dp", 2.0)
-    assert cs_claim_of(parse_claim({"zcdp_rho": 0.1})) == CSClaim("zcdp", 0.1)
-    assert CSClaim("zcdp", 0.1).parameter == "ρ" and CSClaim("gdp", 1.0).parameter == "μ"
+    assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == ApproxDP(1.0, 1e-5)
+    assert cs_claim_of(parse_claim({"gdp_mu": 0.7})) == GaussianDP(0.7)
+    assert cs_claim_of(parse_claim({"epsilon": 2.0})) == PureDP(2.0)
+    assert cs_claim_of(parse_claim({"zcdp_rho": 0.1})) == ZCDP(0.1)
+    assert ZCDP(0.1).parameter == "ρ" and GaussianDP(1.0).parameter == "μ"
 
 
 # ----------------------------------------------------------------------------- ρ-zCDP
@@ -159,7 +160,7 @@ def test_zcdp_coverage_and_power(rho1):
     p = float(ZCDP(rho1).upper(q))
     a = rng.binomial(n, p, size=(runs, t_max))
     b = rng.binomial(n, q, size=(runs, t_max))
-    cs = confidence_sequence(a, b, n, CSClaim("zcdp", 0.5), 0.05)
+    cs = confidence_sequence(a, b, n, ZCDP(0.5), 0.05)
     assert np.mean((cs.lower >= rho1).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
     if rho1 > 0.5:
         assert cs.claim_rejected[:, -1].mean() > 0.9
@@ -180,11 +181,11 @@ def test_the_complement_face_is_bet_on_for_curve_claims():
     b = rng.binomial(n, 1 - p_c, size=(runs, t_max)).astype(float)
     nn = np.full(a.shape, float(n))
     k = bet_grid().size + 1
-    for claim in (CSClaim("gdp", 1.0), CSClaim("zcdp", 0.5)):
+    for claim in (GaussianDP(1.0), ZCDP(0.5)):
         inc = curve_increments(a, b, nn, claim, claim.value)
         assert inc.shape == (runs, t_max, 2 * k)
         np.testing.assert_allclose(inc[..., k:], curve_increments(nn - b, nn - a, nn, claim, claim.value)[..., :k])
-    cs = confidence_sequence(a, b, n, CSClaim("gdp", 1.0), 0.05)
+    cs = confidence_sequence(a, b, n, GaussianDP(1.0), 0.05)
     assert cs.claim_rejected[:, -1].mean() > 0.9 and np.mean((cs.lower >= 2.0).any(axis=1)) <= 0.1
 
 

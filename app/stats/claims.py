@@ -370,7 +370,8 @@ class PureDP(_PolygonClaim):
     kind: ClassVar[ClaimKind] = "epsilon"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _check_number("epsilon", self.epsilon, low=0.0, high=MAX_EPSILON))
+        object.__setattr__(self, "epsilon", _check_number("epsilon", self.epsilon, low=0.0, high=MAX_EPSILON,
+                                                          low_open=False))
 
     def to_dict(self) -> dict[str, float]:
         return {"epsilon": self.epsilon}
