@@ -47,7 +47,6 @@ from app.stats.claims import ZCDP, GaussianDP, PureDP, parse_claim
 from app.stats.confidence import ESTIMATE_PERIODS, _lines, _past_sums, confidence_sequence, curve_increments
 from app.stats.evidence import confirmation, score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
-from app.stats.heldout import EpsilonDelta
 from app.stats.period import period_statistic
 from app.stats.sequential import (
     SERVICE_DESIGN,
@@ -112,7 +111,7 @@ def family_claim(kind: str, claimed: float):
 
 def claim_of(kind: str, claimed: float):  # the stats claim (detectors) and the evidence's claim (confirmation)
     if kind == "dp":
-        return None, EpsilonDelta(claimed)
+        return None, PureDP(claimed)
     form = {"gdp_mu": claimed} if kind == "gdp" else {"zcdp_rho": claimed}
     held = parse_claim(form)
     return held, held

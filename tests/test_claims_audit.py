@@ -12,8 +12,8 @@ from app.cli import app
 from app.reference.gaussian import GaussianGDP, GaussianMissingConstant, GaussianZCDP
 from app.sampling.endpoint import make_endpoint_router
 from app.sampling.protocol import generate_secret
-from app.stats.claims import bernoulli_renyi, parse_claim, rho_lower_bound
-from app.stats.heldout import Claim, Counts
+from app.stats.claims import Claim, bernoulli_renyi, parse_claim, rho_lower_bound
+from app.stats.heldout import Counts
 from app.stats.heldout import test_claim as held_out_test
 from tests.sampling_server import serve_app
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from app.stats.claims import PureDP, dp_claim
 from app.stats.evidence import (
     alarm_evidence,
     as_claim,
@@ -15,7 +16,7 @@ from app.stats.evidence import (
     score_statistic,
     snapshot_reading,
 )
-from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.multiple import initial_check_alpha, rediscovery_alpha
 from app.stats.period import period_statistic
 
@@ -48,20 +49,20 @@ def test_degenerate_counts():
 
 def test_the_exact_bound_is_the_engines_and_delta_claims_use_it():
     found = claim_evidence(1.0, 130, 22, 400, 400)
-    engine = test_claim(EpsilonDelta(1.0), Counts(130, 400, 22, 400), 0.05)
+    engine = test_claim(PureDP(1.0), Counts(130, 400, 22, 400), 0.05)
     assert found["exact"] == engine and found["method"] == "score"
     assert found["epsilon_lower_bound"] >= engine.lower_bound  # the score bound is the tighter one here
-    with_delta = claim_evidence(EpsilonDelta(1.0, 0.05), 130, 22, 400, 400)
+    with_delta = claim_evidence(dp_claim(1.0, 0.05), 130, 22, 400, 400)
     assert with_delta["method"] == "clopper_pearson"
     # claims other than pure ε are tested in both orientations, each at α/2
-    half = test_claim(EpsilonDelta(1.0, 0.05), Counts(130, 400, 22, 400), 0.025)
+    half = test_claim(dp_claim(1.0, 0.05), Counts(130, 400, 22, 400), 0.025)
     assert with_delta["orientation"] == "x" and with_delta["exact"] == half
     assert with_delta["epsilon_lower_bound"] == pytest.approx(math.log((half.p_lo - 0.05) / half.q_hi))
 
     class Epsilon:  # any object with epsilon (and delta) is a claim
         epsilon = 2.0
 
-    assert as_claim(Epsilon()) == EpsilonDelta(2.0)
+    assert as_claim(Epsilon()) == PureDP(2.0)
     with pytest.raises(TypeError):
         as_claim("two")
 
@@ -202,7 +203,7 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
                         detector="e-detector", arl=20000.0, window=1000)
     assert ev["detection"]["kind"] == "arl" and "not a refutation" in ev["statement"]
     alarm = {"kind": "privacy", "statement": ev["statement"], "check": ev, "contract": None, "snapshot": None}
-    out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
+    out = with_confirmation(alarm, 8000, 2000, 25000, PureDP(1.0), 0.05)
     assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
     assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
     assert out["confirmation"]["orientation"] == "x" and out["confirmation"]["faces"]["event"]["confirms"] is True
@@ -210,14 +211,14 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     assert out["confirmation"]["validity"] == "given_alarm" and out["confirmation"]["restates_alarm"] is False
     assert "valid given the alarm" in out["statement"]
     # the complement face is tested too (1 − q ≤ e·(1 − p): 0.10 > e·0.03), and said so
-    comp = with_confirmation(alarm, 24250, 22500, 25000, EpsilonDelta(1.0), 0.05)
+    comp = with_confirmation(alarm, 24250, 22500, 25000, PureDP(1.0), 0.05)
     assert comp["confirmation"]["confirms"] is True and comp["confirmation"]["face"] == "complement"
     assert "on the event's complement" in comp["statement"]
     # the orientation is the alarm's own (chosen before the fresh outputs): x' here
     swapped = with_confirmation({**alarm, "check": {**ev, "orientation": "x_prime"}}, 2000, 8000, 25000,
-                                EpsilonDelta(1.0), 0.05)
+                                PureDP(1.0), 0.05)
     assert swapped["confirmation"]["orientation"] == "x_prime" and swapped["confirmation"]["confirms"] is True
-    weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
+    weak = with_confirmation(alarm, 2600, 1000, 25000, PureDP(1.0), 0.05)
     assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]
 
 

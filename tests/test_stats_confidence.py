@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from app.stats.claims import ZCDP, ApproxDP, GaussianDP, PureDP
+from app.stats.claims import ZCDP, ApproxDP, GaussianDP, PureDP, dp_claim
 from app.stats.confidence import confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
 from app.stats.evidence import confirmation
-from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
 
 
@@ -88,18 +88,18 @@ def test_orientation_is_predictable():
 
 
 def test_confirmation_is_the_exact_test_on_fresh_counts():
-    conf = confirmation(3000, 800, 20000, EpsilonDelta(1.0))
-    ref = test_claim(EpsilonDelta(1.0), Counts(3000, 20000, 800, 20000), 0.05)
+    conf = confirmation(3000, 800, 20000, PureDP(1.0))
+    ref = test_claim(PureDP(1.0), Counts(3000, 20000, 800, 20000), 0.05)
     assert conf["confirms"] == ref.refutes is True and conf["lower_bound"] == pytest.approx(ref.lower_bound)
-    assert confirmation(2000, 800, 20000, EpsilonDelta(1.0))["confirms"] is False
+    assert confirmation(2000, 800, 20000, PureDP(1.0))["confirms"] is False
     with pytest.raises(ValueError):
-        confirmation(5, 1, 0, EpsilonDelta(1.0))
+        confirmation(5, 1, 0, PureDP(1.0))
 
 
 def test_cs_claims_of_each_kind():
     from app.stats.claims import parse_claim
 
-    assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == ApproxDP(1.0, 1e-5)
+    assert cs_claim_of(dp_claim(1.0, 1e-5)) == ApproxDP(1.0, 1e-5)
     assert cs_claim_of(parse_claim({"gdp_mu": 0.7})) == GaussianDP(0.7)
     assert cs_claim_of(parse_claim({"epsilon": 2.0})) == PureDP(2.0)
     assert cs_claim_of(parse_claim({"zcdp_rho": 0.1})) == ZCDP(0.1)
@@ -192,18 +192,19 @@ def test_the_complement_face_is_bet_on_for_curve_claims():
 def test_the_confirmation_tests_the_complement_face_too():
     """1-DP: p = 0.97, q = 0.90 keeps p ≤ e·q but breaks 1 − q ≤ e·(1 − p) (0.10 > 0.082): the
     fresh outputs confirm through the complement, on the same Clopper–Pearson box as the event."""
-    conf = confirmation(24_250, 22_500, 25_000, EpsilonDelta(1.0))
+    conf = confirmation(24_250, 22_500, 25_000, PureDP(1.0))
     assert conf["confirms"] is True and conf["face"] == "complement"
-    assert conf["faces"]["event"]["confirms"] is False and conf["faces"]["complement"]["confirms"] is True
-    ref = test_claim(EpsilonDelta(1.0), Counts(25_000 - 22_500, 25_000, 25_000 - 24_250, 25_000), 0.05)
+    assert conf["faces"]["complement"]["confirms"] is True
+    ref = test_claim(PureDP(1.0), Counts(25_000 - 22_500, 25_000, 25_000 - 24_250, 25_000), 0.05)
     assert conf["lower_bound"] == pytest.approx(ref.lower_bound) and ref.lower_bound > 1.0
-    # the event face alone, as before, did not see it
-    assert test_claim(EpsilonDelta(1.0), Counts(24_250, 25_000, 22_500, 25_000), 0.05).refutes is False
+    # the event's own line p ≤ e·q does not see it; the claim's region (both faces, one box) does
+    own = test_claim(PureDP(1.0), Counts(24_250, 25_000, 22_500, 25_000), 0.05)
+    assert own.p_lo <= math.e * own.q_hi and own.refutes is True
     # the alarm's orientation: with x and x' swapped the same counts are tested the other way round
-    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0), orientation="x_prime")["confirms"] is True
-    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0))["confirms"] is False
+    assert confirmation(22_500, 24_250, 25_000, PureDP(1.0), orientation="x_prime")["confirms"] is True
+    assert confirmation(22_500, 24_250, 25_000, PureDP(1.0))["confirms"] is False
     with pytest.raises(ValueError):
-        confirmation(1, 1, 10, EpsilonDelta(1.0), orientation="both")
+        confirmation(1, 1, 10, PureDP(1.0), orientation="both")
 
 
 @pytest.mark.parametrize("claim_kind", ["epsilon", "zcdp"])
@@ -215,7 +216,7 @@ def test_the_two_face_confirmation_keeps_its_level_on_the_boundary(claim_kind):
     rng = np.random.default_rng(20 if claim_kind == "epsilon" else 21)
     runs, n = 2000, 5000
     if claim_kind == "epsilon":
-        claim, p, q = EpsilonDelta(1.0), math.e / (math.e + 1), 1 / (math.e + 1)  # p = e·q and 1 − q = e·(1 − p)
+        claim, p, q = PureDP(1.0), math.e / (math.e + 1), 1 / (math.e + 1)  # p = e·q and 1 − q = e·(1 − p)
     else:
         from scipy.optimize import brentq
 

@@ -28,7 +28,6 @@ from app.stats.evidence import (
     confirmation_statement,
     snapshot_reading,
 )
-from app.stats.heldout import EpsilonDelta
 from app.stats.sequential import design_of_state
 
 
@@ -36,8 +35,6 @@ def evidence_claim(claim: dict[str, Any]) -> Any:
     """The claim an alarm's evidence tests (``app.stats.heldout.Claim``): a pure ε keeps the
     score bound (app.stats.evidence), every other claim ((ε, δ), μ-GDP, ρ-zCDP) goes through
     the one claim type (app.stats.claims) and the exact test."""
-    if set(claim) == {"epsilon"}:
-        return EpsilonDelta(float(claim["epsilon"]))
     return parse_claim(claim)
 
 

@@ -34,9 +34,6 @@ def claim_family(claim: Any) -> tuple[Callable[[float, float], bool], Callable[[
             return float(claim.with_value(max(th, 1e-9)).upper(q))
 
         return claim.refuted_by, boundary, claim.value, claim.parameter
-    if getattr(claim, "epsilon", None) is not None:  # app.stats.heldout.EpsilonDelta
-        eps, delta = float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0)
-        return claim.refuted_by, lambda th, q: min(1.0, math.exp(th) * q + delta), eps, "ε"
     raise ValueError(f"no power statement for the claim {claim!r}")
 
 

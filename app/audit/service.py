@@ -24,7 +24,7 @@ from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClien
 from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
 from app.sampling.timing import RateMeasurement, TimedSampler, budget_estimate, format_duration, measure_rate
-from app.stats.heldout import Claim
+from app.stats.claims import Claim
 from app.stats.mpl import table1_pairs
 from app.stats.shapes import OutputShape, ShapeDetection, detect_shape
 

@@ -64,6 +64,7 @@ __all__ = [
     "boundary_mle",
     "clopper_pearson",
     "delta_lower_bound",
+    "dp_claim",
     "epsilon_lower_bound",
     "line_mle",
     "mu_lower_bound",
@@ -512,6 +513,11 @@ class GaussianDP(Claim):
 
     def _upper_segments(self) -> None:
         return None
+
+
+def dp_claim(epsilon: float, delta: float = 0.0) -> PureDP | ApproxDP:
+    """ε-DP when δ = 0, else (ε, δ)-DP (:class:`PureDP`, :class:`ApproxDP`)."""
+    return ApproxDP(epsilon, delta) if delta else PureDP(epsilon)
 
 
 def parse_claim(data: Any) -> Claim:
