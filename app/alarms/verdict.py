@@ -43,6 +43,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.stats.claims import PureDP, claim_of_record
+
 EstimatorName = Literal["detector", "anytime_bound", "confirmation", "window_bound", "exact_bound",
                         "mpl_lower_bound", "claim_terms", "mpl_point_estimate", "held_out_test", "contract"]
 
@@ -146,28 +148,24 @@ def _pct(confidence: float | None) -> str:
 
 
 def _claim_words(claim: Any) -> str | None:
-    """The claim in words from its API form ({"epsilon": 1}, {"gdp_mu": 1}, …) or a description."""
+    """The claim in words from a stored record ({"epsilon": 1}, {"gdp_mu": 1}, …, or its ``describe``),
+    a :class:`~app.stats.claims.Claim`, or a description."""
     if claim is None:
         return None
     if isinstance(claim, str):
         return claim
-    if isinstance(claim, Mapping):
-        if claim.get("describe"):
-            return str(claim["describe"])
-        if claim.get("gdp_mu") is not None:
-            return f"{float(claim['gdp_mu']):g}-GDP"
-        if claim.get("zcdp_rho") is not None:
-            return f"{float(claim['zcdp_rho']):g}-zCDP"
-        if claim.get("epsilon") is not None:
-            eps = float(claim["epsilon"])
-            return f"({eps:g}, {float(claim['delta']):g})-DP" if claim.get("delta") else f"ε = {eps:g}"
-    return str(claim)
+    if isinstance(claim, Mapping) and claim.get("describe"):
+        return str(claim["describe"])
+    parsed = claim_of_record(claim)
+    if parsed is None:
+        return str(claim)
+    return f"ε = {parsed.epsilon:g}" if isinstance(parsed, PureDP) else parsed.describe()
 
 
 def _claim_epsilon(claim: Any) -> float | None:
-    if isinstance(claim, Mapping) and claim.get("epsilon") is not None and not claim.get("delta"):
-        return _num(claim["epsilon"])
-    return None
+    """The ε of a pure-ε claim (stored record or :class:`~app.stats.claims.Claim`), else None."""
+    parsed = claim_of_record(claim)
+    return _num(parsed.epsilon) if isinstance(parsed, PureDP) else None
 
 
 def _label(refutes: bool, any_refutes: bool, can: str, cannot: str) -> str:

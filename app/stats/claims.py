@@ -62,6 +62,7 @@ __all__ = [
     "PureDP",
     "ZCDP",
     "boundary_mle",
+    "claim_of_record",
     "clopper_pearson",
     "delta_lower_bound",
     "dp_claim",
@@ -518,6 +519,27 @@ class GaussianDP(Claim):
 def dp_claim(epsilon: float, delta: float = 0.0) -> PureDP | ApproxDP:
     """ε-DP when δ = 0, else (ε, δ)-DP (:class:`PureDP`, :class:`ApproxDP`)."""
     return ApproxDP(epsilon, delta) if delta else PureDP(epsilon)
+
+
+#: The fields of a claim's API form.
+CLAIM_FIELDS = ("epsilon", "delta", "gdp_mu", "zcdp_rho")
+
+
+def claim_of_record(data: Any) -> Claim | None:
+    """The claim in a stored record (a mapping that may carry other keys, such as ``describe``, or
+    None values), or None when it holds no readable claim. For reading stored JSON; input from a
+    user goes through :func:`parse_claim`, whose errors name the field."""
+    if isinstance(data, Claim):
+        return data
+    if not isinstance(data, Mapping):
+        return None
+    fields = {k: data[k] for k in CLAIM_FIELDS if data.get(k) is not None}
+    if not fields:
+        return None
+    try:
+        return parse_claim(fields)
+    except ValueError:
+        return None
 
 
 def parse_claim(data: Any) -> Claim:

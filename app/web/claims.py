@@ -2,7 +2,7 @@
 
 The claim is dpwatch's one claim type, :class:`app.stats.claims.Claim` (ε, (ε, δ), μ-GDP or
 ρ-zCDP). Stored JSON (a monitor's, a check's or an alarm's ``claim``) is parsed once, here, at the
-page's edge (:func:`app.stats.claims.parse_claim`); everything below reads the claim's type.
+page's edge (:func:`app.stats.claims.claim_of_record`); everything below reads the claim's type.
 
 - :func:`monitor_claim` reads the claim of a monitor (``{"epsilon": ε}`` for monitors made before
   claims), and :func:`check_claim` the claim of one check (its own, else the monitor's);
@@ -19,19 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, PureDP, parse_claim
+from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, PureDP, claim_of_record
 
 
 def as_claim(data: Any) -> Claim | None:
-    """A claim from stored JSON (or a :class:`Claim`); None when there is none or it cannot be read."""
-    if isinstance(data, Claim):
-        return data
-    if not isinstance(data, Mapping) or not data:
-        return None
-    try:
-        return parse_claim({str(k): v for k, v in data.items() if v is not None})
-    except ValueError:
-        return None
+    """A claim from stored JSON (or a :class:`Claim`); None when there is none or it cannot be read
+    (:func:`app.stats.claims.claim_of_record`)."""
+    return claim_of_record(data)
 
 
 def monitor_claim(monitor: Any) -> Claim | None:
