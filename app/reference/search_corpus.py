@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.stats.claims import parse_claim
 from app.stats.shapes import OutputShape
 
 __all__ = ["SEARCH_CORPUS", "SearchCorpusEntry", "search_corpus"]
@@ -57,7 +58,7 @@ class SearchCorpusEntry:
 
     @property
     def parameter(self) -> str:
-        return "μ" if "gdp_mu" in self.claim else "ρ" if "zcdp_rho" in self.claim else "ε"
+        return parse_claim(self.claim).parameter
 
     @property
     def claimed(self) -> float:
