@@ -62,8 +62,7 @@ class SearchCorpusEntry:
 
     @property
     def claimed(self) -> float:
-        c = self.claim
-        return float(c.get("gdp_mu", c.get("zcdp_rho", c.get("epsilon"))))
+        return parse_claim(self.claim).value
 
     def to_row(self) -> dict[str, Any]:
         return {"slug": self.slug, "description": self.description, "bug": self.bug or None, "where": self.where,
