@@ -632,7 +632,7 @@ def audit(
     from app.sampling.protocol import SamplingError, generate_secret
     from app.sampling.safe_http import SafeHttpConfig
     from app.sampling.timing import limit_left
-    from app.stats.heldout import EpsilonDelta
+    from app.stats.claims import dp_claim
     from app.stats.shapes import OutputShape
 
     configure_logging("WARNING", "console")  # progress goes to stderr; logs only for problems
@@ -653,17 +653,17 @@ def audit(
                 _fail("--region must be LOW,HIGH")
             box = (lo, hi)
         settings = AuditSettings(alpha=alpha, budget=budget, first_round=first_round, region=box)
-        claim = None if epsilon is None else EpsilonDelta(epsilon, delta)
+        claim = None if epsilon is None else dp_claim(epsilon, delta)
         if sum(v is not None for v in (epsilon, mu, rho)) > 1:
             _fail("give one claim: --epsilon E [--delta D], --mu M or --rho R")
         if delta and epsilon is None:
             _fail("--delta goes with --epsilon")
         if mu is not None or rho is not None or delta:
             # (ε, δ), μ-GDP and ρ-zCDP claims (docs/claims.md): both constraints of (ε, δ)
-            from app.claims.heldout import HeldOutClaim
+            from app.stats.claims import parse_claim
 
-            claim = HeldOutClaim.of({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
-                                    else {"epsilon": epsilon, "delta": delta})
+            claim = parse_claim({"gdp_mu": mu} if mu is not None else {"zcdp_rho": rho} if rho is not None
+                                else {"epsilon": epsilon, "delta": delta})
         networks = _networks(allow_networks)
         http_config = SafeHttpConfig(allow_networks=tuple(networks))
         the_secret = secret or generate_secret()

@@ -41,14 +41,12 @@ from pathlib import Path
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from app.claims.heldout import HeldOutClaim
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
-from app.stats.claims import ZCDP
-from app.stats.confidence import ESTIMATE_PERIODS, CSClaim, _lines, _past_sums, confidence_sequence, curve_increments
+from app.stats.claims import ZCDP, GaussianDP, PureDP, parse_claim
+from app.stats.confidence import ESTIMATE_PERIODS, _lines, _past_sums, confidence_sequence, curve_increments
 from app.stats.evidence import confirmation, score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period
-from app.stats.heldout import EpsilonDelta
 from app.stats.period import period_statistic
 from app.stats.sequential import (
     SERVICE_DESIGN,
@@ -91,10 +89,10 @@ ZCDP_BOUNDARY = {"mode": "polygon"}
 
 def exact_zcdp_p(rho: float, q0: float) -> float:
     """The p > q0 at which Bern(p) vs Bern(q0) is exactly ρ-zCDP: sup_α max(D_α(p‖q), D_α(q‖p))/α = ρ
-    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.claims.heldout.rho_lower_bound)."""
+    (Bun & Steinke 2016, Def. 1.1, on the event's indicator; app.stats.claims.rho_lower_bound)."""
     from scipy.optimize import brentq
 
-    from app.claims.heldout import rho_lower_bound
+    from app.stats.claims import rho_lower_bound
 
     return float(brentq(lambda x: max(rho_lower_bound(x, q0), rho_lower_bound(1 - q0, 1 - x)) - rho,
                         q0 + 1e-12, 1 - 1e-12, xtol=1e-12))
@@ -106,12 +104,17 @@ def p_of(kind: str, theta: float, q0: float) -> float:
     return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
 
 
+def family_claim(kind: str, claimed: float):
+    """The claim of the family ``kind`` ("dp", "gdp" or "zcdp") at the claimed value."""
+    return {"dp": PureDP, "gdp": GaussianDP, "zcdp": ZCDP}[kind](claimed)
+
+
 def claim_of(kind: str, claimed: float):  # the stats claim (detectors) and the evidence's claim (confirmation)
     if kind == "dp":
-        return None, EpsilonDelta(claimed)
+        return None, PureDP(claimed)
     form = {"gdp_mu": claimed} if kind == "gdp" else {"zcdp_rho": claimed}
-    held = HeldOutClaim.of(form)
-    return held.claim, held
+    held = parse_claim(form)
+    return held, held
 
 
 def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: float, horizon: int, alpha: float,
@@ -128,7 +131,7 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
         out["naive"] = (exact_naive_alarm_period(a, b, n, SupportingLine.pure(claimed), alpha, horizon, rng=rng), None)
         s, d = math.exp(claimed), 0.0
     else:
-        s, d = _lines(CSClaim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
+        s, d = _lines(family_claim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
     # The e-process as the service ships it: pure ε, the design the anytime bound inverts (method.md §13.3c);
     # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
@@ -137,7 +140,7 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
         log_w = SERVICE_DESIGN.paths(a, b, n, SupportingLine.pure(claimed))
     else:
         log_w = e_process_paths_from_increments(curve_increments(
-            a.astype(float), b.astype(float), np.full(a.shape, float(n)), CSClaim(kind, claimed), claimed))
+            a.astype(float), b.astype(float), np.full(a.shape, float(n)), family_claim(kind, claimed), claimed))
     out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
     # the service's e-detector: the same 16 bets on the predictable face (method.md §13.3c, §13.4)
     r = _MixtureBase.ESTIMATE_DISCOUNT
@@ -172,7 +175,7 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
     a[:, change_at - 1:] = rng.binomial(n, p1, size=(runs, horizon - change_at + 1))
     b = rng.binomial(n, q0, size=(runs, horizon))
     t0 = time.perf_counter()
-    cs = confidence_sequence(a, b, n, CSClaim(kind, claimed), alpha)
+    cs = confidence_sequence(a, b, n, family_claim(kind, claimed), alpha)
     cs_seconds = time.perf_counter() - t0
     claim_obj = claim_of(kind, claimed)[1]
     rows = {}

@@ -39,7 +39,7 @@ from scipy.stats import beta  # noqa: E402
 from app.audit import AuditSettings, local_sampler, run_engine  # noqa: E402
 from app.audit.engine import DEFAULT_BUDGET  # noqa: E402
 from app.reference.corpus import corpus  # noqa: E402
-from app.stats.heldout import EpsilonDelta  # noqa: E402
+from app.stats.claims import PureDP
 
 
 def claims_for(m) -> list[float]:
@@ -57,7 +57,7 @@ async def audit(m, claim: float | None, budget: int, seed: int, http: dict | Non
     settings = AuditSettings(budget=budget, seed=seed)
     if http is None:
         return await run_engine(local_sampler(m.sample, seed=seed), m.pairs, m.shape,
-                                None if claim is None else EpsilonDelta(claim), settings)
+                                None if claim is None else PureDP(claim), settings)
     from app.audit.service import audit_endpoint
     from app.sampling.client import MechanismEndpoint
     from app.sampling.safe_http import SafeHttpConfig
@@ -65,7 +65,7 @@ async def audit(m, claim: float | None, budget: int, seed: int, http: dict | Non
     endpoint = MechanismEndpoint(sampling_url=f"{http['base']}/reference/corpus/{m.slug}", secret=http["secret"],
                                  shape=m.shape, max_batch=50_000, prefer_binary=m.shape.binary_capable,
                                  timeout_seconds=120)
-    return await audit_endpoint(endpoint, list(m.pairs), None if claim is None else EpsilonDelta(claim), settings,
+    return await audit_endpoint(endpoint, list(m.pairs), None if claim is None else PureDP(claim), settings,
                                 http_config=SafeHttpConfig(allow_networks=("127.0.0.0/8",)))
 
 

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.search.domain import InputDomain  # noqa: E402
 from app.search.draws import function_sampler  # noqa: E402
 from app.search.run import SearchSettings, run_search  # noqa: E402
-from app.stats.heldout import EpsilonDelta, clopper_pearson_lower, clopper_pearson_upper  # noqa: E402
+from app.stats.claims import PureDP
+from app.stats.heldout import clopper_pearson_lower, clopper_pearson_upper  # noqa: E402
 from app.stats.shapes import OutputShape  # noqa: E402
 
 DOMAIN = {"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 0, "max": 10}, "neighbours": ["add_remove"]}
@@ -58,7 +59,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=300_000)
     ap.add_argument("--seed", type=int, default=3000)
     args = ap.parse_args()
-    claim, domain, shape = EpsilonDelta(1.0), InputDomain.model_validate(DOMAIN), OutputShape()
+    claim, domain, shape = PureDP(1.0), InputDomain.model_validate(DOMAIN), OutputShape()
     found, thetas, clean_certified = 0, [], 0
     for r in range(args.runs):
         seed = args.seed + r

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.audit import AuditSettings, local_sampler, run_engine  # noqa: E402
 from app.audit.engine import DEFAULT_BUDGET  # noqa: E402
 from app.reference.corpus import corpus  # noqa: E402
-from app.stats.heldout import EpsilonDelta  # noqa: E402
+from app.stats.claims import PureDP
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     for seed in range(args.first_seed, args.end_seed):
         t0 = time.time()
         settings = AuditSettings(budget=DEFAULT_BUDGET, seed=seed, keep_pairs=args.keep_pairs)
-        res = asyncio.run(run_engine(local_sampler(m.sample, seed=seed), m.pairs, m.shape, EpsilonDelta(args.claim),
+        res = asyncio.run(run_engine(local_sampler(m.sample, seed=seed), m.pairs, m.shape, PureDP(args.claim),
                                      settings))
         print(f"seed {seed}: refuted {res.refuted}, LB {res.lower_bound:.4g}, samples {res.samples_used:,}, "
               f"{time.time() - t0:.0f} s, {(res.best or {}).get('describe')}", flush=True)

@@ -12,8 +12,9 @@ from app.audit import AuditCancelled, AuditSettings, local_sampler, round_schedu
 from app.audit.discovery import discover_checks
 from app.reference.corpus import corpus
 from app.stats.candidates import ProposalSettings, propose
+from app.stats.claims import PureDP, dp_claim
 from app.stats.events import Projected, Projection, event_contains, parse_event
-from app.stats.heldout import Counts, EpsilonDelta, clopper_pearson_lower, clopper_pearson_upper, test_claim
+from app.stats.heldout import Counts, clopper_pearson_lower, clopper_pearson_upper, test_claim
 from app.stats.shapes import Lattice, ListSamples, OutputShape
 
 C = corpus()
@@ -23,7 +24,7 @@ def _audit(slug, claim, budget=32_000, seed=1, pairs=None, **kw):
     m = C[slug]
     settings = AuditSettings(budget=budget, **kw)
     return asyncio.run(run_engine(local_sampler(m.sample, seed=seed), pairs or m.pairs, m.shape,
-                                  None if claim is None else EpsilonDelta(claim), settings))
+                                  None if claim is None else PureDP(claim), settings))
 
 
 # ---------------------------------------------------------------------------------- held-out test
@@ -38,11 +39,11 @@ def test_clopper_pearson_matches_the_beta_quantiles():
 
 
 def test_held_out_test_bound_and_delta():
-    res = test_claim(EpsilonDelta(0.5), Counts(600, 1000, 100, 1000), 0.05)
+    res = test_claim(PureDP(0.5), Counts(600, 1000, 100, 1000), 0.05)
     assert res.refutes and res.lower_bound == pytest.approx(math.log(res.p_lo / res.q_hi))
-    with_delta = test_claim(EpsilonDelta(0.5, 0.3), Counts(600, 1000, 100, 1000), 0.05)
+    with_delta = test_claim(dp_claim(0.5, 0.3), Counts(600, 1000, 100, 1000), 0.05)
     assert with_delta.lower_bound == pytest.approx(math.log((res.p_lo - 0.3) / res.q_hi))
-    assert not test_claim(EpsilonDelta(1.0), Counts(100, 1000, 100, 1000), 0.05).refutes
+    assert not test_claim(PureDP(1.0), Counts(100, 1000, 100, 1000), 0.05).refutes
 
 
 def test_held_out_test_false_refutations_stay_below_alpha_on_the_boundary():
@@ -98,7 +99,7 @@ def test_engine_without_claim_spends_its_budget_and_reports():
 def test_progress_cancellation_and_quiet(capsys):
     m = C["laplace"]
     seen = []
-    asyncio.run(run_engine(local_sampler(m.sample, seed=2), m.pairs, m.shape, EpsilonDelta(0.1),
+    asyncio.run(run_engine(local_sampler(m.sample, seed=2), m.pairs, m.shape, PureDP(0.1),
                            AuditSettings(budget=8_000), progress=seen.append))
     assert seen and seen[-1].samples_used == 16_000
     assert [p.samples_used for p in seen] == sorted(p.samples_used for p in seen)
@@ -109,7 +110,7 @@ def test_progress_cancellation_and_quiet(capsys):
         return flag["n"] > 3
 
     with pytest.raises(AuditCancelled):
-        asyncio.run(run_engine(local_sampler(m.sample, seed=2), m.pairs, m.shape, EpsilonDelta(0.1),
+        asyncio.run(run_engine(local_sampler(m.sample, seed=2), m.pairs, m.shape, PureDP(0.1),
                                AuditSettings(budget=64_000), cancel=cancel))
     assert capsys.readouterr().out == ""
 
@@ -130,7 +131,7 @@ def test_http_audit_prints_nothing_to_stdout(capfd):
     with serve_app(api) as base:
         capfd.readouterr()
         endpoint = MechanismEndpoint(sampling_url=f"{base}/lap", secret=secret, shape=OutputShape())
-        res = asyncio.run(audit_endpoint(endpoint, [([0], [1])], EpsilonDelta(0.1), AuditSettings(budget=8_000),
+        res = asyncio.run(audit_endpoint(endpoint, [([0], [1])], PureDP(0.1), AuditSettings(budget=8_000),
                                          http_config=SafeHttpConfig(allow_networks=("127.0.0.0/8",))))
         out = capfd.readouterr().out
     assert res.samples_used == 16_000

@@ -1,4 +1,4 @@
-"""dpwatch audit with (ε, δ), μ-GDP and ρ-zCDP claims (the engine's held-out test, app/claims/heldout.py)."""
+"""dpwatch audit with (ε, δ), μ-GDP and ρ-zCDP claims (the engine's held-out test, Claim.bound and Claim.refuted_by in app/stats/claims.py)."""
 
 import math
 
@@ -8,12 +8,12 @@ from fastapi import FastAPI
 from scipy import special
 from typer.testing import CliRunner
 
-from app.claims.heldout import HeldOutClaim, bernoulli_renyi, rho_lower_bound
 from app.cli import app
 from app.reference.gaussian import GaussianGDP, GaussianMissingConstant, GaussianZCDP
 from app.reference.server import endpoint_router
 from app.sampling.protocol import generate_secret
-from app.stats.heldout import Claim, Counts
+from app.stats.claims import Claim, bernoulli_renyi, parse_claim, rho_lower_bound
+from app.stats.heldout import Counts
 from app.stats.heldout import test_claim as held_out_test
 from tests.sampling_server import serve_app
 
@@ -22,12 +22,12 @@ SECRET = generate_secret()
 
 def test_adapters_follow_the_engine_protocol():
     for data in ({"gdp_mu": 1.0}, {"zcdp_rho": 0.5}, {"epsilon": 1.0, "delta": 1e-5}):
-        claim = HeldOutClaim.of(data)
+        claim = parse_claim(data)
         assert isinstance(claim, Claim)
-    g = HeldOutClaim.of({"gdp_mu": 1.0})
+    g = parse_claim({"gdp_mu": 1.0})
     assert g.bound(0.8, 0.2) == pytest.approx(special.ndtri(0.8) - special.ndtri(0.2))
     assert g.refuted_by(0.8, 0.2) and not g.refuted_by(0.6, 0.3)
-    ed = HeldOutClaim.of({"epsilon": 1.0, "delta": 0.01})
+    ed = parse_claim({"epsilon": 1.0, "delta": 0.01})
     # the complementary constraint: 1 − q ≤ e^ε (1 − p) + δ is violated at p = 0.9, q = 0.6 only
     assert ed.refuted_by(0.9, 0.6) and ed.bound(0.9, 0.6) == pytest.approx(math.log((1 - 0.01 - 0.6) / 0.1))
     assert ed.epsilon == 1.0 and ed.delta == 0.01

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from app.stats.claims import PureDP, dp_claim
 from app.stats.evidence import (
     alarm_evidence,
     as_claim,
@@ -15,7 +16,7 @@ from app.stats.evidence import (
     score_statistic,
     snapshot_reading,
 )
-from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.multiple import initial_check_alpha, rediscovery_alpha
 from app.stats.period import period_statistic
 
@@ -48,20 +49,20 @@ def test_degenerate_counts():
 
 def test_the_exact_bound_is_the_engines_and_delta_claims_use_it():
     found = claim_evidence(1.0, 130, 22, 400, 400)
-    engine = test_claim(EpsilonDelta(1.0), Counts(130, 400, 22, 400), 0.05)
+    engine = test_claim(PureDP(1.0), Counts(130, 400, 22, 400), 0.05)
     assert found["exact"] == engine and found["method"] == "score"
     assert found["epsilon_lower_bound"] >= engine.lower_bound  # the score bound is the tighter one here
-    with_delta = claim_evidence(EpsilonDelta(1.0, 0.05), 130, 22, 400, 400)
+    with_delta = claim_evidence(dp_claim(1.0, 0.05), 130, 22, 400, 400)
     assert with_delta["method"] == "clopper_pearson"
     # claims other than pure ε are tested in both orientations, each at α/2
-    half = test_claim(EpsilonDelta(1.0, 0.05), Counts(130, 400, 22, 400), 0.025)
+    half = test_claim(dp_claim(1.0, 0.05), Counts(130, 400, 22, 400), 0.025)
     assert with_delta["orientation"] == "x" and with_delta["exact"] == half
     assert with_delta["epsilon_lower_bound"] == pytest.approx(math.log((half.p_lo - 0.05) / half.q_hi))
 
     class Epsilon:  # any object with epsilon (and delta) is a claim
         epsilon = 2.0
 
-    assert as_claim(Epsilon()) == EpsilonDelta(2.0)
+    assert as_claim(Epsilon()) == PureDP(2.0)
     with pytest.raises(TypeError):
         as_claim("two")
 
@@ -153,14 +154,14 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     in whichever orientation the event points, and never calls μ an ε."""
     from scipy.stats import norm
 
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     # Gaussian shift with μ' = 2 against a claim of μ = 0.5: the half-line {o ≥ 1} has
     # p = Φ(1) under x (mean 2) and q = Φ(−1) under x' (mean 0), so μ_lb ≈ 2 − margin.
     n = 4000
     p, q = norm.cdf(1.0), norm.cdf(-1.0)
     a, b = int(round(p * n)), int(round(q * n))
-    ev = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
+    ev = alarm_evidence([a], [b], [n], [7], lag=1, claim=parse_claim({"gdp_mu": 0.5}))
     assert ev["parameter"] == "μ" and ev["epsilon_lower_bound"] is None
     # The window's exact bound is the descriptive one: μ_lb ≈ 2 − margin.
     assert 1.7 < ev["window_bound"]["lower_bound"] < 2.0
@@ -171,27 +172,27 @@ def test_alarm_evidence_under_gdp_and_zcdp_claims_bounds_their_own_parameter():
     assert ev["claim"] == {"gdp_mu": 0.5} and "μ >" in ev["statement"]
     # With x and x' swapped the event is likelier under x': the next periods' orientation is chosen
     # from the past counts, so from period 2 on the sequence bounds μ on that side too.
-    swapped = alarm_evidence([b] * 3, [a] * 3, [n] * 3, [5, 6, 7], lag=3, claim=HeldOutClaim.of({"gdp_mu": 0.5}))
+    swapped = alarm_evidence([b] * 3, [a] * 3, [n] * 3, [5, 6, 7], lag=3, claim=parse_claim({"gdp_mu": 0.5}))
     assert swapped["orientation"] == "x_prime" and swapped["exceeds_claim"] is True
     assert swapped["lower_bound"] > 1.2
     # at the claim's own boundary nothing is contradicted
     a0, b0 = int(round(norm.cdf(0.25) * n)), int(round(norm.cdf(-0.25) * n))
     assert alarm_evidence([a0] * 5, [b0] * 5, [n] * 5, [1, 2, 3, 4, 5], lag=1,
-                          claim=HeldOutClaim.of({"gdp_mu": 0.5}))["exceeds_claim"] is False
+                          claim=parse_claim({"gdp_mu": 0.5}))["exceeds_claim"] is False
     # ρ-zCDP: an anytime-valid bound on ρ too (the Gaussian shift μ' = 2 is ρ = μ'²/2 = 2-zCDP).
-    zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=HeldOutClaim.of({"zcdp_rho": 0.05}))
+    zc = alarm_evidence([a], [b], [n], [7], lag=1, claim=parse_claim({"zcdp_rho": 0.05}))
     assert zc["parameter"] == "ρ" and zc["method"] == "confidence_sequence" and zc["window_bound"]["exceeds_claim"]
     assert zc["anytime"]["parameter"] == "ρ" and 0.05 <= zc["lower_bound"] < 2.0 and zc["exceeds_claim"] is True
     assert zc["epsilon_lower_bound"] is None and "not given the alarm" in zc["statement"] and "ρ >" in zc["statement"]
 
 
 def test_a_snapshot_is_not_compared_with_a_claim_that_bounds_no_pure_epsilon():
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
     for claim in ({"gdp_mu": 1.0}, {"epsilon": 1.0, "delta": 1e-5}):
-        reading = snapshot_reading(3.0, 3.5, HeldOutClaim.of(claim))
+        reading = snapshot_reading(3.0, 3.5, parse_claim(claim))
         assert reading["verdict"] == "not_comparable" and "neither supports nor contradicts" in reading["statement"]
-    assert snapshot_reading(3.0, 3.5, HeldOutClaim.of({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
+    assert snapshot_reading(3.0, 3.5, parse_claim({"epsilon": 1.0}))["verdict"] == "exceeds_claim"
 
 
 def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
@@ -202,7 +203,7 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
                         detector="e-detector", arl=20000.0, window=1000)
     assert ev["detection"]["kind"] == "arl" and "not a refutation" in ev["statement"]
     alarm = {"kind": "privacy", "statement": ev["statement"], "check": ev, "contract": None, "snapshot": None}
-    out = with_confirmation(alarm, 8000, 2000, 25000, EpsilonDelta(1.0), 0.05)
+    out = with_confirmation(alarm, 8000, 2000, 25000, PureDP(1.0), 0.05)
     assert out["confirmation"]["confirms"] is True and out["confirmation"]["counts"]["n"] == 25000
     assert out["statement"].startswith(ev["statement"]) and "Confirmed on fresh outputs" in out["statement"]
     assert out["confirmation"]["orientation"] == "x" and out["confirmation"]["faces"]["event"]["confirms"] is True
@@ -210,14 +211,14 @@ def test_the_confirmation_on_fresh_outputs_is_added_to_the_alarms_evidence():
     assert out["confirmation"]["validity"] == "given_alarm" and out["confirmation"]["restates_alarm"] is False
     assert "valid given the alarm" in out["statement"]
     # the complement face is tested too (1 − q ≤ e·(1 − p): 0.10 > e·0.03), and said so
-    comp = with_confirmation(alarm, 24250, 22500, 25000, EpsilonDelta(1.0), 0.05)
+    comp = with_confirmation(alarm, 24250, 22500, 25000, PureDP(1.0), 0.05)
     assert comp["confirmation"]["confirms"] is True and comp["confirmation"]["face"] == "complement"
     assert "on the event's complement" in comp["statement"]
     # the orientation is the alarm's own (chosen before the fresh outputs): x' here
     swapped = with_confirmation({**alarm, "check": {**ev, "orientation": "x_prime"}}, 2000, 8000, 25000,
-                                EpsilonDelta(1.0), 0.05)
+                                PureDP(1.0), 0.05)
     assert swapped["confirmation"]["orientation"] == "x_prime" and swapped["confirmation"]["confirms"] is True
-    weak = with_confirmation(alarm, 2600, 1000, 25000, EpsilonDelta(1.0), 0.05)
+    weak = with_confirmation(alarm, 2600, 1000, 25000, PureDP(1.0), 0.05)
     assert weak["confirmation"]["confirms"] is False and "does not clear the mechanism" in weak["statement"]
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from app.reference.keyed import LaplaceHistogram, LeakyHistogram, PartitionCounts
 from app.stats.candidates import ProposalSettings, propose
+from app.stats.claims import PureDP
 from app.stats.events import (
     EventAdapter,
     KeyCount,
@@ -23,7 +24,7 @@ from app.stats.events import (
     event_contains,
     parse_event,
 )
-from app.stats.heldout import Counts, EpsilonDelta
+from app.stats.heldout import Counts
 from app.stats.heldout import test_claim as held_out_test
 from app.stats.keyed import keyed_from_rows
 from app.stats.mpl import MPLParams, dpl_best_keyed, mpl_lower_bound
@@ -178,7 +179,7 @@ def test_candidates_cover_every_keyed_family_and_catch_a_key_set_from_the_data()
     fx, fxp = leaky.sample(x, 20_000, rng), leaky.sample(xp, 20_000, rng)
     a, b = count_in(best.event, fx), count_in(best.event, fxp)
     counts = Counts(a, 20_000, b, 20_000) if best.x_first else Counts(b, 20_000, a, 20_000)
-    assert held_out_test(EpsilonDelta(1.0), counts, 0.05 / 20).refutes, best.to_dict()
+    assert held_out_test(PureDP(1.0), counts, 0.05 / 20).refutes, best.to_dict()
     # "a key x′'s sample never released" (here: 'secret') is likelier under x
     new_key = next(c for c in cands if c.family == "new key" and c.event.keys == ["a", "b"])
     assert new_key.event == KeySet(relation="outside", keys=["a", "b"]) and new_key.x_first
@@ -197,7 +198,7 @@ def test_candidates_of_a_correct_histogram_predict_no_refutation():
     for c in cands[:5]:
         a, b = count_in(c.event, fx), count_in(c.event, fxp)
         counts = Counts(a, 20_000, b, 20_000) if c.x_first else Counts(b, 20_000, a, 20_000)
-        assert not held_out_test(EpsilonDelta(1.0), counts, 0.05 / 20).refutes
+        assert not held_out_test(PureDP(1.0), counts, 0.05 / 20).refutes
 
 
 def test_mpl_on_keyed_outputs_picks_a_statistic_and_bounds_it_on_other_samples():

@@ -205,14 +205,14 @@ def test_the_search_certifies_a_key_set_from_the_data_and_not_the_correct_histog
     from app.search.domain import InputDomain
     from app.search.draws import function_sampler
     from app.search.run import SearchSettings, run_search
-    from app.stats.heldout import EpsilonDelta
+    from app.stats.claims import PureDP
 
     domain = InputDomain.model_validate({"records": {"type": "category", "values": ["a", "b", "c", "d"]},
                                          "size": {"min": 0, "max": 12}, "neighbours": ["add_remove"]})
     correct = LaplaceHistogram(epsilon=1.0, keys=("a", "b", "c", "d"))
     verdicts = {}
     for mech in (LEAKY, correct):
-        result = asyncio.run(run_search(function_sampler(mech.sample, mech.shape, 3), domain, EpsilonDelta(1.0),
+        result = asyncio.run(run_search(function_sampler(mech.sample, mech.shape, 3), domain, PureDP(1.0),
                                         mech.shape, SearchSettings(budget=60_000, max_candidates=16, refine_trials=4)))
         verdicts[mech.name] = result.certified
         for f in result.findings:

@@ -13,6 +13,7 @@ from scipy.stats import binom
 
 from app.monitors.detectors import aggregator_step, initial_state, sequential_line, sequential_step
 from app.monitors.power import check_detection_power
+from app.stats.claims import ApproxDP, PureDP
 from app.stats.monitor_power import detection_probability, log_evalue_moments, smallest_caught_violation
 from app.stats.period import period_statistic
 from app.stats.sequential import bet_grid, log_evalues_sd
@@ -110,16 +111,16 @@ def test_a_violation_of_the_stated_size_is_caught_in_time(detector: str, n: int,
 
 def test_the_checks_status_states_its_power():
     check = SimpleNamespace(detector_state={"sums": [30.0, 10.0, 100.0], "log_threshold": math.log(20)}, discovery=None)
-    out = check_detection_power(check, {"epsilon": EPS}, n=200, detector="e-process", level=ALPHA, threshold=None,
+    out = check_detection_power(check, PureDP(EPS), n=200, detector="e-process", level=ALPHA, threshold=None,
                                 horizon=HORIZON, gamma=GAMMA, t=3)
     assert [w["periods"] for w in out["within"]] == [1, 10, 100] and out["source"] == "periods"
     x10 = next(w["epsilon"] for w in out["within"] if w["periods"] == 10)
     assert out["statement"].startswith(f"A violation of ε ≥ {x10:.2f} on this check (claimed 1) is caught within 10 "
                                        "periods with probability ≥ 0.9")
-    agg = check_detection_power(check, {"epsilon": EPS}, n=200, detector="aggregator", level=ALPHA,
+    agg = check_detection_power(check, PureDP(EPS), n=200, detector="aggregator", level=ALPHA,
                                 threshold=AGG_THRESHOLD, horizon=HORIZON, gamma=GAMMA, t=195)
     assert [w["periods"] for w in agg["within"]] == [1]  # only the periods left in the horizon
-    other = check_detection_power(check, {"epsilon": 1.0, "delta": 1e-5}, n=200, detector="e-process", level=ALPHA,
+    other = check_detection_power(check, ApproxDP(1.0, 1e-5), n=200, detector="e-process", level=ALPHA,
                                   threshold=None, horizon=HORIZON, gamma=GAMMA, t=3)
     assert other["within"] == [] and "pure-ε claims only" in other["statement"]
     assert "does not mean that a violation would be missed" in other["statement"]

@@ -16,7 +16,8 @@ from app.search.domain import InputDomain
 from app.search.draws import function_sampler
 from app.search.run import SearchSettings, run_search
 from app.search.service import make_claim
-from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.claims import PureDP
+from app.stats.heldout import Counts, test_claim
 from app.stats.heldout_power import POWER_LEVEL, POWER_MASSES, held_out_power, smallest_detected
 from app.stats.shapes import OutputShape
 
@@ -48,7 +49,7 @@ def test_the_power_formula_matches_the_held_out_test_it_describes(spec):
 
 def test_no_violation_within_reach_is_stated_as_none():
     # 50 outputs per side: even p = 1 against q = 1e-4 gives at most ln(p_lo/q_hi) ≈ ln 9 < 5
-    claim = EpsilonDelta(5.0)
+    claim = PureDP(5.0)
     refuted_by, boundary, theta0, _ = claim_family(claim)
     d = smallest_detected(refuted_by, boundary, theta0, 1e-4, 50, 50, 0.01, theta_max=math.log(1e4))
     assert d.theta is None
@@ -69,7 +70,7 @@ def test_rows_keep_the_largest_test_per_pair_and_family():
              {"x": [1], "x_prime": [], "family": "tail", "held_out": {"n_x": 8_000, "n_xp": 8_000, "alpha": 0.01}},
              {"x": [], "x_prime": [1], "family": "tail", "held_out": {"n_x": 2_000, "n_xp": 2_000, "alpha": 0.01}},
              {"x": [1], "x_prime": [], "family": "interval", "held_out": {"n_x": 4_000, "n_xp": 4_000, "alpha": 0.01}}]
-    rows = power_rows(tests, EpsilonDelta(1.0), masses=(0.1,))
+    rows = power_rows(tests, PureDP(1.0), masses=(0.1,))
     assert [(r["family"], r["n_per_side"]) for r in rows] == [("tail", 8_000), ("interval", 4_000)]
     assert rows[0]["detected"][0]["theta"] < rows[1]["detected"][0]["theta"]
 
@@ -89,7 +90,7 @@ def test_an_audit_that_does_not_refute_states_its_power():
     def laplace(db, n, rng):
         return float(sum(db)) + rng.laplace(0, 1.0, n)
 
-    claim = EpsilonDelta(1.0)
+    claim = PureDP(1.0)
     result = asyncio.run(run_engine(local_sampler(laplace, 1), [([1.0], [])], OutputShape(), claim,
                                     AuditSettings(budget=16_000, first_round=1_000, seed=1)))
     assert not result.refuted

@@ -213,7 +213,7 @@ def test_search_usage_errors_exit_2(tmp_path):
 def test_time_limit_stops_the_search_and_says_so():
     from app.search.draws import function_sampler
     from app.search.run import SearchSettings, run_search
-    from app.stats.heldout import EpsilonDelta
+    from app.stats.claims import PureDP
 
     entry = CORPUS["laplace-sum"]
 
@@ -223,7 +223,7 @@ def test_time_limit_stops_the_search_and_says_so():
         time.sleep(0.01)
         return entry.sample(db, n, rng)
 
-    result = asyncio.run(run_search(function_sampler(slow, entry.shape, 1), D(entry.domain), EpsilonDelta(1.0),
+    result = asyncio.run(run_search(function_sampler(slow, entry.shape, 1), D(entry.domain), PureDP(1.0),
                                     entry.shape, SearchSettings(budget=4_000_000, time_limit=3.0)))
     assert result.seconds["total"] < 8
     assert result.stopped == "time limit" and not result.certified
@@ -248,11 +248,11 @@ def test_every_output_shape_searches(slug, domain, claim, certified):
     from app.reference.corpus import corpus
     from app.search.draws import function_sampler
     from app.search.run import SearchSettings, run_search
-    from app.stats.heldout import EpsilonDelta
+    from app.stats.claims import PureDP
 
     mech = corpus()[slug]
     dom = D(domain)
-    result = asyncio.run(run_search(function_sampler(mech.sample, mech.shape, 3), dom, EpsilonDelta(claim), mech.shape,
+    result = asyncio.run(run_search(function_sampler(mech.sample, mech.shape, 3), dom, PureDP(claim), mech.shape,
                                     SearchSettings(budget=60_000, max_candidates=16, refine_trials=4)))
     if certified is not None:
         assert result.certified is certified, result.statement

@@ -184,7 +184,7 @@ def test_a_cancelled_search_stops_between_draws():
     from app.search.domain import InputDomain
     from app.search.draws import function_sampler
     from app.search.run import SearchCancelled, run_search
-    from app.stats.heldout import EpsilonDelta
+    from app.stats.claims import PureDP
 
     entry = CORPUS["laplace-sum"]
     calls = {"n": 0}
@@ -195,5 +195,5 @@ def test_a_cancelled_search_stops_between_draws():
 
     with pytest.raises(SearchCancelled):
         asyncio.run(run_search(function_sampler(counted, entry.shape, 1), InputDomain.model_validate(entry.domain),
-                               EpsilonDelta(1.0), entry.shape, cancel=lambda: calls["n"] >= 10))
+                               PureDP(1.0), entry.shape, cancel=lambda: calls["n"] >= 10))
     assert calls["n"] < 20

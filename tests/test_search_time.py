@@ -20,7 +20,7 @@ from app.search.domain import InputDomain
 from app.search.draws import SearchDraws
 from app.search.run import SearchSettings, run_search
 from app.search.service import make_claim
-from app.stats.heldout import EpsilonDelta
+from app.stats.claims import PureDP
 from app.stats.shapes import OutputShape
 from tests.sampling_server import serve_app
 
@@ -121,7 +121,7 @@ def test_an_audit_over_http_with_a_time_limit_measures_first_and_ends_on_time():
         from app.audit.engine import AuditSettings
 
         t0 = time.monotonic()
-        result = asyncio.run(audit_endpoint(endpoint, [([1.0], [])], EpsilonDelta(1.0), AuditSettings(),
+        result = asyncio.run(audit_endpoint(endpoint, [([1.0], [])], PureDP(1.0), AuditSettings(),
                                             http_config=SafeHttpConfig(allow_networks=("127.0.0.0/8",)),
                                             time_limit=7, on_estimate=lines.append))
         wall = time.monotonic() - t0

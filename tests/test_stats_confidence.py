@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from app.stats.confidence import CSClaim, confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
+from app.stats.claims import ZCDP, ApproxDP, GaussianDP, PureDP, dp_claim
+from app.stats.confidence import confidence_sequence, cs_claim_of, parameter_grid, predictable_orientation, zcdp_line
 from app.stats.evidence import confirmation
-from app.stats.heldout import Counts, EpsilonDelta, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.sequential import BOTH_FACES_DESIGN, SERVICE_DESIGN, EProcess, SupportingLine
 
 
@@ -28,7 +29,7 @@ def test_the_bound_is_the_inverted_family_of_e_processes(design):
     a = rng.binomial(n, math.exp(1.6) * q, t_max)
     b = rng.binomial(n, q, t_max)
     grid = np.array([0.0, 0.5, 1.0, 1.2, 1.4, 1.6, 2.0])
-    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05, grid=grid, design=design)
+    cs = confidence_sequence(a, b, n, PureDP(1.0), 0.05, grid=grid, design=design)
     ever = np.zeros((grid.size, t_max), dtype=bool)
     for j, theta in enumerate(grid):
         det = EProcess.from_design(0.05, SupportingLine.pure(float(theta)), design or SERVICE_DESIGN)
@@ -55,7 +56,7 @@ def test_coverage_holds_at_every_time_at_once(theta):
     runs, t_max, n, q = 600, 60, 200, 0.1
     a = rng.binomial(n, math.exp(theta) * q, size=(runs, t_max))
     b = rng.binomial(n, q, size=(runs, t_max))
-    cs = confidence_sequence(a, b, n, CSClaim("dp", 1.0), 0.05)
+    cs = confidence_sequence(a, b, n, PureDP(1.0), 0.05)
     ever = np.mean((cs.lower >= theta).any(axis=1))
     assert ever <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
     if theta > 1.0:  # and it has power: the claim ε = 1 is excluded in most runs by the end
@@ -69,7 +70,7 @@ def test_gdp_coverage_and_power():
         p = float(ndtr(ndtri(q) + mu))
         a = rng.binomial(n, p, size=(runs, t_max))
         b = rng.binomial(n, q, size=(runs, t_max))
-        cs = confidence_sequence(a, b, n, CSClaim("gdp", 1.0), 0.05)
+        cs = confidence_sequence(a, b, n, GaussianDP(1.0), 0.05)
         assert np.mean((cs.lower >= mu).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
         if check_power:
             assert cs.claim_rejected[:, -1].mean() > 0.9
@@ -87,22 +88,22 @@ def test_orientation_is_predictable():
 
 
 def test_confirmation_is_the_exact_test_on_fresh_counts():
-    conf = confirmation(3000, 800, 20000, EpsilonDelta(1.0))
-    ref = test_claim(EpsilonDelta(1.0), Counts(3000, 20000, 800, 20000), 0.05)
+    conf = confirmation(3000, 800, 20000, PureDP(1.0))
+    ref = test_claim(PureDP(1.0), Counts(3000, 20000, 800, 20000), 0.05)
     assert conf["confirms"] == ref.refutes is True and conf["lower_bound"] == pytest.approx(ref.lower_bound)
-    assert confirmation(2000, 800, 20000, EpsilonDelta(1.0))["confirms"] is False
+    assert confirmation(2000, 800, 20000, PureDP(1.0))["confirms"] is False
     with pytest.raises(ValueError):
-        confirmation(5, 1, 0, EpsilonDelta(1.0))
+        confirmation(5, 1, 0, PureDP(1.0))
 
 
 def test_cs_claims_of_each_kind():
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
-    assert cs_claim_of(EpsilonDelta(1.0, 1e-5)) == CSClaim("dp", 1.0, 1e-5)
-    assert cs_claim_of(HeldOutClaim.of({"gdp_mu": 0.7})) == CSClaim("gdp", 0.7)
-    assert cs_claim_of(HeldOutClaim.of({"epsilon": 2.0})) == CSClaim("dp", 2.0)
-    assert cs_claim_of(HeldOutClaim.of({"zcdp_rho": 0.1})) == CSClaim("zcdp", 0.1)
-    assert CSClaim("zcdp", 0.1).parameter == "ρ" and CSClaim("gdp", 1.0).parameter == "μ"
+    assert cs_claim_of(dp_claim(1.0, 1e-5)) == ApproxDP(1.0, 1e-5)
+    assert cs_claim_of(parse_claim({"gdp_mu": 0.7})) == GaussianDP(0.7)
+    assert cs_claim_of(parse_claim({"epsilon": 2.0})) == PureDP(2.0)
+    assert cs_claim_of(parse_claim({"zcdp_rho": 0.1})) == ZCDP(0.1)
+    assert ZCDP(0.1).parameter == "ρ" and GaussianDP(1.0).parameter == "μ"
 
 
 # ----------------------------------------------------------------------------- ρ-zCDP
@@ -159,7 +160,7 @@ def test_zcdp_coverage_and_power(rho1):
     p = float(ZCDP(rho1).upper(q))
     a = rng.binomial(n, p, size=(runs, t_max))
     b = rng.binomial(n, q, size=(runs, t_max))
-    cs = confidence_sequence(a, b, n, CSClaim("zcdp", 0.5), 0.05)
+    cs = confidence_sequence(a, b, n, ZCDP(0.5), 0.05)
     assert np.mean((cs.lower >= rho1).any(axis=1)) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
     if rho1 > 0.5:
         assert cs.claim_rejected[:, -1].mean() > 0.9
@@ -180,50 +181,50 @@ def test_the_complement_face_is_bet_on_for_curve_claims():
     b = rng.binomial(n, 1 - p_c, size=(runs, t_max)).astype(float)
     nn = np.full(a.shape, float(n))
     k = bet_grid().size + 1
-    for claim in (CSClaim("gdp", 1.0), CSClaim("zcdp", 0.5)):
+    for claim in (GaussianDP(1.0), ZCDP(0.5)):
         inc = curve_increments(a, b, nn, claim, claim.value)
         assert inc.shape == (runs, t_max, 2 * k)
         np.testing.assert_allclose(inc[..., k:], curve_increments(nn - b, nn - a, nn, claim, claim.value)[..., :k])
-    cs = confidence_sequence(a, b, n, CSClaim("gdp", 1.0), 0.05)
+    cs = confidence_sequence(a, b, n, GaussianDP(1.0), 0.05)
     assert cs.claim_rejected[:, -1].mean() > 0.9 and np.mean((cs.lower >= 2.0).any(axis=1)) <= 0.1
 
 
 def test_the_confirmation_tests_the_complement_face_too():
     """1-DP: p = 0.97, q = 0.90 keeps p ≤ e·q but breaks 1 − q ≤ e·(1 − p) (0.10 > 0.082): the
     fresh outputs confirm through the complement, on the same Clopper–Pearson box as the event."""
-    conf = confirmation(24_250, 22_500, 25_000, EpsilonDelta(1.0))
+    conf = confirmation(24_250, 22_500, 25_000, PureDP(1.0))
     assert conf["confirms"] is True and conf["face"] == "complement"
-    assert conf["faces"]["event"]["confirms"] is False and conf["faces"]["complement"]["confirms"] is True
-    ref = test_claim(EpsilonDelta(1.0), Counts(25_000 - 22_500, 25_000, 25_000 - 24_250, 25_000), 0.05)
+    assert conf["faces"]["complement"]["confirms"] is True
+    ref = test_claim(PureDP(1.0), Counts(25_000 - 22_500, 25_000, 25_000 - 24_250, 25_000), 0.05)
     assert conf["lower_bound"] == pytest.approx(ref.lower_bound) and ref.lower_bound > 1.0
-    # the event face alone, as before, did not see it
-    assert test_claim(EpsilonDelta(1.0), Counts(24_250, 25_000, 22_500, 25_000), 0.05).refutes is False
+    # the event's own line p ≤ e·q does not see it; the claim's region (both faces, one box) does
+    own = test_claim(PureDP(1.0), Counts(24_250, 25_000, 22_500, 25_000), 0.05)
+    assert own.p_lo <= math.e * own.q_hi and own.refutes is True
     # the alarm's orientation: with x and x' swapped the same counts are tested the other way round
-    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0), orientation="x_prime")["confirms"] is True
-    assert confirmation(22_500, 24_250, 25_000, EpsilonDelta(1.0))["confirms"] is False
+    assert confirmation(22_500, 24_250, 25_000, PureDP(1.0), orientation="x_prime")["confirms"] is True
+    assert confirmation(22_500, 24_250, 25_000, PureDP(1.0))["confirms"] is False
     with pytest.raises(ValueError):
-        confirmation(1, 1, 10, EpsilonDelta(1.0), orientation="both")
+        confirmation(1, 1, 10, PureDP(1.0), orientation="both")
 
 
 @pytest.mark.parametrize("claim_kind", ["epsilon", "zcdp"])
 def test_the_two_face_confirmation_keeps_its_level_on_the_boundary(claim_kind):
     """Seeded: at the vertex where both faces are tight (the hardest point for one test covering
     both), the fresh outputs contradict the claim in at most α of the runs."""
-    from app.claims.heldout import HeldOutClaim
-    from app.stats.claims import ZCDP
+    from app.stats.claims import ZCDP, parse_claim
 
     rng = np.random.default_rng(20 if claim_kind == "epsilon" else 21)
     runs, n = 2000, 5000
     if claim_kind == "epsilon":
-        claim, p, q = EpsilonDelta(1.0), math.e / (math.e + 1), 1 / (math.e + 1)  # p = e·q and 1 − q = e·(1 − p)
+        claim, p, q = PureDP(1.0), math.e / (math.e + 1), 1 / (math.e + 1)  # p = e·q and 1 − q = e·(1 − p)
     else:
         from scipy.optimize import brentq
 
-        from app.claims.heldout import rho_lower_bound
+        from app.stats.claims import rho_lower_bound
 
         # a Bernoulli pair that is exactly 0.5-zCDP: sup_α D_α/α = 0.5 in the tighter direction (the
         # test refutes through the (ε, δ(ε)) polygon or this Rényi bound, on either face)
-        claim, q = HeldOutClaim.of({"zcdp_rho": 0.5}), 0.2
+        claim, q = parse_claim({"zcdp_rho": 0.5}), 0.2
         p = brentq(lambda x: max(rho_lower_bound(x, q), rho_lower_bound(1 - q, 1 - x)) - 0.5, q + 1e-6, 0.99)
         assert p <= float(ZCDP(0.5).upper(q))
     a = rng.binomial(n, p, runs)

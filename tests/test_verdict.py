@@ -366,10 +366,9 @@ def test_an_alarm_the_fresh_outputs_do_not_confirm_says_so_first(detector: str) 
 def test_a_zcdp_alarm_is_refuted_by_its_anytime_bound_on_rho() -> None:
     """A ρ-zCDP alarm gets the anytime-valid bound "ρ > LB at 95%", valid at the
     alarm, like GDP's μ; the window bound stays descriptive."""
-    from app.claims.heldout import HeldOutClaim
-    from app.stats.claims import ZCDP
+    from app.stats.claims import ZCDP, parse_claim
 
-    claim, n = HeldOutClaim.of({"zcdp_rho": 0.5}), 500
+    claim, n = parse_claim({"zcdp_rho": 0.5}), 500
     a = [int(round(float(ZCDP(0.5).upper(0.1)) * n))] * 20 + [475] * 3  # on the boundary, then p = 0.95
     b = [50] * 23
     check = alarm_evidence(a, b, [n] * 23, list(range(1, 24)), lag=3, claim=claim, detector="e-detector",

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from app.web.claims import check_claim, claim_boundary, claim_epsilon, format_claim, monitor_claim
+from app.stats.claims import ZCDP, ApproxDP, PureDP
+from app.web.claims import as_claim, check_claim, claim_boundary, claim_epsilon, format_claim, monitor_claim
 from app.web.downsample import minmax_indices
 from app.web.svg import sparkline
 
@@ -51,19 +52,19 @@ class _Monitor:
 
 def test_claims_are_formatted_and_bound_in_one_place() -> None:
     claim = monitor_claim(_Monitor())
-    assert claim == {"epsilon": 0.5} and format_claim(claim) == "ε = 0.5"
+    assert claim == PureDP(0.5) and format_claim(claim) == "ε = 0.5" == format_claim({"epsilon": 0.5})
     assert format_claim({"epsilon": 1.0, "delta": 1e-6}) == "(ε = 1, δ = 1.0e-06)"
     assert format_claim({"gdp_mu": 0.8}) == "μ = 0.8 (GDP)"
     assert format_claim({"zcdp_rho": 0.1}) == "ρ = 0.1 (zCDP)"
     # p ≤ e^ε q, and from the complement 1 − q ≤ e^ε (1 − p): p ≤ 1 − e^−ε (1 − q).
-    assert claim_boundary({"epsilon": 1.0}, [0.1, None, 0.9]) == [
+    assert claim_boundary(as_claim({"epsilon": 1.0}), [0.1, None, 0.9]) == [
         pytest.approx(math.e * 0.1), None, pytest.approx(1 - 0.1 / math.e)]
-    assert claim_boundary({"epsilon": 1.0, "delta": 0.01}, [0.1])[0] == pytest.approx(math.e * 0.1 + 0.01)
+    assert claim_boundary(as_claim({"epsilon": 1.0, "delta": 0.01}), [0.1])[0] == pytest.approx(math.e * 0.1 + 0.01)
     # μ-GDP: q ≤ Φ(Φ⁻¹(p) + μ) (Dong, Roth & Su), so the largest p for q = 0.1 at μ = 1 is Φ(Φ⁻¹(0.1) + 1).
-    assert claim_boundary({"gdp_mu": 1.0}, [0.1])[0] == pytest.approx(0.38909, abs=1e-4)
-    zcdp = claim_boundary({"zcdp_rho": 0.2}, [0.0, 0.1, 0.5])
+    assert claim_boundary(as_claim({"gdp_mu": 1.0}), [0.1])[0] == pytest.approx(0.38909, abs=1e-4)
+    zcdp = claim_boundary(as_claim({"zcdp_rho": 0.2}), [0.0, 0.1, 0.5])
     assert zcdp[0] > 0 and zcdp[0] < zcdp[1] < zcdp[2] <= 1.0  # δ(ε) > 0 at q = 0, increasing
-    assert claim_boundary({"bogus": 1.0}, [0.1]) is None and claim_epsilon({"zcdp_rho": 0.2}) is None
+    assert claim_boundary(as_claim({"bogus": 1.0}), [0.1]) is None and claim_epsilon(ZCDP(0.2)) is None
 
 
 class _Check:
@@ -71,8 +72,8 @@ class _Check:
 
 
 def test_a_checks_own_claim_wins() -> None:
-    assert check_claim(_Monitor(), _Check()) == {"epsilon": 2.0, "delta": 1e-5}
-    assert check_claim(_Monitor(), object()) == {"epsilon": 0.5}
+    assert check_claim(_Monitor(), _Check()) == ApproxDP(2.0, 1e-5)
+    assert check_claim(_Monitor(), object()) == PureDP(0.5)
 
 
 def test_sparkline_marks_the_crossing_without_colour() -> None:
@@ -104,7 +105,7 @@ def test_snapshot_charts_align_the_previous_curves() -> None:
     discrete = {"check_id": "c2", "position": 1, "loss_curve": {"outcomes": [[0, 1], 2], "loss": [0.3, 0.7]}}
     discrete_before = {"check_id": "c2", "loss_curve": {"outcomes": [2, 5], "loss": [0.6, 0.1]}}
     out = snapshot_charts(_Snap([real_now, discrete], 2), _Snap([real_before, discrete_before], 1),
-                          {"epsilon": 1.0, "delta": 1e-6})
+                          ApproxDP(1.0, 1e-6))
     assert out["claim"] == "(ε = 1, δ = 1.0e-06)" and out["claim_epsilon"] == 1.0 and out["claim_delta"] == 1e-6
     real, disc = out["pairs"]
     curve = real["curves"][0]

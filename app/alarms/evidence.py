@@ -19,26 +19,23 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.claims.heldout import HeldOutClaim
 from app.claims.service import effective_claim
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.stats.claims import parse_claim
 from app.stats.evidence import (
     alarm_evidence,
     confirmation,
     confirmation_statement,
     snapshot_reading,
 )
-from app.stats.heldout import EpsilonDelta
 from app.stats.sequential import design_of_state
 
 
 def evidence_claim(claim: dict[str, Any]) -> Any:
     """The claim an alarm's evidence tests (``app.stats.heldout.Claim``): a pure ε keeps the
     score bound (app.stats.evidence), every other claim ((ε, δ), μ-GDP, ρ-zCDP) goes through
-    :class:`app.claims.heldout.HeldOutClaim` and the exact test."""
-    if set(claim) == {"epsilon"}:
-        return EpsilonDelta(float(claim["epsilon"]))
-    return HeldOutClaim.of(claim)
+    the one claim type (app.stats.claims) and the exact test."""
+    return parse_claim(claim)
 
 
 def check_evidence_claim(monitor: Monitor, check: Check) -> Any:

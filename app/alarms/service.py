@@ -37,6 +37,7 @@ from app.models.alarms import (
 )
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.settings import Settings
+from app.stats.claims import PureDP, parse_claim
 from app.stats.evidence import VALIDITY_WORDS
 
 ALERT_NAME = "DifferentialPrivacyViolation"
@@ -132,10 +133,6 @@ def _claim_of(monitor: Monitor, check: Check) -> dict[str, Any]:
     return effective_claim(check.claim, monitor.claim, monitor.epsilon)
 
 
-def _describe(claim: dict[str, Any]) -> str:
-    from app.stats.claims import parse_claim
-
-    return parse_claim(claim).describe()
 
 
 CONTRACT_ALERT_NAME = "OutputContractBreach"
@@ -199,9 +196,10 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
     else:
         assert check is not None
         claim = alarm.claim or _claim_of(monitor, check)
-        claimed = _describe(claim)
-        pure = set(claim) == {"epsilon"}
-        what = f"exceeds its claimed epsilon={claim['epsilon']:g}" if pure else f"contradicts its claim {claimed}"
+        parsed = parse_claim(claim)
+        claimed = parsed.describe()
+        what = (f"exceeds its claimed epsilon={parsed.epsilon:g}" if isinstance(parsed, PureDP)
+                else f"contradicts its claim {claimed}")
         labels["check_id"] = str(check.id)
         labels["check_position"] = str(check.position)
         labels["claim"] = claimed
@@ -213,7 +211,7 @@ def alarm_event_data(alarm: Alarm, monitor: Monitor, check: Check | None, settin
         description = (
             f"In period {alarm.t}, {alarm.a} of {alarm.n} outputs on x and {alarm.b} of {alarm.n} on x' fell in "
             f"the check's event (z={alarm.z:.3f}). {_crossed(monitor)}, so the mechanism is unlikely to satisfy "
-            f"{'epsilon=' + format(claim['epsilon'], 'g') + '-DP' if pure else claimed} on this pair."
+            f"{'epsilon=' + format(parsed.epsilon, 'g') + '-DP' if isinstance(parsed, PureDP) else claimed} on this pair."
         )
         if statement:
             description += " " + statement

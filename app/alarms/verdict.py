@@ -43,6 +43,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.stats.claims import ApproxDP, GaussianDP, PureDP, claim_of_record
+
 EstimatorName = Literal["detector", "anytime_bound", "confirmation", "window_bound", "exact_bound",
                         "mpl_lower_bound", "claim_terms", "mpl_point_estimate", "held_out_test", "contract"]
 
@@ -146,28 +148,24 @@ def _pct(confidence: float | None) -> str:
 
 
 def _claim_words(claim: Any) -> str | None:
-    """The claim in words from its API form ({"epsilon": 1}, {"gdp_mu": 1}, …) or a description."""
+    """The claim in words from a stored record ({"epsilon": 1}, {"gdp_mu": 1}, …, or its ``describe``),
+    a :class:`~app.stats.claims.Claim`, or a description."""
     if claim is None:
         return None
     if isinstance(claim, str):
         return claim
-    if isinstance(claim, Mapping):
-        if claim.get("describe"):
-            return str(claim["describe"])
-        if claim.get("gdp_mu") is not None:
-            return f"{float(claim['gdp_mu']):g}-GDP"
-        if claim.get("zcdp_rho") is not None:
-            return f"{float(claim['zcdp_rho']):g}-zCDP"
-        if claim.get("epsilon") is not None:
-            eps = float(claim["epsilon"])
-            return f"({eps:g}, {float(claim['delta']):g})-DP" if claim.get("delta") else f"ε = {eps:g}"
-    return str(claim)
+    if isinstance(claim, Mapping) and claim.get("describe"):
+        return str(claim["describe"])
+    parsed = claim_of_record(claim)
+    if parsed is None:
+        return str(claim)
+    return f"ε = {parsed.epsilon:g}" if isinstance(parsed, PureDP) else parsed.describe()
 
 
 def _claim_epsilon(claim: Any) -> float | None:
-    if isinstance(claim, Mapping) and claim.get("epsilon") is not None and not claim.get("delta"):
-        return _num(claim["epsilon"])
-    return None
+    """The ε of a pure-ε claim (stored record or :class:`~app.stats.claims.Claim`), else None."""
+    parsed = claim_of_record(claim)
+    return _num(parsed.epsilon) if isinstance(parsed, PureDP) else None
 
 
 def _label(refutes: bool, any_refutes: bool, can: str, cannot: str) -> str:
@@ -301,10 +299,7 @@ _SHORT = {
 
 
 def _param_bound(param: str, lb: float | None, claim: Any, refutes: bool) -> str:
-    claimed = None
-    if isinstance(claim, Mapping):
-        key = {"ε": "epsilon", "μ": "gdp_mu", "ρ": "zcdp_rho"}.get(param, "epsilon")
-        claimed = _num(claim.get(key))
+    claimed = _claimed(param, claim)
     tail = "" if claimed is None else (f" > claimed {claimed:g}" if refutes else f", not above the claimed {claimed:g}")
     if lb is None:
         return f"no lower bound on {param}{'' if claimed is None else f' (claimed {claimed:g})'}"
@@ -312,9 +307,9 @@ def _param_bound(param: str, lb: float | None, claim: Any, refutes: bool) -> str
 
 
 def _claimed(param: str, claim: Any) -> float | None:
-    if isinstance(claim, Mapping):
-        return _num(claim.get({"ε": "epsilon", "μ": "gdp_mu", "ρ": "zcdp_rho"}.get(param, "epsilon")))
-    return None
+    """The claimed value of ``param`` (ε, μ or ρ) when the claim names that parameter, else None."""
+    parsed = claim_of_record(claim)
+    return _num(parsed.value) if parsed is not None and parsed.parameter == param else None
 
 
 def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
@@ -431,18 +426,18 @@ def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
 
 def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
     refutes = bool(terms.get("refutes"))
-    tclaim = terms.get("claim") if isinstance(terms.get("claim"), Mapping) else {}
+    tclaim = claim_of_record(terms.get("claim"))
     if confidence is None and _num(terms.get("alpha")) is not None:
         confidence = 1 - float(terms["alpha"])
     figure, value = None, None
-    eps = _num(tclaim.get("epsilon"))
+    eps = _num(tclaim.epsilon) if isinstance(tclaim, (PureDP, ApproxDP)) else None
     dlb = _num(terms.get("delta_lower_bound"))
-    claimed_delta = _num(tclaim.get("delta")) or 0.0
+    claimed_delta = tclaim.delta if isinstance(tclaim, ApproxDP) else 0.0
     if dlb is not None and eps is not None and (dlb > claimed_delta or not refutes):
         figure, value = f"δ({eps:g}) ≥ {_g(dlb)}" + (f" > claimed δ = {claimed_delta:g}" if dlb > claimed_delta
                                                       else f", not above the claimed δ = {claimed_delta:g}"), dlb
     mlb = _num(terms.get("mu_lower_bound"))
-    claimed_mu = _num(tclaim.get("gdp_mu"))
+    claimed_mu = _num(tclaim.mu) if isinstance(tclaim, GaussianDP) else None
     if figure is None and mlb is not None and claimed_mu is not None:
         figure, value = f"μ ≥ {_g(mlb)}" + (f" > claimed {claimed_mu:g}" if mlb > claimed_mu
                                             else f", not above the claimed {claimed_mu:g}"), mlb

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.audit.engine import AuditResult, AuditSettings, Progress, Sampler, run_engine
-from app.stats.heldout import EpsilonDelta
+from app.stats.claims import PureDP
 from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_DISCOVERY_BUDGET", "candidates_from", "discover_checks"]
@@ -69,7 +69,7 @@ async def discover_checks(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], sh
     With ``epsilon`` the run stops as soon as a candidate's bound exceeds it (that event refutes
     the claim, which is what a monitor should watch); without, it spends its budget."""
     settings = settings or AuditSettings(budget=DEFAULT_DISCOVERY_BUDGET)
-    claim = None if epsilon is None else EpsilonDelta(epsilon)
+    claim = None if epsilon is None else PureDP(epsilon)
     result = await run_engine(sampler, pairs, shape, claim, settings, progress=progress, cancel=cancel)
     candidates = candidates_from(result, epsilon)
     return {"candidates": candidates, "alpha": settings.alpha, "samples_used": result.samples_used,

@@ -38,8 +38,9 @@ import numpy as np
 
 from app.sampling.timing import DeadlineReached
 from app.stats.candidates import Candidate, ProposalSettings, propose
+from app.stats.claims import Claim, PureDP
 from app.stats.events import event_contains
-from app.stats.heldout import Claim, Counts, EpsilonDelta, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
 
 __all__ = ["AuditCancelled", "AuditResult", "AuditSettings", "Progress", "Sampler", "run_engine", "round_schedule"]
@@ -309,7 +310,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     if not pairs:
         raise ValueError("give at least one pair of neighbouring databases")
     pairs = [(x, xp) for x, xp in pairs]
-    claim_used: Claim = claim if claim is not None else EpsilonDelta(0.0)
+    claim_used: Claim = claim if claim is not None else PureDP(0.0)
     schedule = round_schedule(settings)
     started = time.perf_counter()
     keys: dict[str, Any] = {}

@@ -12,13 +12,12 @@ did not try, or about smaller violations.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable
 from typing import Any
 
-from app.stats.claims import MAX_EPSILON, MAX_MU, MAX_RHO
+from app.stats.claims import MAX_EPSILON, MAX_MU, MAX_RHO, Claim
 from app.stats.heldout_power import POWER_LEVEL, POWER_MASSES, smallest_detected
 
 __all__ = ["claim_family", "power_rows", "power_sentence"]
@@ -30,18 +29,11 @@ MAX_GROUPS = 8
 def claim_family(claim: Any) -> tuple[Callable[[float, float], bool], Callable[[float, float], float], float, str]:
     """(refuted_by, boundary(θ, q), θ0, parameter) for a held-out claim: ``boundary`` is the
     largest p the claim of the same family at parameter θ allows when the rarer side has q."""
-    inner = getattr(claim, "claim", None)
-    if inner is None:  # app.stats.heldout.EpsilonDelta
-        eps, delta = float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0)
-        return claim.refuted_by, lambda th, q: min(1.0, math.exp(th) * q + delta), eps, "ε"
-    for name, symbol in (("epsilon", "ε"), ("mu", "μ"), ("rho", "ρ")):
-        if hasattr(inner, name):
-            theta0 = float(getattr(inner, name))
+    if isinstance(claim, Claim):
+        def boundary(th: float, q: float) -> float:
+            return float(claim.with_value(max(th, 1e-9)).upper(q))
 
-            def boundary(th: float, q: float, _name: str = name) -> float:
-                return float(dataclasses.replace(inner, **{_name: max(th, 1e-9)}).upper(q))
-
-            return claim.refuted_by, boundary, theta0, symbol
+        return claim.refuted_by, boundary, claim.value, claim.parameter
     raise ValueError(f"no power statement for the claim {claim!r}")
 
 

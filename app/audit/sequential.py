@@ -25,7 +25,7 @@ import numpy as np
 
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeHttpConfig
-from app.stats.claims import Claim, parse_claim, supporting_line
+from app.stats.claims import ApproxDP, Claim, PureDP, parse_claim, supporting_line
 from app.stats.onepair import LineOrTangent, OnePairAuditor
 from app.stats.sequential import SupportingLine
 
@@ -40,8 +40,9 @@ def claim_line(claim: dict[str, Any]) -> tuple[LineOrTangent, str]:
     which lies above the boundary, so every event obeys it.
     """
     c: Claim = parse_claim(claim)
-    if set(claim) <= {"epsilon", "delta"}:
-        return SupportingLine(math.exp(float(claim["epsilon"])), float(claim.get("delta") or 0.0)), c.describe()
+    if isinstance(c, (PureDP, ApproxDP)):
+        delta = c.delta if isinstance(c, ApproxDP) else 0.0
+        return SupportingLine(math.exp(c.epsilon), delta), c.describe()
 
     def tangent(q0: float) -> SupportingLine:
         line = supporting_line(c, c.upper(q0), q0, orientation="upper")

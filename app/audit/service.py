@@ -25,7 +25,7 @@ from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClien
 from app.sampling.protocol import ACCEPT_JSON, JSON_MEDIA_TYPE, SamplingError, encode_request, sign_headers
 from app.sampling.safe_http import SafeAsyncClient, SafeHttpConfig, SafeHttpError
 from app.sampling.timing import RateMeasurement, TimedSampler, budget_estimate, format_duration, measure_rate
-from app.stats.heldout import Claim
+from app.stats.claims import Claim
 from app.stats.mpl import table1_pairs
 from app.stats.shapes import OutputShape, ShapeDetection, detect_shape
 
@@ -198,7 +198,7 @@ def format_report(result: AuditResult | dict[str, Any]) -> str:
                   f"  on x = {json.dumps(best['x'])}, x' = {json.dumps(best['x_prime'])}",
                   f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g})"]
     lb = r["lower_bound"]
-    # μ-GDP and ρ-zCDP claims (app/claims/heldout.py) bound their own parameter
+    # μ-GDP and ρ-zCDP claims (app.stats.claims.Claim.bound) bound their own parameter
     param = "μ" if r["claim"].endswith("-GDP") else "ρ" if r["claim"].endswith("-zCDP") else "ε"
     lines.append(f"LB = {number(lb, infinity='inf')}: a {conf:g}% lower confidence bound on {param} (held-out Clopper–Pearson, "
                  "valid over all rounds and events)")

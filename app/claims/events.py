@@ -6,7 +6,7 @@ an estimated likelihood ratio (discrete) or a projection on the mean difference 
 coordinate for vectors) — :func:`app.stats.empirical.nested_events` — and picks the nested event
 ``{s ≥ t}`` whose choosing-data Clopper–Pearson corner (simultaneous over the candidates) implies
 the largest value of the claim's parameter (μ, ε at the claimed δ, or ρ;
-:class:`app.claims.heldout.HeldOutClaim`) when one exceeds the claim, and otherwise the most
+:meth:`app.stats.claims.Claim.bound`) when one exceeds the claim, and otherwise the most
 precise event (the narrowest gap between its plug-in value and its bound). It is scored on the
 *bounding* samples (independent draws), with the claim's period statistic at that event and its
 Clopper–Pearson test (:func:`app.stats.claims.refutes`). The chosen event is returned in the
@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from app.claims.heldout import HeldOutClaim
 from app.stats.claim_period import anchor_line, line_statistic
 from app.stats.claims import clopper_pearson, parse_claim, refutes
 from app.stats.empirical import NestedEvents, nested_events, outputs_kind
@@ -80,12 +79,11 @@ def claim_candidate(pair: PairSamples, output_kind: str, claim: Any, alpha: floa
     level = alpha / (2 * len(events.thresholds))
     p_lo = clopper_pearson(events.choose_a, nc, level, "lower")
     q_hi = clopper_pearson(events.choose_b, nc, level, "upper")
-    held = HeldOutClaim(claim)
-    lbs = np.array([held.bound(float(pl), float(qh)) for pl, qh in zip(p_lo, q_hi)])
-    plug = np.array([held.bound(float(a_) / nc, max(float(b_), 0.5) / nc)
+    lbs = np.array([claim.bound(float(pl), float(qh)) for pl, qh in zip(p_lo, q_hi)])
+    plug = np.array([claim.bound(float(a_) / nc, max(float(b_), 0.5) / nc)
                      for a_, b_ in zip(events.choose_a, events.choose_b)])
     lbs = np.where(np.isfinite(lbs), lbs, -np.inf)
-    if np.max(lbs) > held.value:
+    if np.max(lbs) > claim.value:
         k = int(np.argmax(lbs))
     else:
         seen = ((events.choose_a > 0) & (events.choose_b > 0) & (events.choose_a < nc) & (events.choose_b < nc)

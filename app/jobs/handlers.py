@@ -24,7 +24,7 @@ from app.jobs.context import JobCancelled, JobContext, load_mechanism
 from app.mechanisms.contract import contract_of, endpoint_of
 from app.models.mechanisms import Mechanism
 from app.sampling.client import MechanismEndpoint, SamplingClient
-from app.stats.heldout import EpsilonDelta
+from app.stats.claims import dp_claim
 from app.stats.mpl import table1_pairs
 from app.stats.shapes import OutputShape
 
@@ -101,11 +101,11 @@ async def run_audit_job(ctx: JobContext) -> dict[str, Any]:
     shape = mechanism_shape(mechanism)
     settings = AuditSettings(alpha=request.alpha, budget=request.budget, first_round=request.first_round,
                              region=request.region, learned=request.learned)
-    ctx.progress(0.0, f"audit of {EpsilonDelta(request.epsilon, request.delta).describe()}", force=True)
+    ctx.progress(0.0, f"audit of {dp_claim(request.epsilon, request.delta).describe()}", force=True)
     try:
         result = await run_engine(
             period_sampler(ctx.client, shaped_endpoint(mechanism, shape), label=f"job-{ctx.job_id.hex[:12]}"),
-            _pairs(request), shape, EpsilonDelta(request.epsilon, request.delta), settings,
+            _pairs(request), shape, dp_claim(request.epsilon, request.delta), settings,
             progress=progress_reporter(ctx), cancel=ctx.cancelled)
     except AuditCancelled as exc:
         raise JobCancelled(str(exc)) from None
@@ -113,7 +113,7 @@ async def run_audit_job(ctx: JobContext) -> dict[str, Any]:
         with_power,  # not refuted: what the audit would have caught (docs/audit.md §9)
     )
 
-    result = await with_power(result, EpsilonDelta(request.epsilon, request.delta))
+    result = await with_power(result, dp_claim(request.epsilon, request.delta))
     out = result.to_dict()
     out["refutes_claim"] = out["refuted"]
     return out

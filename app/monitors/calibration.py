@@ -37,6 +37,7 @@ from app.monitors.service import (
 )
 from app.sampling.client import SamplingClient
 from app.settings import Settings
+from app.stats.claims import PureDP
 from app.stats.thresholds import ThresholdEstimate, threshold_for
 
 log = structlog.get_logger("dpwatch.calibration")
@@ -82,7 +83,7 @@ class Calibrator:
             for check_id, x, xp, claim in auto:
                 log.info("discovery_started", monitor_id=str(monitor_id), check_id=str(check_id))
                 try:
-                    if set(claim) != {"epsilon"}:  # (ε, δ), GDP, zCDP: claim-aware tail events (app/claims/events.py)
+                    if not isinstance(claim, PureDP):  # (ε, δ), GDP, zCDP: claim-aware tail events (app/claims/events.py)
                         result = await discover_for_claim(self.client, endpoint, shape, [(x, xp)], claim,
                                                           budget=budget, alpha=alpha,
                                                           label=f"discover-{check_id.hex[:12]}", period=t + 1)

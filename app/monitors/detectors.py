@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from app.stats.claims import PureDP, parse_claim
+from app.stats.claims import Claim, PureDP, parse_claim
 from app.stats.detector import (
     COUNT_DISCOUNT,
     AggregatorDetector,
@@ -79,7 +79,7 @@ def sequential_log_threshold(detector: str, level: float, window: int) -> float:
     return cls.log_threshold_for(level, window)
 
 
-def _pure_line(claim: dict[str, Any]) -> SupportingLine | None:
+def _pure_line(claim: Claim | dict[str, Any]) -> SupportingLine | None:
     parsed = parse_claim(claim)
     return SupportingLine.pure(parsed.epsilon) if isinstance(parsed, PureDP) else None
 
@@ -121,7 +121,7 @@ def aggregator_step(state: dict[str, Any], z: float, past: list[float] | None,
     return AggregatorDetector.from_state(state, past).step(Observation(a=a, b=b, n=n, z=z))
 
 
-def sequential_line(state: dict[str, Any], claim: dict[str, Any]) -> Any:
+def sequential_line(state: dict[str, Any], claim: Claim | dict[str, Any]) -> Any:
     """The line a horizon-free check tests this period, chosen from past periods only: the claim's
     own line for pure ε, else ``anchor_line(claim, *det.anchor_counts())`` (method.md §13.1)."""
     line = _pure_line(claim)

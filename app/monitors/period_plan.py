@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from app.sampling.client import MechanismEndpoint
+from app.stats.claims import Claim
 from app.stats.events import Event
 from app.stats.shapes import OutputShape
 
@@ -27,7 +28,7 @@ class CheckPlan:
     event: Event
     # What the write step needs, read with the plan (a period's results are computed before its
     # write transaction; the write's guard, t unchanged under our lease, keeps them current).
-    claim: dict[str, Any] | None = None
+    claim: Claim | None = None
     claim_state: dict[str, Any] | None = None
     detector_state: dict[str, Any] | None = None
     past_prefix: tuple[float, ...] | None = None  # S_1..S_t of the aggregator in this horizon
@@ -51,7 +52,7 @@ class CheckResult:
     lag: int
     max_statistic: float
     prefix_sum: float | None
-    claim: dict[str, Any]
+    claim: Claim
     line: dict[str, Any] | None
     claim_state: dict[str, Any] | None
     detector_state: dict[str, Any]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from app.stats.claims import parse_claim
+from app.stats.claims import ApproxDP, Claim, PureDP
 from app.stats.power import detector_advice, event_power_advice
 from app.stats.sequential import SupportingLine
 
@@ -33,13 +33,12 @@ def _estimate(check: Any) -> tuple[float, float, str] | None:
     return None
 
 
-def _line(claim: dict[str, Any], check: Any) -> tuple[SupportingLine, bool] | None:
+def _line(claim: Claim, check: Any) -> tuple[SupportingLine, bool] | None:
     """The claim's line on this event (pure ε, (ε, δ)), or the last line the check tested; and
     whether it is a ``lower`` line (testing q against p)."""
-    parsed = parse_claim(claim)
-    eps, delta = getattr(parsed, "epsilon", None), getattr(parsed, "delta", 0.0) or 0.0
-    if eps is not None and set(claim) <= {"epsilon", "delta"}:
-        return SupportingLine.approximate(float(eps), float(delta)), False
+    if isinstance(claim, (PureDP, ApproxDP)):
+        delta = claim.delta if isinstance(claim, ApproxDP) else 0.0
+        return SupportingLine.approximate(float(claim.epsilon), float(delta)), False
     line = (check.claim_state or {}).get("line")
     if not line:
         return None
@@ -49,7 +48,7 @@ def _line(claim: dict[str, Any], check: Any) -> tuple[SupportingLine, bool] | No
         return None
 
 
-def check_power(check: Any, claim: dict[str, Any], n: int, level: float | None, *, horizon: int = 200,
+def check_power(check: Any, claim: Claim, n: int, level: float | None, *, horizon: int = 200,
                 gamma: float = 0.25) -> dict[str, Any] | None:
     """The sparse-event advice of one check (a JSON object), or None without an estimate; with
     ``detector_advice``: which detector finds the reference violation soonest (method.md §13.9)."""
@@ -92,7 +91,7 @@ def power_warning(position: int, advice: dict[str, Any] | None) -> str | None:
 POWER_PERIODS = (1, 10, 100)
 
 
-def check_detection_power(check: Any, claim: dict[str, Any], *, n: int, detector: str, level: float | None,
+def check_detection_power(check: Any, claim: Claim, *, n: int, detector: str, level: float | None,
                           threshold: float | None, horizon: int, gamma: float, t: int) -> dict[str, Any]:
     """The check's detection power (app.stats.monitor_power, method.md §13.11): for each K in
     :data:`POWER_PERIODS`, the smallest violation ε ≥ X of this check's event that its detector catches
@@ -102,13 +101,12 @@ def check_detection_power(check: Any, claim: dict[str, Any], *, n: int, detector
 
     out: dict[str, Any] = {"probability": DEFAULT_PROBABILITY, "detector": detector, "n": int(n), "q_estimate": None,
                            "source": None, "within": [], "statement": ""}
-    parsed = parse_claim(claim)
-    if set(claim) != {"epsilon"} or getattr(parsed, "epsilon", None) is None:
+    if not isinstance(claim, PureDP):
         out["statement"] = ("Detection power is computed for pure-ε claims only; this check's claim "
-                            f"({', '.join(f'{k} {v:g}' for k, v in claim.items())}) gets none yet. This does not mean "
-                            "that a violation would be missed.")
+                            f"({', '.join(f'{k} {v:g}' for k, v in claim.to_dict().items())}) gets none yet. This does "
+                            "not mean that a violation would be missed.")
         return out
-    eps = float(claim["epsilon"])
+    eps = float(claim.epsilon)
     est = _estimate(check)
     if est is None:
         out["statement"] = "No estimate of the event's probability yet (the first period gives one)."

@@ -49,7 +49,8 @@ def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRea
     """The response for a monitor and its checks: ORM objects, or the plain rows of the reads
     (app.monitors.service.get_monitor_plain)."""
     data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
-    data["claim"] = service.monitor_claim(monitor)
+    claim = service.monitor_claim(monitor)
+    data["claim"] = None if claim is None else claim.to_dict()
     check_reads = [
         CheckRead.model_validate({**{n: getattr(c, n) for n in CheckRead.model_fields if not n.startswith("claim")},
                                   **service.check_claim_fields(monitor, c)})

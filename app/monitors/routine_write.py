@@ -61,7 +61,7 @@ def write_routine_period(session: Session, plan: PeriodPlan, results: list[Check
             p + "id": uuid.uuid4(), p + "check": res.check_id, p + "a": res.a, p + "b": res.b,
             p + "p": res.p_hat, p + "q": res.q_hat, p + "d": res.d_hat, p + "s": res.sigma_hat,
             p + "z": res.z, p + "stat": res.statistic, p + "thr": res.threshold,
-            p + "claim": _json(res.claim), p + "line": _json(res.line), p + "prefix": res.prefix_sum,
+            p + "claim": _json(res.claim.to_dict()), p + "line": _json(res.line), p + "prefix": res.prefix_sum,
             p + "ds": _json(res.detector_state), p + "cs": _json(res.claim_state),
             p + "max": res.max_statistic if np.isfinite(res.max_statistic) else None,
         })

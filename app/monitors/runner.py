@@ -64,6 +64,7 @@ from app.monitors.service import check_claim, is_auto, start_horizon
 from app.sampling.client import ByteBudget, SamplingClient
 from app.sampling.protocol import SamplingError, database_key
 from app.settings import Settings
+from app.stats.claims import Claim, PureDP
 from app.stats.detector import Observation
 from app.stats.detector import load as load_detector
 from app.stats.events import event_contains, parse_event
@@ -129,14 +130,14 @@ def _past_prefix_sums(session: Session, monitor: Monitor, checks: list[Check]) -
     return out
 
 
-def _line_numbers(claim: dict[str, Any], a: int, b: int, n: int, line: Any, variance: str, kappa: float) -> Any:
+def _line_numbers(claim: Claim, a: int, b: int, n: int, line: Any, variance: str, kappa: float) -> Any:
     """p̂, q̂, D̂, σ̂, z and the line of a period for a horizon-free check (shown with the period):
     seed 002's statistic for pure ε, else the statistic of the line the detector tested."""
     from app.claims.service import ClaimStep
     from app.stats.claim_period import line_statistic
     from app.stats.claims import Line
 
-    if set(claim) == {"epsilon"} or (set(claim) == {"epsilon", "delta"} and not claim.get("delta")):
+    if isinstance(claim, PureDP):
         return claim_period_step(claim, a, b, n, None, variance=variance, kappa=kappa)
     stat = line_statistic(a, b, n, line, kappa=kappa)
     line_dict = line.to_dict() if isinstance(line, Line) else {"orientation": "upper", "slope": float(line.slope),
@@ -305,7 +306,7 @@ class PeriodRunner:
         results = []
         for check in plan.checks:
             a, b = counts[check.id]
-            claim = check.claim if check.claim is not None else {"epsilon": float(plan.epsilon or 0.0)}
+            claim = check.claim if check.claim is not None else PureDP(float(plan.epsilon or 0.0))
             state = check.detector_state or {}
             # The detector the state describes (its kind, through the registry of app/stats/detector.py).
             det = load_detector(state, list(check.past_prefix or ()))
@@ -406,7 +407,7 @@ class PeriodRunner:
             period_check = PeriodCheck(
                 period_run_id=run.id, check_id=check.id, a=res.a, b=res.b, n=plan.n, p_hat=res.p_hat,
                 q_hat=res.q_hat, d_hat=res.d_hat, sigma_hat=res.sigma_hat, z=res.z,
-                statistic=res.statistic, threshold=res.threshold, claim=res.claim, line=res.line,
+                statistic=res.statistic, threshold=res.threshold, claim=res.claim.to_dict(), line=res.line,
                 prefix_sum=res.prefix_sum,
             )
             session.add(period_check)

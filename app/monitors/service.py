@@ -42,6 +42,7 @@ from app.monitors.schemas import (
     useless_event,
 )
 from app.settings import Settings
+from app.stats.claims import ApproxDP, Claim, PureDP, parse_claim
 
 PAUSABLE_STATES = ("calibrating", "active", "alarm", "degraded")
 
@@ -101,7 +102,7 @@ def initial_detector_state(monitor: Monitor, check: Check | None = None) -> dict
     from app.monitors.detectors import initial_state
 
     assert monitor.threshold is not None
-    claim = check_claim(monitor, check) if check is not None else (monitor_claim(monitor) or {"epsilon": 1.0})
+    claim = check_claim(monitor, check) if check is not None else (monitor_claim(monitor) or PureDP(1.0))
     return initial_state(monitor.detector or "aggregator", horizon=monitor.horizon, gamma=monitor.gamma,
                          threshold=monitor.threshold, level=check.level if check is not None else None, claim=claim)
 
@@ -174,23 +175,23 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
 # --------------------------------------------------------------------------- claims
 
 
-def monitor_claim(monitor: Monitor) -> dict[str, Any] | None:
-    """The monitor's default claim; ``{"epsilon": ε}`` for monitors made before claims."""
+def monitor_claim(monitor: Monitor) -> Claim | None:
+    """The monitor's default claim, parsed once from its stored JSON; ε-DP with the monitor's
+    ``epsilon`` for monitors made before claims."""
     if monitor.claim:
-        return dict(monitor.claim)
-    return None if monitor.epsilon is None else {"epsilon": float(monitor.epsilon)}
+        return parse_claim(monitor.claim)
+    return None if monitor.epsilon is None else PureDP(float(monitor.epsilon))
 
 
-def check_claim(monitor: Monitor, check: Check) -> dict[str, Any]:
-    """The claim ``check`` is tested against: its own, else the monitor's."""
-    return effective_claim(check.claim, monitor.claim, monitor.epsilon)
+def check_claim(monitor: Monitor, check: Check) -> Claim:
+    """The claim ``check`` is tested against: its own, else the monitor's (parsed once)."""
+    return parse_claim(effective_claim(check.claim, monitor.claim, monitor.epsilon))
 
 
 def check_claim_fields(monitor: Monitor, check: Check) -> dict[str, Any]:
-    from app.stats.claims import parse_claim
-
+    """The check's claim in its API form, and in words."""
     claim = check_claim(monitor, check)
-    return {"claim": claim, "claim_description": parse_claim(claim).describe()}
+    return {"claim": claim.to_dict(), "claim_description": claim.describe()}
 
 
 # --------------------------------------------------------------------------- events vs outputs
@@ -358,7 +359,8 @@ def _monitor_claim_of(data: MonitorCreate) -> dict[str, Any] | None:
 def _claim_epsilon(data: MonitorCreate) -> float | None:
     """The monitors.epsilon column: the ε of the default claim when it has one."""
     claim = _monitor_claim_of(data)
-    return None if claim is None else claim.get("epsilon")
+    parsed = None if claim is None else parse_claim(claim)
+    return parsed.epsilon if isinstance(parsed, (PureDP, ApproxDP)) else None
 
 
 def _rediscover_every(data: MonitorCreate) -> int:
@@ -462,9 +464,9 @@ def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> st
                 "POST /v1/monitors/{id}/checks/from-search)")
     if name in ("epsilon", "claim"):
         if name == "claim":
-            new = data.claim.to_dict() if data.claim is not None else None
+            new = data.claim.to_claim() if data.claim is not None else None
         else:
-            new = None if data.epsilon is None else {"epsilon": data.epsilon}
+            new = None if data.epsilon is None else PureDP(data.epsilon)
         if new == monitor_claim(monitor):
             return None
         return (f"{name} is the claim the checks are tested against (each period's line and z depend on it); a "
@@ -687,11 +689,11 @@ def creation_warnings(monitor: Monitor, checks: Sequence[Check]) -> list[str]:
 def _pure_line(monitor: Monitor, check: Check) -> dict[str, Any] | None:
     """The fixed line p − e^ε q ≤ 0 of a pure-ε check, once it has run a period."""
     claim = check_claim(monitor, check)
-    if check.last_z is None or set(claim) != {"epsilon"}:
+    if check.last_z is None or not isinstance(claim, PureDP):
         return None
     import math
 
-    return {"orientation": "upper", "slope": math.exp(claim["epsilon"]), "intercept": 0.0}
+    return {"orientation": "upper", "slope": math.exp(claim.epsilon), "intercept": 0.0}
 
 
 def _check_threshold(check: Check, monitor: Monitor) -> float | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.stats.claims import parse_claim
 from app.stats.shapes import OutputShape
 
 __all__ = ["SEARCH_CORPUS", "SearchCorpusEntry", "search_corpus"]
@@ -57,12 +58,11 @@ class SearchCorpusEntry:
 
     @property
     def parameter(self) -> str:
-        return "μ" if "gdp_mu" in self.claim else "ρ" if "zcdp_rho" in self.claim else "ε"
+        return parse_claim(self.claim).parameter
 
     @property
     def claimed(self) -> float:
-        c = self.claim
-        return float(c.get("gdp_mu", c.get("zcdp_rho", c.get("epsilon"))))
+        return parse_claim(self.claim).value
 
     def to_row(self) -> dict[str, Any]:
         return {"slug": self.slug, "description": self.description, "bug": self.bug or None, "where": self.where,

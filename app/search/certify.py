@@ -44,8 +44,9 @@ from app.sampling.protocol import database_key
 from app.search.draws import SearchDraws
 from app.search.pairs import CandidatePair
 from app.stats.candidates import SELECTION_Z, Candidate, ProposalSettings, propose
+from app.stats.claims import Claim
 from app.stats.events import event_contains
-from app.stats.heldout import Claim, Counts, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.shapes import OutputShape, concat_outputs, n_outputs, take_outputs
 
 __all__ = ["FINAL_SHARE", "StageResult", "certification_settings", "certify", "findings_from", "held_out_size",

@@ -64,7 +64,7 @@ from app.search.screening import (
 from app.search.severity import severity_statement, sharpen
 from app.search.sizes import bisect_sizes
 from app.stats.candidates import ProposalSettings
-from app.stats.heldout import Claim
+from app.stats.claims import Claim
 from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",

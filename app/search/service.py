@@ -21,7 +21,7 @@ from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClien
 from app.sampling.safe_http import SafeHttpConfig
 from app.search.domain import InputDomain
 from app.search.run import SearchProgress, SearchResult, SearchSettings, run_search
-from app.stats.heldout import Claim, EpsilonDelta
+from app.stats.claims import Claim
 
 __all__ = ["endpoint_search_sampler", "make_claim", "read_domain", "search_endpoint", "validation_message"]
 
@@ -61,12 +61,9 @@ def read_domain(source: str | Path | dict[str, Any]) -> InputDomain:
 
 def make_claim(spec: dict[str, Any]) -> Claim:
     """The held-out test's claim for an API claim (``app.claims.schemas.ClaimSpec`` form)."""
-    from app.claims.heldout import HeldOutClaim
+    from app.stats.claims import parse_claim
 
-    spec = {k: v for k, v in spec.items() if v is not None}
-    if set(spec) == {"epsilon"}:
-        return EpsilonDelta(float(spec["epsilon"]))
-    return HeldOutClaim.of(spec)
+    return parse_claim({k: v for k, v in spec.items() if v is not None})
 
 
 def endpoint_search_sampler(client: SamplingClient, endpoint: MechanismEndpoint, *, label: str,

@@ -34,8 +34,9 @@ from app.sampling.protocol import database_key
 from app.sampling.timing import DeadlineReached
 from app.search.draws import SearchDraws
 from app.stats.candidates import ProposalSettings, propose
+from app.stats.claims import Claim
 from app.stats.events import event_contains, parse_event
-from app.stats.heldout import Claim, Counts, test_claim
+from app.stats.heldout import Counts, test_claim
 from app.stats.severity import (
     SeverityCandidate,
     never_seen_upper,

@@ -29,6 +29,12 @@ the boundary value ``h(q)`` (:meth:`Claim.upper`), a supporting line at a bounda
 Clopper–Pearson bounds of (p, q) (:func:`epsilon_lower_bound`, :func:`mu_lower_bound`,
 :func:`delta_lower_bound`, :func:`refutes`; the batch recipe of Jagielski et al. 2020 and Nasr
 et al. 2023).
+
+This is dpwatch's one claim type: the API edge (``app.claims.schemas.ClaimSpec``, stored JSON)
+parses into it with :func:`parse_claim`, and the held-out test (:meth:`Claim.bound`,
+:meth:`Claim.refuted_by`), the confidence sequences (:attr:`Claim.value`, :meth:`Claim.with_value`),
+the verdict and the pages read it. Conversions are explicit: :meth:`Claim.tradeoff` (the f-DP
+curve), :meth:`Claim.delta_at` and :meth:`Claim.to_approx_dp` (the (ε, δ(ε)) the claim implies).
 """
 
 from __future__ import annotations
@@ -56,13 +62,17 @@ __all__ = [
     "PureDP",
     "ZCDP",
     "boundary_mle",
+    "claim_of_record",
     "clopper_pearson",
     "delta_lower_bound",
+    "dp_claim",
     "epsilon_lower_bound",
     "line_mle",
     "mu_lower_bound",
+    "bernoulli_renyi",
     "parse_claim",
     "refutes",
+    "rho_lower_bound",
     "supporting_line",
 ]
 
@@ -204,8 +214,78 @@ class Claim(ABC):
     def _upper_segments(self) -> tuple[NDArray[np.float64], ...] | None:
         """Polygon claims: (q_lo, q_hi, slope, intercept) of the upper boundary's segments."""
 
+    # -- the parameter ------------------------------------------------------------------------
+
+    #: The symbol of the parameter the claim names and its lower bounds are about (ε, μ or ρ).
+    parameter: ClassVar[str] = "ε"
+
+    @property
+    @abstractmethod
+    def value(self) -> float:
+        """The claimed value of :attr:`parameter` (ε, μ or ρ)."""
+
+    @abstractmethod
+    def with_value(self, value: float) -> Claim:
+        """The claim of the same family at another value of its parameter (δ kept for (ε, δ))."""
+
+    @property
+    def name(self) -> str:
+        """The family's name (``kind``)."""
+        return self.kind
+
+    def to_approx_dp(self, epsilon: float) -> Claim:
+        """The (ε, δ_at(ε))-DP claim this claim implies (pure ε when δ = 0)."""
+        delta = self.delta_at(epsilon)
+        return ApproxDP(epsilon, delta) if delta > 0 else PureDP(epsilon)
+
+    # -- the held-out test of one event (docs/audit.md §4) ------------------------------------
+
+    @abstractmethod
+    def bound(self, p_lo: float, q_hi: float) -> float:
+        """The claim's parameter implied at the confidence corner ``(p_lo, q_hi)`` of one event: a
+        1 − α lower confidence bound on it when the corner holds with probability ≥ 1 − α."""
+
+    def refuted_by(self, p_lo: float, q_hi: float) -> bool:
+        """Whether the corner ``(p_lo, q_hi)`` lies outside the region: ``p_lo > h(q_hi)``
+        (method.md §10.1; for (ε, δ) both ``p ≤ e^ε q + δ`` and ``1 − q ≤ e^ε (1 − p) + δ``)."""
+        return bool(p_lo > float(self.upper(q_hi)) + 1e-12)
+
     def __str__(self) -> str:
         return self.describe()
+
+
+def _epsilon_bound(p_lo: float, q_hi: float, delta: float) -> float:
+    """ε implied at the corner at the claimed δ: ``max(ln((p_lo − δ)/q_hi), ln((1 − δ − q_hi)/(1 − p_lo)))``,
+    the two faces of the (ε, δ) region (Kairouz, Oh & Viswanath 2015); −inf when neither is positive."""
+    e1 = math.log((p_lo - delta) / q_hi) if p_lo > delta and q_hi > 0 else -math.inf
+    e2 = math.log((1 - delta - q_hi) / (1 - p_lo)) if 1 - delta - q_hi > 0 and p_lo < 1 else -math.inf
+    return max(e1, e2)
+
+
+#: Rényi orders over which ρ_lb takes its supremum.
+RENYI_ORDERS = np.concatenate([np.linspace(1.01, 10.0, 400), np.geomspace(10.0, 2000.0, 200)])
+
+
+def bernoulli_renyi(p: float, q: float, orders: NDArray[np.float64] = RENYI_ORDERS) -> NDArray[np.float64]:
+    """D_α(Bern(p) ‖ Bern(q)) for each order α > 1 (Rényi 1961; log-sum-exp for stability)."""
+    p = min(max(p, 0.0), 1.0)
+    q = min(max(q, 1e-300), 1.0 - 1e-16)
+    a = orders
+    terms = []
+    if p > 0:
+        terms.append(a * math.log(p) + (1 - a) * math.log(q))
+    if p < 1:
+        terms.append(a * math.log1p(-p) + (1 - a) * math.log1p(-q))
+    return np.asarray(special.logsumexp(np.vstack(terms), axis=0) / (a - 1), dtype=np.float64)
+
+
+def rho_lower_bound(p_lo: float, q_hi: float) -> float:
+    """ρ_lb = sup_α D_α(Bern(p_lo) ‖ Bern(q_hi))/α, 0 when p_lo ≤ q_hi: ρ-zCDP bounds the Rényi
+    divergence of every post-processing, so of an event's indicator (Bun & Steinke 2016, Def. 1.1
+    and Lemma 1.8)."""
+    if p_lo <= q_hi:
+        return 0.0
+    return float(max(np.max(bernoulli_renyi(p_lo, q_hi) / RENYI_ORDERS), 0.0))
 
 
 class _PolygonClaim(Claim, ABC):
@@ -292,7 +372,8 @@ class PureDP(_PolygonClaim):
     kind: ClassVar[ClaimKind] = "epsilon"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _check_number("epsilon", self.epsilon, low=0.0, high=MAX_EPSILON))
+        object.__setattr__(self, "epsilon", _check_number("epsilon", self.epsilon, low=0.0, high=MAX_EPSILON,
+                                                          low_open=False))
 
     def to_dict(self) -> dict[str, float]:
         return {"epsilon": self.epsilon}
@@ -305,6 +386,16 @@ class PureDP(_PolygonClaim):
 
     def delta_at(self, epsilon: float) -> float:
         return 0.0 if epsilon >= self.epsilon else super().delta_at(epsilon)
+
+    @property
+    def value(self) -> float:
+        return self.epsilon
+
+    def with_value(self, value: float) -> PureDP:
+        return PureDP(value)
+
+    def bound(self, p_lo: float, q_hi: float) -> float:
+        return _epsilon_bound(p_lo, q_hi, 0.0)
 
 
 @dataclass(frozen=True)
@@ -332,6 +423,16 @@ class ApproxDP(_PolygonClaim):
     def delta_at(self, epsilon: float) -> float:
         return self.delta if epsilon >= self.epsilon else super().delta_at(epsilon)
 
+    @property
+    def value(self) -> float:
+        return self.epsilon
+
+    def with_value(self, value: float) -> ApproxDP:
+        return ApproxDP(value, self.delta)
+
+    def bound(self, p_lo: float, q_hi: float) -> float:
+        return _epsilon_bound(p_lo, q_hi, self.delta)
+
 
 @dataclass(frozen=True)
 class ZCDP(_PolygonClaim):
@@ -354,6 +455,23 @@ class ZCDP(_PolygonClaim):
 
     def delta_at(self, epsilon: float) -> float:
         return accounting.zcdp_delta(self.rho, epsilon)
+
+    parameter: ClassVar[str] = "ρ"
+
+    @property
+    def value(self) -> float:
+        return self.rho
+
+    def with_value(self, value: float) -> ZCDP:
+        return ZCDP(value)
+
+    def bound(self, p_lo: float, q_hi: float) -> float:
+        """ρ_lb of :func:`rho_lower_bound`."""
+        return rho_lower_bound(p_lo, q_hi)
+
+    def refuted_by(self, p_lo: float, q_hi: float) -> bool:
+        """Outside the (ε, δ(ε)) region, or ρ_lb > ρ: both are implied by the claim, so the test keeps its level."""
+        return super().refuted_by(p_lo, q_hi) or rho_lower_bound(p_lo, q_hi) > self.rho
 
 
 @dataclass(frozen=True)
@@ -379,7 +497,48 @@ class GaussianDP(Claim):
     def delta_at(self, epsilon: float) -> float:
         return accounting.gdp_delta(self.mu, epsilon)
 
+    parameter: ClassVar[str] = "μ"
+
+    @property
+    def value(self) -> float:
+        return self.mu
+
+    def with_value(self, value: float) -> GaussianDP:
+        return GaussianDP(value)
+
+    def bound(self, p_lo: float, q_hi: float) -> float:
+        """μ_lb = Φ⁻¹(p_lo) − Φ⁻¹(q_hi) (method.md §10.4), floored at 0."""
+        if p_lo <= 0 or q_hi >= 1:
+            return 0.0
+        return float(max(special.ndtri(p_lo) - special.ndtri(q_hi), 0.0))
+
     def _upper_segments(self) -> None:
+        return None
+
+
+def dp_claim(epsilon: float, delta: float = 0.0) -> PureDP | ApproxDP:
+    """ε-DP when δ = 0, else (ε, δ)-DP (:class:`PureDP`, :class:`ApproxDP`)."""
+    return ApproxDP(epsilon, delta) if delta else PureDP(epsilon)
+
+
+#: The fields of a claim's API form.
+CLAIM_FIELDS = ("epsilon", "delta", "gdp_mu", "zcdp_rho")
+
+
+def claim_of_record(data: Any) -> Claim | None:
+    """The claim in a stored record (a mapping that may carry other keys, such as ``describe``, or
+    None values), or None when it holds no readable claim. For reading stored JSON; input from a
+    user goes through :func:`parse_claim`, whose errors name the field."""
+    if isinstance(data, Claim):
+        return data
+    if not isinstance(data, Mapping):
+        return None
+    fields = {k: data[k] for k in CLAIM_FIELDS if data.get(k) is not None}
+    if not fields:
+        return None
+    try:
+        return parse_claim(fields)
+    except ValueError:
         return None
 
 

@@ -72,7 +72,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -80,7 +80,7 @@ from scipy.signal import lfilter
 from scipy.special import ndtri
 from scipy.stats import norm
 
-from app.stats.claims import ZCDP, supporting_line
+from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, PureDP, supporting_line
 from app.stats.sequential import (
     SERVICE_DESIGN,
     EProcessDesign,
@@ -92,7 +92,7 @@ from app.stats.sequential import (
     log_evalues_sd,
 )
 
-__all__ = ["CSClaim", "ConfidenceSequence", "confidence_sequence", "curve_increments", "parameter_grid",
+__all__ = ["ConfidenceSequence", "confidence_sequence", "curve_increments", "parameter_grid",
            "predictable_orientation", "zcdp_line"]
 
 #: Step of the parameter grid of the confidence sequence (the lower bound is a multiple of it,
@@ -106,21 +106,11 @@ ESTIMATE_PERIODS = 4
 #: Discount of the past counts behind the aGRAPA bet (method.md §13.3b; the detectors' 0.9).
 AGRAPA_DISCOUNT = 0.9
 
-Kind = Literal["dp", "gdp", "zcdp"]
-
-
-@dataclass(frozen=True)
-class CSClaim:
-    """What the confidence sequence is about: ``kind="dp"`` (ε, with a fixed δ ≥ 0),
-    ``kind="gdp"`` (μ) or ``kind="zcdp"`` (ρ); ``value`` is the claimed ε, μ or ρ."""
-
-    kind: Kind
-    value: float
-    delta: float = 0.0
-
-    @property
-    def parameter(self) -> str:
-        return {"gdp": "μ", "zcdp": "ρ"}.get(self.kind, "ε")
+def _dp_delta(claim: Claim) -> float | None:
+    """The fixed δ of an ε or (ε, δ) claim (0 for pure ε); None for μ-GDP and ρ-zCDP."""
+    if isinstance(claim, ApproxDP):
+        return claim.delta
+    return 0.0 if isinstance(claim, PureDP) else None
 
 
 def parameter_grid(claimed: float, step: float = GRID_STEP, span: float | None = None) -> NDArray[np.float64]:
@@ -173,14 +163,16 @@ def zcdp_line(rho: float, q: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np
     return np.asarray(line.slope, dtype=np.float64) + 0.0 * q, np.maximum(np.asarray(line.intercept), 0.0) + 0.0 * q
 
 
-def _lines(claim: CSClaim, theta: float, b_past: NDArray[np.float64], n_past: NDArray[np.float64]
+def _lines(claim: Claim, theta: float, b_past: NDArray[np.float64], n_past: NDArray[np.float64]
            ) -> tuple[NDArray[np.float64] | float, NDArray[np.float64] | float]:
-    """(s, d) of every period's line for the parameter value θ (method.md §13.1)."""
-    if claim.kind == "dp":
-        return math.exp(theta), claim.delta
+    """(s, d) of every period's line for the parameter value θ of the claim's family (method.md §13.1)."""
+    delta = _dp_delta(claim)
+    if delta is not None:
+        return math.exp(theta), delta
     q0 = np.clip((b_past + ESTIMATE_PSEUDO) / (n_past + 2 * ESTIMATE_PSEUDO), 1e-12, 1 - 1e-12)
-    if claim.kind == "zcdp":  # the supporting line of the θ-zCDP region at the past estimate of q
+    if isinstance(claim, ZCDP):  # the supporting line of the θ-zCDP region at the past estimate of q
         return zcdp_line(theta, q0)
+    assert isinstance(claim, GaussianDP)
     # μ-GDP: the tangent of h(q) = Φ(Φ⁻¹(q) + θ) at the past estimate of q (½ at t = 1).
     z0 = ndtri(q0)
     s = np.exp(-theta * z0 - theta * theta / 2.0)
@@ -196,7 +188,7 @@ def _discounted_past(x: NDArray[np.float64], r: float = AGRAPA_DISCOUNT) -> NDAr
     return out
 
 
-def curve_increments(xa: NDArray[np.float64], xb: NDArray[np.float64], n: NDArray[np.float64], claim: CSClaim,
+def curve_increments(xa: NDArray[np.float64], xb: NDArray[np.float64], n: NDArray[np.float64], claim: Claim,
                      theta: float, bets: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """log e-values (R, T, C) of W_t(θ) for a μ-GDP or ρ-zCDP claim (method.md §11.2, §13.3b).
 
@@ -228,7 +220,7 @@ class ConfidenceSequence:
     alpha: float
 
 
-def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim, alpha: float = 0.05,
+def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Claim, alpha: float = 0.05,
                         grid: ArrayLike | None = None, design: EProcessDesign | None = None) -> ConfidenceSequence:
     """The anytime-valid lower confidence bound LB_t of eq. (CS) on the claim's parameter.
 
@@ -249,7 +241,8 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     thetas = parameter_grid(claim.value) if grid is None else np.asarray(grid, dtype=np.float64)
     if thetas.ndim != 1 or thetas.size < 1 or np.any(np.diff(thetas) <= 0):
         raise ValueError("the grid must be increasing")
-    swap = predictable_orientation(a2, b2) if (claim.kind != "dp" or claim.delta > 0) else np.zeros(a2.shape, bool)
+    delta = _dp_delta(claim)
+    swap = predictable_orientation(a2, b2) if not isinstance(claim, PureDP) else np.zeros(a2.shape, bool)
     xa, xb = np.where(swap, b2, a2), np.where(swap, a2, b2)
     bets = bet_grid()
     des = SERVICE_DESIGN if design is None else design
@@ -258,8 +251,8 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     lower = np.full(a2.shape, -np.inf)
     alive = np.ones(a2.shape, dtype=bool)
     for theta in thetas:
-        if claim.kind == "dp":  # the service's e-process at θ (method.md §13.3b, §13.3c)
-            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), claim.delta), des.faces,
+        if delta is not None:  # the service's e-process at θ (method.md §13.3b, §13.3c)
+            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), delta), des.faces,
                                   des.agrapa, des.grid)
             log_w = e_process_paths_from_increments(inc, log_prior=lp)
         else:  # μ-GDP, ρ-zCDP: both faces, grid + aGRAPA, on the supporting lines at the past estimates
@@ -273,15 +266,12 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: CSClaim
     return ConfidenceSequence(lower, lower >= claim.value, thetas, float(alpha))
 
 
-def cs_claim_of(claim: Any) -> CSClaim | None:
-    """The :class:`CSClaim` of a claim object (``epsilon``/``delta``, ``mu``/a GDP claim, ``rho``/a
-    zCDP claim), or None for an object that is none of these."""
-    inner = getattr(claim, "claim", claim)  # app.claims.heldout.HeldOutClaim wraps a claims.Claim
-    kind = getattr(inner, "kind", None)
-    if kind == "gdp" or hasattr(inner, "mu"):
-        return CSClaim("gdp", float(inner.mu))
-    if kind == "zcdp" or hasattr(inner, "rho"):
-        return CSClaim("zcdp", float(inner.rho))
-    if getattr(inner, "epsilon", None) is not None:
-        return CSClaim("dp", float(inner.epsilon), float(getattr(inner, "delta", 0.0) or 0.0))
+def cs_claim_of(claim: Any) -> Claim | None:
+    """The claim the confidence sequence is about: an :class:`app.stats.claims.Claim` as is; an
+    object with ``epsilon`` (and ``delta``) as pure ε or (ε, δ); None for anything else."""
+    if isinstance(claim, Claim):
+        return claim
+    if getattr(claim, "epsilon", None) is not None:
+        delta = float(getattr(claim, "delta", 0.0) or 0.0)
+        return ApproxDP(float(claim.epsilon), delta) if delta > 0 else PureDP(float(claim.epsilon))
     return None

@@ -54,8 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from app.stats.claims import ApproxDP, Claim, PureDP, dp_claim
 from app.stats.confidence import confidence_sequence, cs_claim_of
-from app.stats.heldout import Claim, Counts, EpsilonDelta, HeldOutResult, test_claim
+from app.stats.heldout import Counts, HeldOutResult, epsilon_lower_bound, test_claim
 from app.stats.sequential import EProcessDesign
 
 __all__ = [
@@ -73,44 +74,32 @@ __all__ = [
 
 
 def as_claim(claim: Any) -> Claim:
-    """A claim the held-out test takes (app.stats.heldout.Claim): a number is a pure ε; an object
-    with ``epsilon`` (and ``delta``) is (ε, δ); an object with ``bound``/``refuted_by`` is used as is."""
+    """The claim (app.stats.claims.Claim) of the evidence's input: a number is a pure ε; an object
+    with ``epsilon`` (and ``delta``) is ε or (ε, δ); a :class:`~app.stats.claims.Claim` is used as is."""
     if isinstance(claim, (int, float)):
-        return EpsilonDelta(float(claim))
+        return PureDP(float(claim))
     if isinstance(claim, Claim):
         return claim
     if hasattr(claim, "epsilon"):
-        return EpsilonDelta(float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0))
+        return dp_claim(float(claim.epsilon), float(getattr(claim, "delta", 0.0) or 0.0))
     raise TypeError(f"not a claim: {claim!r}")
 
 
 def _pure_epsilon(claim: Claim) -> float | None:
     """The ε of a pure-ε claim (the score bound applies), else None."""
-    if isinstance(claim, EpsilonDelta) and claim.delta == 0:
-        return float(claim.epsilon)
-    if getattr(claim, "name", None) == "epsilon":  # app.claims.heldout.HeldOutClaim of a PureDP claim
-        return float(claim.epsilon)  # type: ignore[attr-defined]
-    return None
+    return float(claim.epsilon) if isinstance(claim, PureDP) else None
 
 
 def claim_parameter(claim: Claim) -> str:
     """The parameter the claim's lower bound is about: ``ε`` (pure or (ε, δ)), ``μ`` (GDP), ``ρ`` (zCDP)."""
-    return str(getattr(claim, "parameter", "ε"))
+    return claim.parameter
 
 
 def _claim_dict(claim: Claim) -> dict[str, Any]:
     """The claim's API form (``{"epsilon": e}``, ``{"epsilon": e, "delta": d}``, ``{"gdp_mu": m}``,
     ``{"zcdp_rho": r}``) with ``describe``."""
-    if isinstance(claim, EpsilonDelta):
-        text = f"ε = {claim.epsilon:g}" if claim.delta == 0 else claim.describe()
-        form: dict[str, Any] = {"epsilon": float(claim.epsilon)}
-        if claim.delta:
-            form["delta"] = float(claim.delta)
-        return {**form, "describe": text}
-    to_dict = getattr(claim, "to_dict", None)
-    form = dict(to_dict()) if callable(to_dict) else {
-        k: getattr(claim, k) for k in ("epsilon", "delta") if getattr(claim, k, None) is not None}
-    return {**form, "describe": claim.describe()}
+    text = f"ε = {claim.epsilon:g}" if isinstance(claim, PureDP) else claim.describe()
+    return {**claim.to_dict(), "describe": text}
 
 
 def event_bound(a: int, b: int, n_x: int, n_xp: int | None = None, *, alpha: float = 0.05,
@@ -421,7 +410,14 @@ def confirmation(a: int, b: int, n: int, claim: Any, alpha: float = 0.05,
     ta, tb = (a, b) if orientation == "x" else (b, a)
     faces = {"event": event_bound(ta, tb, n, n, alpha=alpha, claim=c),
              "complement": event_bound(n - tb, n - ta, n, n, alpha=alpha, claim=c)}
-    face = max(faces, key=lambda k: (faces[k].refutes, faces[k].lower_bound, k == "event"))
+    # The region's test covers both faces, so the two agree (up to rounding); the face named is the one whose own
+    # line p ≤ e^ε q + δ (on its own counts) is the more violated, for ε and (ε, δ) claims.
+    delta = c.delta if isinstance(c, ApproxDP) else 0.0 if isinstance(c, PureDP) else None
+
+    def own_line(r: HeldOutResult) -> float:
+        return -math.inf if delta is None else float(epsilon_lower_bound(r.p_lo, r.q_hi, delta))
+
+    face = max(faces, key=lambda k: (faces[k].refutes, own_line(faces[k]), faces[k].lower_bound, k == "event"))
     lb = faces[face].lower_bound
     return {"method": "clopper_pearson_fresh", "counts": {"a": int(a), "b": int(b), "n": int(n)},
             "parameter": claim_parameter(c), "lower_bound": float(lb) if math.isfinite(lb) else None,

@@ -5,10 +5,12 @@ An event ``E`` chosen on other data is tested on fresh samples: ``a`` of ``n_x``
 bounds (Clopper & Pearson, Biometrika 1934) ``p ≥ p_lo`` and ``q ≤ q_hi``, each at level α/2,
 jointly at level α, any claim that bounds ``p`` by a function of ``q`` can be refuted:
 
-- pure and approximate DP, ``p ≤ e^ε·q + δ`` (Dwork & Roth, Def. 2.4, applied to the event E):
-  the bound ``ε ≥ ln((p_lo − δ)/q_hi)`` holds with probability ≥ 1 − α, as in DP-Sniper
-  (Bichsel et al., S&P 2021, §IV, eq. 3) and StatDP (Ding et al., CCS 2018, §4);
-- other claims (μ-GDP, ρ-zCDP, …) implement :class:`Claim` (`/work/shared/docs/sequential.md` §1).
+- pure and approximate DP, ``p ≤ e^ε·q + δ`` and ``1 − q ≤ e^ε (1 − p) + δ`` (Dwork & Roth,
+  Def. 2.4, applied to the event E and its complement): the bound
+  ``ε ≥ max(ln((p_lo − δ)/q_hi), ln((1 − δ − q_hi)/(1 − p_lo)))`` holds with probability ≥ 1 − α,
+  as in DP-Sniper (Bichsel et al., S&P 2021, §IV, eq. 3) and StatDP (Ding et al., CCS 2018, §4);
+- μ-GDP and ρ-zCDP: :meth:`app.stats.claims.Claim.bound` and :meth:`~app.stats.claims.Claim.refuted_by`
+  of the one claim type (`/work/shared/docs/sequential.md` §1).
 
 :func:`test_claim` is the one function that turns (claim, counts, α) into a bound and a verdict;
 the audit engine calls it for every event it tests, with α already split across events and rounds.
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 from scipy.special import betaincinv
 
-__all__ = ["Claim", "Counts", "EpsilonDelta", "HeldOutResult", "clopper_pearson_lower", "clopper_pearson_upper",
+from app.stats.claims import Claim
+
+__all__ = ["Counts", "HeldOutResult", "clopper_pearson_lower", "clopper_pearson_upper",
            "epsilon_lower_bound", "test_claim"]
 
 
@@ -71,49 +75,6 @@ class Counts:
 
     def swapped(self) -> Counts:
         return Counts(self.b, self.n_xp, self.a, self.n_x)
-
-
-@runtime_checkable
-class Claim(Protocol):
-    """A privacy claim that a single event's probabilities can refute.
-
-    ``bound(p_lo, q_hi)`` is the claim's parameter implied at the confidence bounds (for ε-DP,
-    the smallest ε compatible with them); ``refuted_by(p_lo, q_hi)`` says whether the bounds are
-    incompatible with the claim. Both orientations are the caller's business (the engine fixes
-    the orientation when it chooses the event)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def bound(self, p_lo: float, q_hi: float) -> float: ...
-
-    def refuted_by(self, p_lo: float, q_hi: float) -> bool: ...
-
-    def describe(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class EpsilonDelta:
-    """``(ε, δ)``-DP (pure ε when δ = 0): every event has ``p ≤ e^ε q + δ``."""
-
-    epsilon: float
-    delta: float = 0.0
-    name: str = "epsilon-delta"
-
-    def __post_init__(self) -> None:
-        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
-            raise ValueError("epsilon must be finite and >= 0")
-        if not 0 <= self.delta < 1:
-            raise ValueError("delta must lie in [0, 1)")
-
-    def bound(self, p_lo: float, q_hi: float) -> float:
-        return float(epsilon_lower_bound(p_lo, q_hi, self.delta))
-
-    def refuted_by(self, p_lo: float, q_hi: float) -> bool:
-        return bool(p_lo > math.exp(self.epsilon) * q_hi + self.delta)
-
-    def describe(self) -> str:
-        return f"{self.epsilon:g}-DP" if self.delta == 0 else f"({self.epsilon:g}, {self.delta:g})-DP"
 
 
 @dataclass(frozen=True)

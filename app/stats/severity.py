@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from app.stats.claims import Claim
 from app.stats.events import DiscreteSet, Interval, IntervalUnion
-from app.stats.heldout import Claim, clopper_pearson_lower, clopper_pearson_upper
+from app.stats.heldout import clopper_pearson_lower, clopper_pearson_upper
 
 __all__ = ["LADDER", "SeverityCandidate", "never_seen_upper", "predicted_bound", "severity_candidates"]
 

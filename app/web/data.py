@@ -25,6 +25,7 @@ from app.models.mechanisms import Mechanism
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
 from app.models.snapshots import Snapshot
 from app.monitors.schedule import Schedule
+from app.stats.claims import Claim
 from app.web.claims import check_claim, claim_boundary, format_claim
 from app.web.downsample import minmax_indices
 
@@ -355,10 +356,10 @@ def _align(current: list[dict[str, Any]], before: list[dict[str, Any]]) -> list[
     return out
 
 
-def snapshot_charts(snap: Snapshot, previous: Snapshot | None, claim: dict[str, float]) -> dict[str, Any]:
+def snapshot_charts(snap: Snapshot, previous: Snapshot | None, claim: Claim | None) -> dict[str, Any]:
     """What the snapshot page draws, per pair: the loss curve(s) with the previous snapshot's on
     the same axes, ε̂, LB, the claim's ε, and δ̂(ε) now and before."""
-    from app.web.claims import claim_epsilon
+    from app.web.claims import claim_delta, claim_epsilon
 
     def pairs_of(s: Snapshot | None) -> dict[str, dict[str, Any]]:
         if s is None or not s.result:
@@ -390,4 +391,4 @@ def snapshot_charts(snap: Snapshot, previous: Snapshot | None, claim: dict[str, 
             },
         })
     return {"claim": format_claim(claim), "claim_epsilon": claim_epsilon(claim),
-            "claim_delta": claim.get("delta"), "pairs": out}
+            "claim_delta": claim_delta(claim), "pairs": out}
