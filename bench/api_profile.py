@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.auth.service import create_tenant_with_key  # noqa: E402
 from app.db import make_engine, make_session_factory, run_migrations  # noqa: E402
-from tests.sampling_server import free_port  # noqa: E402
+from tests.support.sampling_server import free_port  # noqa: E402
 
 PY_SPY = str(ROOT / ".venv" / "bin" / "py-spy")
 IDLE = ("select (selectors", "wait (threading", "epoll", "Runner.run (asyncio")

@@ -42,7 +42,7 @@ from app.reference import SCENARIOS
 from app.reference.server import scenario_dim, scenario_output_kind
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.sampling_server
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.sampling_server
 
 
 # --------------------------------------------------------------------------------------- cases
@@ -131,7 +131,7 @@ def run_service(selected: list[Case], runs: int, horizon: int, samples: int, eve
     from app.reference.server import endpoint_router
     from app.scheduler.worker import Worker
     from app.settings import Settings
-    from tests.sampling_server import serve_app
+    from tests.support.sampling_server import serve_app
 
     rng = np.random.default_rng(seed)
     tmp = Path(tempfile.mkdtemp(prefix="svc8-auto-"))

@@ -95,7 +95,7 @@ def main() -> None:
     if args.http:
         from app.reference.server import reference_app
         from app.sampling.protocol import generate_secret
-        from tests.sampling_server import serve_app
+        from tests.support.sampling_server import serve_app
 
         secret = generate_secret()
         server = serve_app(reference_app(secret))

@@ -233,7 +233,7 @@ def main() -> None:
 
     from app.main import create_app
     from app.settings import Settings
-    from tests.sampling_server import serve_app
+    from tests.support.sampling_server import serve_app
 
     tmp = tempfile.mkdtemp(prefix="dpwatch-bench-web-")
     url = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
@@ -285,7 +285,7 @@ def main() -> None:
                             "bytes": size})
         series = http.get(pages[3][1]).json()
         if args.browser:
-            from tests.web_browser import browser
+            from tests.support.web_browser import browser
 
             with browser() as chrome:
                 context = chrome.new_context(viewport={"width": 1400, "height": 900})

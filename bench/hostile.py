@@ -80,7 +80,7 @@ def peak_rss_mb(pid: int | None = None) -> float:
 def serve_sampling(port: int, hang: float) -> None:
     import numpy as np
 
-    from tests.hostile_servers import RawReply, json_flood, response
+    from tests.support.hostile_servers import RawReply, json_flood, response
 
     rng = np.random.default_rng()
     flood = response(json_flood(FLOOD_BYTES), chunk=1 << 16)
@@ -108,7 +108,7 @@ def serve_sampling(port: int, hang: float) -> None:
 
 
 def serve_hooks(port: int, arrivals: str) -> None:
-    from tests.hostile_servers import RawReply, gzip_bomb, response
+    from tests.support.hostile_servers import RawReply, gzip_bomb, response
 
     bomb = response(gzip_bomb(1 << 30, layers=2), status=500, headers={"content-encoding": "gzip, gzip"})
     bomb65 = response(gzip_bomb(64 << 20, layers=1)[: 65 * 1024], status=500, headers={"content-encoding": "gzip"})
@@ -131,7 +131,7 @@ def serve_hooks(port: int, arrivals: str) -> None:
 
 
 def _run_forever(handler, port: int) -> None:  # noqa: ANN001
-    from tests import hostile_servers
+    from tests.support import hostile_servers
 
     async def main() -> None:
         server = hostile_servers.RawServer(handler)

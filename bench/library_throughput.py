@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.library_venvs import environment, python_of  # noqa: E402
+from tests.support.library_venvs import environment, python_of  # noqa: E402
 
 CODE = """
 import json, time

@@ -15,7 +15,7 @@ import math
 import time
 
 from app.stats.monitor_power import smallest_caught_violation
-from tests.test_monitor_power import EPS, _design, _detected_within
+from tests.monitors.test_monitor_power import EPS, _design, _detected_within
 
 CELLS = [("e-process", 200, 0.1, 10), ("e-process", 1000, 0.01, 10), ("e-process", 200, 0.1, 1),
          ("e-detector", 200, 0.1, 10), ("e-detector", 200, 0.1, 1), ("aggregator", 200, 0.1, 10),

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.reference.pipelines.catalog import CATALOG, Entry, pairs_of  # noqa: E402
-from tests.library_venvs import environment, python_of  # noqa: E402
+from tests.support.library_venvs import environment, python_of  # noqa: E402
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #: outputs per request at most: a request must be answered within the sampling client's timeout

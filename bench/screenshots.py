@@ -25,8 +25,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests import sampling_server  # noqa: E402
-from tests.web_browser import browser, demo_service, sign_in, wait_until  # noqa: E402
+from tests.support import sampling_server  # noqa: E402
+from tests.support.web_browser import browser, demo_service, sign_in, wait_until  # noqa: E402
 
 # The demo's app takes longer than the tests' 10 s to start on a busy machine.
 sampling_server.UvicornThread.start.__defaults__ = (120.0,)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.reference.server import endpoint_app  # noqa: E402
 from app.sampling.protocol import generate_secret  # noqa: E402
-from tests.sampling_server import serve_app  # noqa: E402
+from tests.support.sampling_server import serve_app  # noqa: E402
 
 DOMAIN = {"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 0, "max": 10}, "neighbours": ["add_remove"]}
 
