@@ -180,6 +180,19 @@ class WeightedAggregator:
         return agg
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def push_right_to_left_minimum(s: np.ndarray, stack: np.ndarray, top: int, t: int) -> int:  # pragma: no cover - compiled
+    """Push start t − 1 on the stack of right-to-left minima of S_0..S_{t−1} (its entries' S rise
+    towards the top): pop the entries with S ≥ S_{t−1}, push t − 1; returns the new height. Only
+    these starts can attain the largest positive (S_t − S_s)/w_{t−s} (see
+    app/stats/thresholds.py ``_max_weighted_increment_stack``, which uses the same stack)."""
+    v = s[t - 1]
+    while top > 0 and s[stack[top - 1]] >= v:
+        top -= 1
+    stack[top] = t - 1
+    return top + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def _first_alarm_renewed(z: np.ndarray, horizon: int, inv_w: np.ndarray, thresholds: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """First 1-based period with M_t > q_j, the detector renewed every ``horizon`` periods.
@@ -203,11 +216,7 @@ def _first_alarm_renewed(z: np.ndarray, horizon: int, inv_w: np.ndarray, thresho
             span = min(horizon, length - j * horizon)
             for t in range(1, span + 1):
                 s[t] = s[t - 1] + z[r, j * horizon + t - 1]
-                v = s[t - 1]
-                while top > 0 and s[stack[top - 1]] >= v:
-                    top -= 1
-                stack[top] = t - 1
-                top += 1
+                top = push_right_to_left_minimum(s, stack, top, t)
                 st = s[t]
                 smin = s[stack[0]]
                 i = top - 1

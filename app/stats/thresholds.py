@@ -24,7 +24,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from app.stats.aggregator import lag_weights, validate_design
+from app.stats.aggregator import lag_weights, push_right_to_left_minimum, validate_design
 
 DEFAULT_REPLICATIONS = 100_000
 DEFAULT_SEED = 20_240_601
@@ -132,11 +132,7 @@ def _max_weighted_increment_stack(prefix: np.ndarray, inv_w: np.ndarray) -> np.n
             continue
         top = 0
         for t in range(1, t1):
-            v = s[t - 1]
-            while top > 0 and s[stack[top - 1]] >= v:
-                top -= 1
-            stack[top] = t - 1
-            top += 1
+            top = push_right_to_left_minimum(s, stack, top, t)
             st = s[t]
             smin = s[stack[0]]
             i = top - 1
