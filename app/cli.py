@@ -36,6 +36,12 @@ def _keep_hyphenated_words() -> None:
 
 _keep_hyphenated_words()
 
+# The claim's options, shared by the commands that test a claim (audit, search): --epsilon's help
+# differs between them; δ, μ and ρ are the same everywhere.
+DeltaOption = Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")]
+MuOption = Annotated[float | None, typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")]
+RhoOption = Annotated[float | None, typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")]
+
 app = typer.Typer(
     name="dpwatch",
     help="Monitor deployed differentially private mechanisms and alarm when a change breaks their claimed epsilon.",
@@ -571,9 +577,9 @@ def audit(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
     pairs: Annotated[str | None, typer.Option(help='Neighbouring databases: a JSON file or inline JSON, [{"x": …, "x_prime": …}, …] or {"pattern": "table1", "queries": 5}.')] = None,
     epsilon: Annotated[float | None, typer.Option(help="The claimed ε to test (without it: estimate only, whole budget).")] = None,
-    delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
-    mu: Annotated[float | None, typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
-    rho: Annotated[float | None, typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
+    delta: DeltaOption = 0.0,
+    mu: MuOption = None,
+    rho: RhoOption = None,
     output_kind: Annotated[str | None, typer.Option(help="real | discrete | vector (with --dim; null entries allowed) | keyed (JSON objects from keys to numbers, open keys; declare keys with --shape); discrete accepts 16.0.")] = None,
     dim: Annotated[int | None, typer.Option(help="Length of vector outputs.")] = None,
     shape: Annotated[str | None, typer.Option(help='Output shape as JSON, e.g. \'{"container": "list", "values": "integer"}\' (docs/protocol.md §3.1). Default: detected from a probe.')] = None,
@@ -869,9 +875,9 @@ def search(
     sampling_url: Annotated[str, typer.Argument(help="The mechanism's sampling endpoint (docs/protocol.md).")],
     domain: Annotated[str | None, typer.Option(help="The input domain the claim covers: a JSON file or inline JSON (docs/search.md §1).")] = None,
     epsilon: Annotated[float | None, typer.Option(help="The claimed ε.")] = None,
-    delta: Annotated[float, typer.Option(help="The claimed δ of an (ε, δ) claim.")] = 0.0,
-    mu: Annotated[float | None, typer.Option("--mu", help="Instead of --epsilon: the claimed μ of μ-GDP.")] = None,
-    rho: Annotated[float | None, typer.Option("--rho", help="Instead of --epsilon: the claimed ρ of ρ-zCDP.")] = None,
+    delta: DeltaOption = 0.0,
+    mu: MuOption = None,
+    rho: RhoOption = None,
     output_kind: Annotated[str | None, typer.Option(help="real | discrete | vector (with --dim) | keyed (JSON objects from keys to numbers).")] = None,
     dim: Annotated[int | None, typer.Option(help="Length of vector outputs.")] = None,
     shape: Annotated[str | None, typer.Option(help="Output shape as JSON (docs/protocol.md §3.1). Default: detected from a probe.")] = None,
