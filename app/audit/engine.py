@@ -38,7 +38,7 @@ import numpy as np
 
 from app.sampling.timing import DeadlineReached
 from app.stats.candidates import Candidate, ProposalSettings, propose
-from app.stats.claims import Claim, PureDP
+from app.stats.claims import Claim, PureDP, claimed_delta, claimed_epsilon
 from app.stats.events import event_contains
 from app.stats.heldout import Counts, test_claim
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
@@ -395,8 +395,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             break
         k_events = settings.events_per_round
         level = alpha_r / k_events
-        prop = ProposalSettings(n_test=n_r, level=level, delta=getattr(claim_used, "delta", 0.0),
-                                target=getattr(claim, "epsilon", None) if claim is not None else None,
+        prop = ProposalSettings(n_test=n_r, level=level, delta=claimed_delta(claim_used),
+                                target=claimed_epsilon(claim),
                                 region=settings.region, learned=settings.learned, seed=settings.seed + r)
 
         def choose() -> list[tuple[int, Candidate]]:
@@ -476,7 +476,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     seconds = round(time.perf_counter() - started, 3)
     return AuditResult(
         claim=claim_used.describe() if claim is not None else "none (estimate only)",
-        claimed_epsilon=getattr(claim, "epsilon", None), alpha=settings.alpha, shape=shape.model_dump(mode="json"),
+        claimed_epsilon=claimed_epsilon(claim), alpha=settings.alpha, shape=shape.model_dump(mode="json"),
         refuted=refuted, lower_bound=_finite(best_lb), epsilon_hat=eps_hat, mpl=mpl, best=best, rounds=rounds_out,
         tests=tests_out, pairs=[{"x": x, "x_prime": xp} for x, xp in pairs], samples_used=sum(drawn.values()),
         samples_per_database={k: v for k, v in drawn.items()}, seconds=seconds, stopped=stopped, note=note,
@@ -496,7 +496,7 @@ def _compare(lb: float, eps_hat: float | None, claim: Claim | None) -> str:
     """Say which estimator is the weaker one when they disagree."""
     if eps_hat is None or not math.isfinite(lb):
         return ""
-    claimed = getattr(claim, "epsilon", None)
+    claimed = claimed_epsilon(claim)
     if lb > eps_hat + 1e-9:
         return (f"the held-out bound LB = {lb:.3g} exceeds MPL's point estimate ε̂ = {eps_hat:.3g}: MPL is the "
                 "weaker estimator here (its density estimate or region misses part of the loss)")

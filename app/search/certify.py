@@ -44,7 +44,7 @@ from app.sampling.protocol import database_key
 from app.search.draws import SearchDraws
 from app.search.pairs import CandidatePair
 from app.stats.candidates import SELECTION_Z, Candidate, ProposalSettings, propose
-from app.stats.claims import Claim
+from app.stats.claims import Claim, claimed_epsilon
 from app.stats.events import event_contains
 from app.stats.heldout import Counts, test_claim
 from app.stats.shapes import OutputShape, concat_outputs, n_outputs, take_outputs
@@ -127,7 +127,7 @@ async def staged_test(draws: SearchDraws, pairs: list[CandidatePair], shape: Out
     started = time.perf_counter()
     alpha_s = stage_alpha(alpha, stage)
     level = alpha_s / max_pairs
-    target = getattr(claim, "epsilon", None) if getattr(claim, "parameter", "ε") == "ε" else None
+    target = claimed_epsilon(claim)
 
     def choose() -> list[tuple[CandidatePair, Candidate, int]]:
         out = []

@@ -64,7 +64,7 @@ from app.search.screening import (
 from app.search.severity import severity_statement, sharpen
 from app.search.sizes import bisect_sizes
 from app.stats.candidates import ProposalSettings
-from app.stats.claims import Claim
+from app.stats.claims import Claim, claimed_delta, claimed_epsilon
 from app.stats.shapes import OutputShape
 
 __all__ = ["DEFAULT_SEARCH_BUDGET", "EndpointUnusable", "SearchCancelled", "SearchProgress", "SearchResult",
@@ -180,17 +180,7 @@ Sampler = Callable[[Any, int], Awaitable[Any]]
 
 
 def _claim_info(claim: Claim) -> tuple[str, float | None, dict[str, Any]]:
-    to_dict = getattr(claim, "to_dict", None)
-    if callable(to_dict):
-        data = to_dict()
-    else:
-        eps, delta = getattr(claim, "epsilon", None), getattr(claim, "delta", 0.0)
-        data = {"epsilon": eps} if not delta else {"epsilon": eps, "delta": delta}
-    parameter = getattr(claim, "parameter", "ε")
-    value = getattr(claim, "value", None)
-    if value is None:
-        value = getattr(claim, "epsilon", None)
-    return parameter, value, data
+    return claim.parameter, claim.value, claim.to_dict()
 
 
 async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape: OutputShape,
@@ -278,8 +268,8 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
         size_probe = found.to_dict() | {"new_pairs": len(new)}
         seconds["sizes"] = round(time.monotonic() - t0, 3)
 
-    claim_eps = getattr(claim, "epsilon", None)
-    delta = float(getattr(claim, "delta", 0.0) or 0.0)
+    claim_eps = claimed_epsilon(claim)
+    delta = claimed_delta(claim)
     cert_budget_guess = budget * (1 - s.screening_share - s.refine_share)
     proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)

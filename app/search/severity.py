@@ -34,7 +34,7 @@ from app.sampling.protocol import database_key
 from app.sampling.timing import DeadlineReached
 from app.search.draws import SearchDraws
 from app.stats.candidates import ProposalSettings, propose
-from app.stats.claims import Claim
+from app.stats.claims import Claim, claimed_delta
 from app.stats.events import event_contains, parse_event
 from app.stats.heldout import Counts, test_claim
 from app.stats.severity import (
@@ -122,7 +122,7 @@ async def sharpen(draws: SearchDraws, finding: dict[str, Any], shape: OutputShap
     n = int((outputs - 2 * m) // 2)
     k = s.events
     level = alpha / k
-    delta = float(getattr(claim, "delta", 0.0) or 0.0)
+    delta = claimed_delta(claim)
 
     async def say(message: str) -> None:
         if progress is not None:

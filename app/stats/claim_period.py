@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from app.stats.claims import Claim, Line, PureDP, boundary_mle, line_mle
+from app.stats.claims import ApproxDP, Claim, Line, PureDP, boundary_mle, line_mle
 from app.stats.period import DEFAULT_KAPPA, PeriodStatistic
 
 __all__ = [
@@ -124,9 +124,8 @@ def a_priori_line(claim: Claim) -> Line:
     so its payoff is 0 at every boundary point of that face (the line at the pseudo-counts
     alone has payoff ≈ −1.7 at the (1, 0.01) vertex). Any other claim: :func:`anchor_line` of no counts.
     """
-    epsilon, delta = getattr(claim, "epsilon", None), getattr(claim, "delta", None)
-    if epsilon is not None and delta is not None:
-        return Line.upper(np.exp(float(epsilon)), float(delta))
+    if isinstance(claim, ApproxDP):
+        return Line.upper(np.exp(float(claim.epsilon)), float(claim.delta))
     return anchor_line(claim, 0.0, 0.0, 0.0)
 
 

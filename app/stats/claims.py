@@ -542,6 +542,16 @@ def claim_of_record(data: Any) -> Claim | None:
         return None
 
 
+def claimed_epsilon(claim: Claim | None) -> float | None:
+    """The ε of a claim stated in ε (pure ε or (ε, δ)); None for μ-GDP, ρ-zCDP or no claim."""
+    return claim.epsilon if isinstance(claim, PureDP | ApproxDP) else None
+
+
+def claimed_delta(claim: Claim | None) -> float:
+    """The δ of an (ε, δ) claim; 0 for every other claim (and for none)."""
+    return float(claim.delta) if isinstance(claim, ApproxDP) else 0.0
+
+
 def parse_claim(data: Any) -> Claim:
     """A claim from its API form (a mapping) or a :class:`Claim`; raises ``ValueError`` with the reason.
 
