@@ -52,6 +52,10 @@ async def one(slug: str, t: int, seed: int, budget: int) -> dict:
            "first": r.certification.get("first_certification"),
            "boundaries": (r.candidates.get("size_bisection") or {}).get("boundaries", []),
            "load": round(os.getloadavg()[0], 1)}
+    sev = getattr(r, "severity", None) or {}
+    if sev.get("lower_bound") is not None:  # the sharpened bound on the certified pair (app/search/severity.py)
+        out |= {"severity_lower_bound": sev["lower_bound"], "severity_event": str(sev.get("describe", ""))[:120],
+                "never_seen": bool(sev.get("never_seen"))}
     if f is not None:
         rel = domain.relation(f["x"], f["x_prime"])
         out |= {"relation": f["relation"], "checked_relation": rel, "event": f["describe"][:120],
