@@ -27,6 +27,7 @@ own APIs; the classes here adapt them and write exactly the states the service w
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -202,7 +203,7 @@ class AggregatorDetector:
                             self._det._prefix[-1], self.to_state())
 
 
-class EValueDetector:
+class EValueDetector(ABC):
     """An e-process or e-detector behind :class:`Detector`: the class's state plus ``lag``, ``low_t``."""
 
     kind: ClassVar[str] = "base"
@@ -231,17 +232,19 @@ class EValueDetector:
         return self._det
 
     @classmethod
+    @abstractmethod
     def _inner_from_state(cls, state: dict[str, Any]) -> EProcess | EDetector:
-        raise NotImplementedError
+        """The e-value detector of this kind, rebuilt from its stored state."""
 
     @classmethod
+    @abstractmethod
     def log_threshold_for(cls, level: float, window: int) -> float:
         """log of the alarm threshold at level α/m over ``window`` periods."""
-        raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EValueDetector:
-        raise NotImplementedError
+        """A fresh detector of this kind at ``log_threshold`` on ``line``."""
 
     @classmethod
     def from_params(cls, params: DetectorParams) -> EValueDetector:

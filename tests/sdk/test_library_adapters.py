@@ -16,18 +16,11 @@ import textwrap
 import pytest
 
 from app.reference.pipelines.catalog import CATALOG, PAIRS, entry
-from tests.support.library_venvs import ROOT, environment, python_of
-
-
-def _python(library: str):
-    python, reason = python_of(library)
-    if python is None:
-        pytest.skip(reason)
-    return python
+from tests.support.library_venvs import ROOT, environment, require_python
 
 
 def _run_in(library: str, code: str, timeout: float = 240) -> dict:
-    python = _python(library)
+    python = require_python(library)
     done = subprocess.run([str(python), "-c", textwrap.dedent(code)], cwd=ROOT, env=environment(library, python),
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]

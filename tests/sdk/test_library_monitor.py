@@ -19,16 +19,14 @@ from tests.monitors.test_engine import (  # noqa: F401  (fixtures)
     session_factory,
 )
 from tests.monitors.test_rediscovery import _monitor_state, _tick
-from tests.support.library_venvs import ROOT, environment, python_of
+from tests.support.library_venvs import ROOT, environment, require_python
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def _serve(name: str, *extra: str) -> tuple[subprocess.Popen, str]:
     e = entry(name)
-    python, reason = python_of(e.library)
-    if python is None:
-        pytest.skip(reason)
+    python = require_python(e.library)
     proc = subprocess.Popen([str(python), "-m", "app.reference.pipelines.serve", name, "--secret", SECRET, *extra],
                             cwd=ROOT, env=environment(e.library, python), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)

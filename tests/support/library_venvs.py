@@ -65,6 +65,20 @@ def python_of(library: str, *, timeout: float = 1200) -> tuple[Path | None, str]
     return python, ""
 
 
+def require_python(library: str) -> Path:
+    """The library venv's interpreter for a test: skipped with pip's reason when the library cannot
+    be installed here (no registry, no wheel for this platform), except under ``CI``, where a
+    missing library is a failure, not a silent skip (as the browser tests do without Chromium)."""
+    import pytest
+
+    python, reason = python_of(library)
+    if python is None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return python
+
+
 def environment(library: str, python: Path) -> dict[str, str]:
     """The environment to run this checkout's code in the library's venv (Spark's workers use the
     same interpreter)."""
