@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
+from app.search.bounds import INT64_MAX, check_finite, check_range
 from app.search.table_domain import TABLE_RELATIONS, TableSpec, table_problem, table_relation
 
 __all__ = ["CategoryRecords", "InputDomain", "IntegerRecords", "Neighbour", "RealRecords", "SizeRange",
@@ -49,17 +50,11 @@ MAX_DIM = 256
 MAX_CATEGORIES = 1_000
 #: Largest |value| of an integer record: JSON integers beyond the signed 64-bit range are refused
 #: by the sampling protocol's own parser and by most endpoints.
-INT64_MAX = 2**63 - 1
 
 Neighbour = Literal["add_remove", "replace_one", "linf", "l1", "add_remove_unit", "replace_unit", "add_remove_row",
                     "replace_row"]
 RECORD_RELATIONS = ("add_remove", "replace_one")
 VECTOR_RELATIONS = ("linf", "l1")
-
-
-def _finite(value: float | None, name: str) -> None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite")
 
 
 class RealRecords(BaseModel):
@@ -74,10 +69,7 @@ class RealRecords(BaseModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> RealRecords:
-        _finite(self.low, "low")
-        _finite(self.high, "high")
-        if self.low is not None and self.high is not None and not self.low < self.high:
-            raise ValueError("low must be below high")
+        check_range(self.low, self.high)
         return self
 
 
@@ -92,8 +84,7 @@ class IntegerRecords(BaseModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> IntegerRecords:
-        if self.low is not None and self.high is not None and not self.low < self.high:
-            raise ValueError("low must be below high")
+        check_range(self.low, self.high)
         return self
 
 
@@ -131,9 +122,9 @@ class VectorRecords(BaseModel):
                 if len(value) != self.dim:
                     raise ValueError(f"{name} must be one number or a list of dim = {self.dim} numbers")
                 for v in value:
-                    _finite(v, name)
+                    check_finite(v, name)
             else:
-                _finite(value, name)
+                check_finite(value, name)
         lows, highs = self.lows(), self.highs()
         if any(lo is not None and hi is not None and not lo < hi for lo, hi in zip(lows, highs)):
             raise ValueError("every coordinate's low must be below its high")
@@ -249,7 +240,7 @@ class InputDomain(BaseModel):
         if vector:
             if self.sensitivity is None:
                 raise ValueError(f"{vector[0]} needs a top-level sensitivity > 0")
-            _finite(self.sensitivity, "sensitivity")
+            check_finite(self.sensitivity, "sensitivity")
             if self.records.type not in ("real", "integer"):
                 raise ValueError(f"{vector[0]} needs real or integer records (query answers), not {self.records.type}")
             if self.size.min != self.size.max or self.size.min < 1:

@@ -36,20 +36,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
+from app.search.bounds import INT64_MAX, check_range
+
 __all__ = ["BoolColumn", "CategoryColumn", "IdColumn", "IntegerColumn", "RealColumn", "RowsPerUnit", "TableSpec",
            "TABLE_RELATIONS", "MAX_COLUMNS", "MAX_ROWS", "row_key", "table_problem", "table_relation"]
 
-INT64_MAX = 2**63 - 1
 MAX_COLUMNS = 64
 #: The most rows a database of a table domain may hold in all (a database is sent as one JSON list).
 MAX_ROWS = 100_000
 MAX_CATEGORIES = 1_000
 TABLE_RELATIONS = ("add_remove_unit", "replace_unit", "add_remove_row", "replace_row")
-
-
-def _finite(value: float | None, name: str) -> None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite")
 
 
 class IdColumn(BaseModel):
@@ -69,8 +65,7 @@ class IntegerColumn(BaseModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> IntegerColumn:
-        if self.low is not None and self.high is not None and not self.low < self.high:
-            raise ValueError("low must be below high")
+        check_range(self.low, self.high)
         return self
 
 
@@ -84,10 +79,7 @@ class RealColumn(BaseModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> RealColumn:
-        _finite(self.low, "low")
-        _finite(self.high, "high")
-        if self.low is not None and self.high is not None and not self.low < self.high:
-            raise ValueError("low must be below high")
+        check_range(self.low, self.high)
         return self
 
 
