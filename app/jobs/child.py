@@ -72,7 +72,7 @@ def job_child(entry_ref: str, job_id: str, settings: Any, kind: str, handler_ref
     apply_limits(limits)
     outcome: tuple[str, dict[str, Any]]
     try:
-        outcome = _handler(entry_ref)(job_id, settings, kind, handler_ref)
+        outcome = resolve_ref(entry_ref)(job_id, settings, kind, handler_ref)
     except MemoryError:
         outcome = ("failed", {"error": "the job went over its memory limit", "failure_reason": "memory limit"})
     except BaseException as exc:  # noqa: BLE001  (reported to the parent, which decides)
@@ -86,7 +86,8 @@ def job_child(entry_ref: str, job_id: str, settings: Any, kind: str, handler_ref
         conn.close()
 
 
-def _handler(ref: str) -> Any:
+def resolve_ref(ref: str) -> Any:
+    """The function a ``"module:name"`` reference names (imported now, in this process)."""
     import importlib
 
     module, _, name = ref.partition(":")
@@ -98,7 +99,7 @@ def call_child(func_ref: str, args: tuple[Any, ...], kwargs: dict[str, Any], lim
     ``limits`` and send ``("succeeded", {"result": …})`` or a failure to the parent."""
     apply_limits(limits)
     try:
-        outcome: tuple[str, dict[str, Any]] = ("succeeded", {"result": _handler(func_ref)(*args, **kwargs)})
+        outcome: tuple[str, dict[str, Any]] = ("succeeded", {"result": resolve_ref(func_ref)(*args, **kwargs)})
     except MemoryError:
         outcome = ("failed", {"error": "the computation went over its memory limit", "failure_reason": "memory limit"})
     except BaseException as exc:  # noqa: BLE001

@@ -39,7 +39,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import make_engine, make_session_factory, utcnow
-from app.jobs.child import Limits
+from app.jobs.child import Limits, resolve_ref
 from app.jobs.context import (  # noqa: F401  (re-exported)
     PROGRESS_EVERY,
     Handler,
@@ -392,10 +392,7 @@ def run_job_here(job_id: str, settings: Settings, kind: str, handler_ref: str) -
     """Run one claimed job in this process (a job's child process, app/jobs/child.py): the handler
     named by ``handler_ref`` on this process's own event loop, database engine and sampling client;
     returns ``(state, kwargs)`` for the parent to write."""
-    import importlib
-
-    module, _, name = handler_ref.partition(":")
-    handler = getattr(importlib.import_module(module), name)
+    handler = resolve_ref(handler_ref)
 
     async def main() -> tuple[str, dict[str, Any]]:
         engine = make_engine(settings.database_url)
