@@ -126,6 +126,9 @@ def mechanism_server():
     app = FastAPI()
     app.include_router(endpoint_router({
         "/laplace": (Laplace(epsilon=1.0).sample, "real"),
+        # the same mechanism on a route of its own: each route draws from its own seeded stream, so a
+        # test with two monitors gives each one its own draws, whatever order their requests arrive in
+        "/laplace-b": (Laplace(epsilon=1.0).sample, "real"),
         "/laplace-switch": (_laplace_switch(6), "real"),
         "/rnm-value": (RNMReportValue(epsilon=1.0).sample, "real"),
     }, secret=secret, seed=2))
@@ -335,7 +338,7 @@ def test_horizon_end_completes_or_renews_with_a_smaller_level(client, db, mechan
     client.post("/v1/webhooks", json={"url": "https://hooks.example.org/x", "event_types": ["monitor.completed"]})
     base, secret = mechanism_server
     plain = make_monitor(client, base, "/laplace", secret, horizon=10)
-    renewing = make_monitor(client, base, "/laplace", secret, horizon=10, renew=True)
+    renewing = make_monitor(client, base, "/laplace-b", secret, horizon=10, renew=True)
     worker, clock = make_worker()
     # alpha_1 = 6 alpha / pi^2 is off the shipped grid: the renewing monitor calibrates first.
     assert _monitor(db, renewing["id"]).state == "calibrating"
