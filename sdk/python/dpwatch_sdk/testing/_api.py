@@ -208,10 +208,29 @@ def _report(name: str, claim: ClaimModel, alpha: float, seed: int, pairs: list[t
         else:
             lines.append(f"assert_dp: {name} passes {claim.describe()}: no evidence against it (α = {alpha:g}, "
                          f"seed {seed})")
-        lines.append(f"  evidence: e-value {_fmt_e(outcome.log_evalue)} {'≥' if violated else '<'} 1/α = {1 / alpha:g} "
-                     f"after {outcome.drawn:,} outputs per database ({batches}, {outcome.seconds:.1f} s)")
+        by_final = outcome.rejected_by == "final"
+        crossed = outcome.rejected_by == "sequential"
+        alpha_seq = math.exp(-outcome.log_threshold)
+        lines.append(f"  evidence: e-value {_fmt_e(outcome.log_evalue)} {'≥' if crossed else '<'} 1/α_seq = "
+                     f"{1 / alpha_seq:g} (α_seq = {alpha_seq:g}, the sequential part) after {outcome.drawn:,} outputs "
+                     f"per database ({batches}, {outcome.seconds:.1f} s)")
+        if outcome.final:
+            level = alpha - alpha_seq
+            lines.append(f"  final test (the last batch, {outcome.final[0].n:,} outputs per database, one event per "
+                         f"orientation chosen before it): smallest p-value × {len(outcome.final)} = "
+                         f"{outcome.final_p_adjusted:.3g} {'≤' if by_final else '>'} α − α_seq = {level:g}")
         best = outcome.best
-        if violated and best is not None:
+        if by_final:
+            top = min(outcome.final, key=lambda r: r.p_value)
+            first, second = ("x", "x′") if top.x_first else ("x′", "x")
+            p_hat, q_hat = top.first_in / top.n, top.second_in / top.n
+            ratio = (f"; ln(p̂/q̂) = {math.log(p_hat / q_hat):.3g}, a point estimate" if p_hat > 0 and q_hat > 0 else "")
+            lines.append("  " + _pair_text(pairs, top.pair))
+            lines.append(f"  event: E = {{o : {top.event}}}, likelier on {first}: in the last batch {top.first_in:,} "
+                         f"of {top.n:,} outputs on {first} and {top.second_in:,} of {top.n:,} on {second} fell in E "
+                         f"(p̂ = {p_hat:.3g}, q̂ = {q_hat:.3g}{ratio}); tested against p ≤ {top.line[0]:.4g}·q + "
+                         f"{top.line[1]:.3g}, p-value {top.p_value:.3g}")
+        elif violated and best is not None:
             first, second = ("x", "x′") if best.x_first else ("x′", "x")
             p_hat, q_hat = best.first_in / best.n, best.second_in / best.n
             ratio = (f"; ln(p̂/q̂) = {math.log(p_hat / q_hat):.3g}, a point estimate" if p_hat > 0 and q_hat > 0 else "")

@@ -1,14 +1,17 @@
 """The sequential DP test behind ``assert_dp``: batches of fresh outputs, events re-chosen before
 each batch from the outputs drawn before it, one e-process per (pair, orientation, rank), and a
-stop as soon as their mean reaches 1/α.
+stop as soon as their mean reaches 1/α_seq; on the last batch, a fixed-sample test per (pair,
+orientation) spends the rest of α (``_final``).
 
 **Validity.** Each slot's wealth is a product of batch e-values (``_betting``) whose event, line
 and bet were fixed before the batch was drawn; so it is a test supermartingale under the claim,
 and so is the mean over slots (they share one filtration: the batches). By Ville's inequality the
-test fails a mechanism that satisfies the claim with probability at most α, whenever it stops:
-after the first batch, at the budget, or at a time limit. No output is ever tested on the event it
-chose: a batch chooses nothing for itself, and only later batches are tested on what it helped
-choose.
+sequential part fails a mechanism that satisfies the claim with probability at most
+α_seq = ``_final.SEQUENTIAL_SHARE``·α, whenever it stops: after the first batch, at the budget,
+or at a time limit. The final tests fail it with probability at most α − α_seq (exact p-values,
+a Bonferroni share each), so the whole test with probability at most α. No output is ever tested
+on the event it chose: a batch chooses nothing for itself, and only later batches are tested on
+what it helped choose.
 
 **Reproducible.** Every batch of every database draws from its own generator,
 ``numpy.random.default_rng(SeedSequence(seed, spawn_key=(0, pair, side, batch)))``, so the same
@@ -30,8 +33,9 @@ from numpy.typing import NDArray
 
 from ..protocol import Output
 from . import _betting as betting
+from . import _final as final
 from ._claims import ClaimModel
-from ._events import Batch, Event, Featurizer, Pool, propose
+from ._events import Batch, Candidates, Event, Featurizer, Pool, propose
 
 __all__ = ["Plan", "PowerPoint", "PowerStatement", "SequentialOutcome", "SlotReport", "plan_batches",
            "power_statement", "run_sequential"]
@@ -135,8 +139,8 @@ class PowerStatement:
 class SequentialOutcome:
     rejected: bool
     log_evalue: float
-    log_threshold: float
-    max_log_evalue: float     # the largest after any batch: the test fails at level α iff it reaches log(1/α)
+    log_threshold: float      # log(1/α_seq), α_seq = SEQUENTIAL_SHARE·α (``_final``)
+    max_log_evalue: float     # the largest after any batch: the sequential part fails at α iff it reaches log(1/α_seq)
     drawn: int                # outputs per database
     plan: Plan
     batches_run: int
@@ -145,6 +149,12 @@ class SequentialOutcome:
     power: PowerStatement
     slots: int
     budget_cut: str | None = None
+    #: The final fixed-sample tests on the last batch (empty when the sequential part stopped
+    #: earlier), and the smallest p-value times their number K (Bonferroni): the final part
+    #: fails at α iff ``final_p_adjusted`` ≤ α − α_seq.
+    final: tuple[final.FinalResult, ...] = ()
+    final_p_adjusted: float = 1.0
+    rejected_by: str | None = None  # "sequential" or "final"
 
 
 Sampler = Callable[[Any, int, np.random.Generator], Any]
@@ -154,8 +164,9 @@ def _draw(sample: Sampler, featurizer: Featurizer, database: Any, n: int, rng: n
     return featurizer.extract(sample(database, n, rng), n)
 
 
-def _choose(claim: ClaimModel, pool_x: Pool, pool_y: Pool, slots: list[Slot]) -> None:
-    """Give each of one pair's slots its event, line and bet for the next batch (from the pools only)."""
+def _choose(claim: ClaimModel, pool_x: Pool, pool_y: Pool, slots: list[Slot]) -> Candidates | None:
+    """Give each of one pair's slots its event, line and bet for the next batch (from the pools
+    only); return the candidates (None when there are none)."""
     cands = propose(pool_x, pool_y)
     for x_first in (True, False):
         mine = sorted((s for s in slots if s.x_first is x_first), key=lambda s: s.rank)
@@ -172,6 +183,7 @@ def _choose(claim: ClaimModel, pool_x: Pool, pool_y: Pool, slots: list[Slot]) ->
             slot.event = cands.event(k)
             slot.line = (float(s[k]), float(c[k]))
             slot.lam = float(betting.bet(p_lo[k], q_hi[k], s[k], c[k]))
+    return cands if len(cands) else None
 
 
 def _log_mean_exp(values: NDArray[np.float64]) -> float:
@@ -188,7 +200,8 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
     pools = [(Pool(), Pool()) for _ in pairs]
     slots = [Slot(i, x_first, r) for i in range(len(pairs)) for x_first in (True, False)
              for r in range(SLOTS_PER_ORIENTATION)]
-    log_threshold = math.log(1 / alpha)
+    alpha_seq = final.SEQUENTIAL_SHARE * alpha
+    log_threshold = math.log(1 / alpha_seq)
     for i, (x, x_prime) in enumerate(pairs):
         pools[i][0].add(_draw(sample, featurizers[i], x, plan.pilot, generator(seed, 0, i, 0, 0)))
         pools[i][1].add(_draw(sample, featurizers[i], x_prime, plan.pilot, generator(seed, 0, i, 1, 0)))
@@ -212,14 +225,31 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
             batches = kept
             plan = Plan(plan.pilot, tuple(kept))
     rejected = False
+    rejected_by: str | None = None
     log_e = max_log_e = -math.inf
     run = 0
+    tests = 2 * len(pairs)  # K of the final test's Bonferroni share
+    final_level = (alpha - alpha_seq) / tests
+    results: list[final.FinalResult] = []
     for t, size in enumerate(batches, start=1):
+        last = t == len(batches)
+        choices: list[final.FinalChoice] = []
         for i in range(len(pairs)):
-            _choose(claim, pools[i][0], pools[i][1], [s for s in slots if s.pair == i])
+            cands = _choose(claim, pools[i][0], pools[i][1], [s for s in slots if s.pair == i])
+            if last and cands is not None:
+                choices += [c for c in (final.choose_final(claim, cands, size, x_first, i) for x_first in (True, False))
+                            if c is not None]
         for i, (x, x_prime) in enumerate(pairs):
             bx = _draw(sample, featurizers[i], x, size, generator(seed, 0, i, 0, t))
             by = _draw(sample, featurizers[i], x_prime, size, generator(seed, 0, i, 1, t))
+            for choice in (c for c in choices if c.pair == i):
+                in_x, in_y = choice.event.mask(bx), choice.event.mask(by)
+                first, second = (in_x, in_y) if choice.x_first else (in_y, in_x)
+                a_in, b_in = int(np.count_nonzero(first)), int(np.count_nonzero(second))
+                s_line, c_line = choice.line
+                pv = final.p_value(a_in, b_in, size, s_line, c_line, final.GAMMA_SHARE * final_level)
+                results.append(final.FinalResult(i, choice.x_first, choice.event.describe(featurizers[i]), a_in, b_in,
+                                                 size, choice.line, pv))
             for slot in (s for s in slots if s.pair == i):
                 if slot.event is None:
                     continue
@@ -243,8 +273,12 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
             progress(f"batch {t}/{len(batches)}: {drawn:,} outputs per database, "
                      f"e-value {math.exp(min(log_e, 700)):.3g}")
         if log_e >= log_threshold:
-            rejected = True
+            rejected, rejected_by = True, "sequential"
             break
+    final_p = min((r.p_value for r in results), default=1.0)
+    final_p_adjusted = min(1.0, final_p * tests)
+    if not rejected and results and final_p <= final_level:
+        rejected, rejected_by = True, "final"
     best_slot = max(slots, key=lambda s: _log_mean_exp(s.log_wealth))
     fz = featurizers[best_slot.pair]
     best = None if best_slot.event is None else SlotReport(
@@ -252,8 +286,7 @@ def run_sequential(sample: Sampler, output: Output, claim: ClaimModel, pairs: li
         *best_slot.tested)
     power = power_statement(claim, plan, log_threshold + math.log(len(slots)))
     return SequentialOutcome(rejected, log_e, log_threshold, max_log_e, drawn, plan, run, time.monotonic() - started,
-                             best, power,
-                             len(slots), budget_cut)
+                             best, power, len(slots), budget_cut, tuple(results), final_p_adjusted, rejected_by)
 
 
 def _detects(claim: ClaimModel, *, theta: float, q: float, s: float, c: float, plan: Plan, log_threshold: float,
