@@ -1,5 +1,6 @@
 """What the benches that run dpwatch's processes on Postgres share (bench/isolation.py,
-bench/job_isolation.py, bench/retention.py).
+bench/job_isolation.py, bench/retention.py, and bench/service_throughput.py's ``bench_service``,
+which bench/scale.py and bench/api_load.py use).
 
 - :func:`scratch_service`: a fresh Postgres database with dpwatch's schema and a :class:`Procs`
   whose logs go to a temporary directory; on the way out (also on SIGTERM, read as Ctrl-C) the
@@ -16,6 +17,7 @@ import contextlib
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -65,18 +67,33 @@ class Procs:
                 tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"process {name} exited with {proc.returncode}:\n{tail}")
 
-    def close(self) -> None:
-        for proc in self.procs.values():
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        """Stop one process (SIGINT to its group, SIGKILL after ``timeout``) and forget it."""
+        proc = self.procs.pop(name, None)
+        if proc is not None:
+            self._stop([proc], timeout)
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Stop every process, all at once (SIGINT to each group, SIGKILL after ``timeout``)."""
+        procs, self.procs = list(self.procs.values()), {}
+        self._stop(procs, timeout)
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+        for proc in procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
-        for proc in self.procs.values():
+        for proc in procs:
             try:
-                proc.wait(15)
+                proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+            # a process group may have children left (none expected): make sure
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -116,11 +133,13 @@ class Scratch:
 
 
 @contextlib.contextmanager
-def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None) -> Iterator[Scratch]:
+def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None,
+                    keep_logs: bool = True) -> Iterator[Scratch]:
     """A fresh database (``dbname``, else ``dpwatch_<name>_<random>``) migrated to dpwatch's schema,
-    and a :class:`Procs` logging to a temporary directory (``dpwatch-<name>-…``). SIGTERM ends the
-    run as Ctrl-C does; on the way out the processes are stopped, then the database is dropped.
-    dpwatch's own log lines below WARNING are silenced in this process."""
+    and a :class:`Procs` logging to a temporary directory (``dpwatch-<name>-…``, removed at the end
+    unless ``keep_logs``). SIGTERM ends the run as Ctrl-C does; on the way out the processes are
+    stopped, then the database is dropped. dpwatch's own log lines below WARNING are silenced in
+    this process."""
     import logging
 
     import structlog
@@ -141,6 +160,7 @@ def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None) -> It
     signal.signal(signal.SIGTERM, on_term)
     created = False
     try:
+        say(f"database {dbname}: create + migrate")
         with admin.connect() as c:
             c.execute(text(f'CREATE DATABASE "{dbname}"'))
         created = True
@@ -149,6 +169,11 @@ def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None) -> It
     finally:
         procs.close()
         if created:
+            say(f"dropping database {dbname}")
             with admin.connect() as c:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
         admin.dispose()
+        if keep_logs:
+            say(f"logs kept in {log_dir}")
+        else:
+            shutil.rmtree(log_dir, ignore_errors=True)
