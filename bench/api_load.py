@@ -146,7 +146,7 @@ def main() -> None:
     with st.bench_service(args, "dpwatch_apiload", api_env=api_env) as (env, engine, procs):
         dbname = env.dbname
         ids = create_monitors(env, engine, args.monitors, args.period)
-        procs.start("worker", [*st.DPWATCH, "worker"], {**st.common_env(env), "DPWATCH_WORKER_ID": "load-worker",
+        procs.start("worker", [*st.DPWATCH, "worker"], {**st.worker_env(env.db_url), "DPWATCH_WORKER_ID": "load-worker",
                                                         "DPWATCH_TICK_SECONDS": "0.2"})
         st.say(f"{len(ids)} monitors, worker started; warm-up {args.warmup:g} s")
         time.sleep(args.warmup)

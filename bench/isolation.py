@@ -25,36 +25,28 @@ status and failure reason (whole run). Progress goes to stderr, the table to std
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
-import os
 import pathlib
-import secrets
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-DPWATCH = [sys.executable, "-m", "app.cli"]
+from service_harness import (  # noqa: E402
+    DPWATCH,
+    PG,
+    free_port,
+    peak_rss_mb,
+    say,
+    scratch_service,
+    wait_port,
+    worker_env,
+)
+
 BOMB_BYTES = 100 * 1024 * 1024
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------ the endpoints
@@ -100,62 +92,6 @@ def serve(port: int, sleep: float) -> None:
     app = Starlette(routes=[Route("/healthy", healthy, methods=["POST"]), Route("/sleep", sleeping, methods=["POST"]),
                             Route("/bomb", bomb, methods=["POST"])])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-# ------------------------------------------------------------------------------------ processes
-
-
-class Procs:
-    def __init__(self, log_dir: pathlib.Path) -> None:
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                start_new_session=True)
-        self.procs[name] = proc
-        return proc
-
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"process {name} exited with {proc.returncode}:\n{tail}")
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGINT)
-        for proc in self.procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-
-
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM (peak resident set) of a live process, in MB; 0 if gone."""
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def wait_port(port: int, timeout: float, procs: Procs) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        procs.check_alive()
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"port {port} did not open in {timeout} s")
 
 
 # ------------------------------------------------------------------------------------ set-up
@@ -227,7 +163,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=40.0)
     parser.add_argument("--sleep", type=float, default=20.0, help="seconds the sleeping endpoint takes")
     parser.add_argument("--no-caps", action="store_true", help="workers without fair claims (caps 0)")
-    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--pg", default=PG)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (1 or 2)")
     parser.add_argument("--dbname", default=None, help="database to create and drop (default: a random name)")
     parser.add_argument("--port", type=int, default=None, help="port of the sampling server (default: a free one)")
@@ -237,40 +173,18 @@ def main() -> None:
         serve(args.serve, args.sleep)
         return
 
-    import logging
-
-    import structlog
-    from sqlalchemy import create_engine, text
-
-    from app.db import run_migrations
     from app.sampling.protocol import generate_secret
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = args.dbname or f"dpwatch_iso_{secrets.token_hex(4)}"
-    db_url = f"{args.pg}/{dbname}"
-    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-isolation-"))
-    procs = Procs(log_dir)
     port = args.port or free_port()
     secret = generate_secret()
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    created = False
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{dbname}"'))
-        created = True
-        run_migrations(db_url)
-        say(f"sampling server on :{port} (logs in {log_dir})")
+    with scratch_service("isolation", pg=args.pg, dbname=args.dbname) as run:
+        db_url, procs = run.db_url, run.procs
+        say(f"sampling server on :{port} (logs in {run.log_dir})")
         procs.start("endpoints", [sys.executable, __file__, "--serve", str(port), "--sleep", str(args.sleep)],
                     {"PYTHONUNBUFFERED": "1"})
         wait_port(port, 60, procs)
         groups = setup(db_url, f"http://127.0.0.1:{port}", args.healthy, secret)
-        env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-               "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        env = worker_env(db_url)
         if args.no_caps:
             env |= {"DPWATCH_MAX_INFLIGHT_PER_TENANT": "0", "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": "0"}
         workers = [procs.start(f"worker-{i}", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": f"iso-{i}"})
@@ -293,12 +207,6 @@ def main() -> None:
         watch(3.0)  # periods of the window's last slots finish
         result = measure(db_url, groups, w0, w1)
         print_table(args, result, peak)
-    finally:
-        procs.close()
-        if created:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def print_table(args: argparse.Namespace, r: dict, peak: dict[int, float]) -> None:

@@ -36,19 +36,14 @@ import argparse
 import json
 import os
 import pathlib
-import secrets
-import signal
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from isolation import DPWATCH, Procs, free_port, say, wait_port  # noqa: E402
+from service_harness import DPWATCH, PG, Procs, free_port, say, scratch_service, wait_port, worker_env  # noqa: E402
 
 HOSTILE_VECTOR = {"claim": {"epsilon": 0.5}, "domain": {"records": {"type": "vector", "dim": 256},
                                                          "size": {"min": 1, "max": 10000}, "neighbours": ["add_remove"]}}
@@ -274,48 +269,25 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=10)
     parser.add_argument("--job-memory-mb", type=int, default=512,
                         help="DPWATCH_JOB_MEMORY_MB of the workers (the hostile search passes 600 MB within 90 s)")
-    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--pg", default=PG)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
         return
 
-    import logging
-
-    import structlog
-    from sqlalchemy import create_engine, text
-
-    from app.db import run_migrations
     from app.sampling.protocol import generate_secret
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = f"dpwatch_jobiso_{secrets.token_hex(4)}"
-    db_url = f"{args.pg}/{dbname}"
-    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-job-isolation-"))
-    procs = Procs(log_dir)
     port = free_port()
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    created = False
     rows: list[tuple[str, str, str]] = []
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{dbname}"'))
-        created = True
-        run_migrations(db_url)
-        say(f"sampling server on :{port} (logs in {log_dir})")
+    with scratch_service("job-isolation", pg=args.pg) as run:
+        db_url, procs = run.db_url, run.procs
+        say(f"sampling server on :{port} (logs in {run.log_dir})")
         procs.start("endpoints", [sys.executable, __file__, "--serve", str(port)], {"PYTHONUNBUFFERED": "1"})
         wait_port(port, 60, procs)
         ids = setup(db_url, f"http://127.0.0.1:{port}", generate_secret())
         db = Db(db_url)
-        env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-               "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1",
-               "DPWATCH_JOB_MEMORY_MB": str(args.job_memory_mb)}
+        env = worker_env(db_url) | {"DPWATCH_JOB_MEMORY_MB": str(args.job_memory_mb)}
         workers = [procs.start(f"worker-{i}", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": f"jobiso-{i}"})
                    for i in (1, 2)]
         watch = Watch(procs, workers)
@@ -383,12 +355,6 @@ def main() -> None:
         rows.append(("peak resident size (VmHWM), per role", ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(roles.items())),
                      "< 1024 MB"))
         db.engine.dispose()
-    finally:
-        procs.close()
-        if created:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
-        admin.dispose()
     print(f"\nJob isolation: 2 workers (default settings but DPWATCH_JOB_MEMORY_MB={args.job_memory_mb}), the victim's "
           f"4 monitors (period 1 s, n = 200), window {args.duration:g} s after {args.warmup:g} s; "
           f"load average at the end: {os.getloadavg()[0]:.1f}\n")

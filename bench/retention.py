@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import secrets
-import signal
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from isolation import DPWATCH, Procs, free_port, say, wait_port  # noqa: E402
+from service_harness import DPWATCH, PG, ROOT, free_port, say, scratch_service, wait_port, worker_env  # noqa: E402
 
 TABLES = ("period_runs", "period_checks", "period_outputs", "checks", "monitors", "alarms")
 
@@ -84,38 +79,20 @@ def main() -> None:
     parser.add_argument("--sweep", type=float, default=10.0, help="seconds between sweeps")
     parser.add_argument("--duration", type=float, default=420.0)
     parser.add_argument("--every", type=float, default=30.0)
-    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--pg", default=PG)
     parser.add_argument("--default-autovacuum", action="store_true",
                         help="reset the period tables' autovacuum settings to the server's defaults (as before)")
     args = parser.parse_args()
 
-    import logging
-
-    import structlog
     from sqlalchemy import create_engine, text
 
-    from app.db import make_engine, run_migrations
+    from app.db import make_engine
     from app.sampling.protocol import generate_secret
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = f"dpwatch_retention_{secrets.token_hex(4)}"
-    db_url = f"{args.pg}/{dbname}"
-    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-retention-"))
-    procs = Procs(log_dir)
     port = free_port()
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    created = False
     series: list[tuple[float, dict[str, tuple[int, int]]]] = []
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{dbname}"'))
-        created = True
-        run_migrations(db_url)
+    with scratch_service("retention", pg=args.pg) as run:
+        db_url, procs = run.db_url, run.procs
         if args.default_autovacuum:
             with create_engine(db_url, isolation_level="AUTOCOMMIT").connect() as c:
                 for table in TABLES[:3]:
@@ -125,14 +102,12 @@ def main() -> None:
                     {"PYTHONUNBUFFERED": "1"})
         wait_port(port, 60, procs)
         setup(db_url, f"http://127.0.0.1:{port}", args.monitors, args.period, args.n, generate_secret())
-        env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-               "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1",
-               "DPWATCH_RETENTION_DAYS": repr(args.retention / 86_400),
-               "DPWATCH_RETENTION_EVERY_SECONDS": str(args.sweep), "DPWATCH_MAX_INFLIGHT_PER_TENANT": "0",
-               "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": "0"}
+        env = worker_env(db_url) | {
+            "DPWATCH_RETENTION_DAYS": repr(args.retention / 86_400), "DPWATCH_RETENTION_EVERY_SECONDS": str(args.sweep),
+            "DPWATCH_MAX_INFLIGHT_PER_TENANT": "0", "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": "0"}
         for i in (1, 2):
             procs.start(f"worker-{i}", [*DPWATCH, "worker", "--no-jobs"], env | {"DPWATCH_WORKER_ID": f"ret-{i}"})
-        say(f"{args.monitors} monitors, period {args.period} s, retention {args.retention:g} s; logs in {log_dir}")
+        say(f"{args.monitors} monitors, period {args.period} s, retention {args.retention:g} s; logs in {run.log_dir}")
         engine = make_engine(db_url)
         t0 = time.monotonic()
         while time.monotonic() - t0 < args.duration:
@@ -142,12 +117,6 @@ def main() -> None:
             time.sleep(max(0.0, args.every - (time.monotonic() - t0) % args.every))
         series.append((time.monotonic() - t0, sizes(engine)))
         engine.dispose()
-    finally:
-        procs.close()
-        if created:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
-        admin.dispose()
 
     print(f"\nRetention: {args.monitors} e-process monitors, period {args.period} s, n = {args.n}, retention "
           f"{args.retention:g} s, sweep every {args.sweep:g} s, 2 workers, {args.duration:g} s, autovacuum "

@@ -135,7 +135,7 @@ def main() -> None:
         extra |= {"DPWATCH_MAX_INFLIGHT_PER_TENANT": str(args.caps[0]),
                   "DPWATCH_MAX_INFLIGHT_PER_MECHANISM": str(args.caps[1])}
         for name in names:
-            procs.start(name, [*st.DPWATCH, "worker"], {**st.common_env(env), "DPWATCH_WORKER_ID": f"scale-{name}",
+            procs.start(name, [*st.DPWATCH, "worker"], {**st.worker_env(env.db_url), "DPWATCH_WORKER_ID": f"scale-{name}",
                                                         "DPWATCH_TICK_SECONDS": str(args.tick),
                                                         "DPWATCH_LEASE_SECONDS": "60", **extra})
         try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Schemathesis CLI against a live `dpwatch serve` (API and worker, SQLite), every check
-# (issue 17; results in docs/hardening.md). Run from the repository root, as root:
+# (results in docs/hardening.md, "Schemathesis CLI against a live server"). Run from the repository root, as root:
 #
 #     bash bench/schemathesis_live.sh [PORT] [MAX_EXAMPLES]
 #

@@ -29,7 +29,7 @@ from tests.support import sampling_server  # noqa: E402
 from tests.support.web_browser import browser, demo_service, sign_in, wait_until  # noqa: E402
 
 # The demo's app takes longer than the tests' 10 s to start on a busy machine.
-sampling_server.UvicornThread.start.__defaults__ = (120.0,)
+sampling_server.ASGIThread.start.__defaults__ = (120.0,)
 
 
 def _post(api: httpx.Client, url: str, **kwargs: object) -> httpx.Response:

@@ -49,11 +49,9 @@ import platform
 import random
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -63,80 +61,26 @@ from datetime import UTC, datetime, timedelta
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import structlog  # noqa: E402
-from sqlalchemy import create_engine, select, text  # noqa: E402
+from service_harness import DPWATCH, Procs, free_port, say, scratch_service, worker_env  # noqa: E402
+from sqlalchemy import select, text  # noqa: E402
 
 from app.auth.service import create_tenant_with_key  # noqa: E402
-from app.db import make_engine, make_session_factory, run_migrations  # noqa: E402
+from app.db import make_engine, make_session_factory  # noqa: E402
 from app.monitors.schemas import MonitorCreate  # noqa: E402
 from app.monitors.service import create_monitor  # noqa: E402
 from app.sampling.client import MechanismEndpoint, SamplingClient, SamplingClientConfig  # noqa: E402
 from app.sampling.protocol import generate_secret  # noqa: E402
 from app.sampling.safe_http import SafeHttpConfig  # noqa: E402
 
-# The `dpwatch` command, run as `python -m app.cli` (same Typer app): other sessions on a shared
-# machine sometimes `pkill -f "dpwatch serve"`, which must not hit this benchmark's processes.
-DPWATCH = [sys.executable, "-m", "app.cli"]
+# `DPWATCH` (bench/service_harness.py) runs `python -m app.cli` (same Typer app): other sessions on a
+# shared machine sometimes `pkill -f "dpwatch serve"`, which must not hit this benchmark's processes.
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PY_SPY = str(ROOT / ".venv" / "bin" / "py-spy")  # `.venv/bin/pip install py-spy` for --py-spy
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ------------------------------------------------------------------------------------ processes
-
-
-class Procs:
-    """Child processes, each in its own session (process group), all killed by ``close()``."""
-
-    def __init__(self, log_dir: pathlib.Path) -> None:
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=ROOT, start_new_session=True)
-        self.procs[name] = proc
-        return proc
-
-    def stop(self, name: str, timeout: float = 10.0) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        # a process group may have children left (none expected): make sure
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"process {name} exited with {proc.returncode}:\n{tail}")
-
-    def close(self) -> None:
-        for name in list(self.procs):
-            self.stop(name)
 
 
 def wait_http(url: str, timeout: float, procs: Procs) -> None:
@@ -272,81 +216,33 @@ class Env:
 @contextlib.contextmanager
 def bench_service(args: argparse.Namespace, prefix: str, api_env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """A bench's service on this machine, torn down on exit (also on SIGTERM): a fresh, migrated
-    database (``--dbname``, or a random name with ``prefix``; ``--pg``), the reference endpoint and
-    ``dpwatch serve --no-worker`` on ``--port-base`` and the next port (or free ports), and the
-    tenant with its mechanisms. Yields ``(env, engine, procs)``."""
+    database (``--dbname``, or a random name with ``prefix``; ``--pg``; bench/service_harness.py),
+    the reference endpoint and ``dpwatch serve --no-worker`` on ``--port-base`` and the next port
+    (or free ports), and the tenant with its mechanisms. Yields ``(env, engine, procs)``."""
     dbname = getattr(args, "dbname", None) or f"{prefix}_{secrets.token_hex(4)}"
     port_base = getattr(args, "port_base", None)
     ref_port, api_port = ((port_base, port_base + 1) if port_base else (free_port(), free_port()))
     env = Env(db_url=f"{args.pg}/{dbname}", admin_url=f"{args.pg}/postgres", dbname=dbname,
               secret=generate_secret(), ref_port=ref_port, api_port=api_port)
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix.replace("_", "-") + "-"))
-    procs = Procs(log_dir)
-    engine = None
-    created = False
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        say(f"database {dbname}: create + migrate")
-        create_database(env)
-        created = True
+    with scratch_service(prefix.removeprefix("dpwatch_"), pg=args.pg, dbname=dbname,
+                         keep_logs=getattr(args, "keep_logs", False)) as run:
+        procs = run.procs
         engine = make_engine(env.db_url)
-        say(f"reference endpoint on :{env.ref_port}, API on :{env.api_port} (logs in {log_dir})")
-        procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
-                                  str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
-        api_workers = getattr(args, "api_workers", 1) or 1  # serve --workers N: N API processes
-        procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
-                            str(env.api_port), *(["--workers", str(api_workers)] if api_workers > 1 else [])],
-                    common_env(env) | (api_env or {}))
-        wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
-        wait_http(f"{env.api}/healthz", 60, procs)
-        setup_tenant_and_mechanisms(env, engine)
-        yield env, engine, procs
-    finally:
-        procs.close()
-        if engine is not None:
+        try:
+            say(f"reference endpoint on :{env.ref_port}, API on :{env.api_port} (logs in {run.log_dir})")
+            procs.start("reference", [*DPWATCH, "serve-reference", "--host", "127.0.0.1", "--port",
+                                      str(env.ref_port), "--secret", env.secret], {"PYTHONUNBUFFERED": "1"})
+            api_workers = getattr(args, "api_workers", 1) or 1  # serve --workers N: N API processes
+            procs.start("api", [*DPWATCH, "serve", "--no-worker", "--host", "127.0.0.1", "--port",
+                                str(env.api_port), *(["--workers", str(api_workers)] if api_workers > 1 else [])],
+                        worker_env(env.db_url) | (api_env or {}))
+            wait_http(f"http://127.0.0.1:{env.ref_port}/reference/laplace", 60, procs)
+            wait_http(f"{env.api}/healthz", 60, procs)
+            setup_tenant_and_mechanisms(env, engine)
+            yield env, engine, procs
+        finally:
+            procs.close()
             engine.dispose()
-        if created:
-            say(f"dropping database {dbname}")
-            drop_database(env)
-        if getattr(args, "keep_logs", False):
-            say(f"logs kept in {log_dir}")
-        else:
-            for path in log_dir.iterdir():
-                path.unlink()
-            log_dir.rmdir()
-
-
-def common_env(env: Env) -> dict[str, str]:
-    return {
-        "DPWATCH_DATABASE_URL": env.db_url,
-        "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-        "DPWATCH_LOG_LEVEL": "WARNING",
-        "DPWATCH_MIGRATE_ON_START": "false",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def create_database(env: Env) -> None:
-    admin = create_engine(env.admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{env.dbname}"'))
-    finally:
-        admin.dispose()
-    run_migrations(env.db_url)
-
-
-def drop_database(env: Env) -> None:
-    admin = create_engine(env.admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{env.dbname}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
 
 
 def setup_tenant_and_mechanisms(env: Env, engine) -> None:
@@ -592,7 +488,7 @@ def run_one(env: Env, engine, procs: Procs, args: argparse.Namespace, workers: i
     names = [f"worker{i + 1}" for i in range(workers)]
     for name in names:
         procs.start(name, [*DPWATCH, "worker"], {
-            **common_env(env), "DPWATCH_WORKER_ID": f"bench-{name}",
+            **worker_env(env.db_url), "DPWATCH_WORKER_ID": f"bench-{name}",
             "DPWATCH_TICK_SECONDS": str(args.tick), "DPWATCH_LEASE_SECONDS": "60",
             **dict(item.split("=", 1) for item in args.worker_env),
         })

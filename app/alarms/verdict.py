@@ -31,19 +31,35 @@ An estimator that does not refute is *labelled as the weaker estimator* (when an
 as "no refutation" (when none does), and its label always says that it does not clear the
 mechanism: a lower bound below a claim says nothing about how large the loss may be.
 
-The functions are pure: they read dicts (the alarm's ``evidence``, a snapshot's ``result``, an
-audit's ``to_dict()``) generically, so keys added later are ignored, not fatal.
+The functions are pure: they read the typed records of :mod:`app.alarms.records`, parsed once
+from the stored JSON (the alarm's ``evidence``, a snapshot's ``result``, an audit's ``to_dict()``);
+the parsers read the shapes older versions stored, and ignore keys added later.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.stats.claims import ApproxDP, GaussianDP, PureDP, claim_of_record
+from app.alarms.records import (
+    AlarmRecord,
+    AnytimeRecord,
+    CheckRecord,
+    ClaimTermsRecord,
+    ConfirmationRecord,
+    SnapshotRecord,
+    SnapshotResultRecord,
+    StoredClaim,
+    Validity,
+    claimed_value,
+    parse_alarm,
+    parse_audit,
+    parse_snapshot_result,
+)
+from app.stats.claims import ApproxDP, Claim, GaussianDP, PureDP
 
 EstimatorName = Literal["detector", "anytime_bound", "confirmation", "window_bound", "exact_bound",
                         "mpl_lower_bound", "claim_terms", "mpl_point_estimate", "held_out_test", "contract"]
@@ -95,7 +111,7 @@ class EstimatorReading(BaseModel):
     valid: bool = Field(description="It is a test at a stated level, valid where it is stated (false for a point "
                         "estimate, a descriptive window figure and an e-detector's ARL-controlled detection).")
     confidence: float | None = Field(None, description="Its level 1 − α, when it has one.")
-    validity: Literal["across_runs", "given_alarm", "descriptive"] | None = Field(
+    validity: Validity | None = Field(
         None, description="What its figure is valid for: `across_runs` (the anytime-valid bound: P(it ever exceeds "
         "the truth) ≤ α over runs, not given the alarm), `given_alarm` (fresh outputs drawn after the alarm: valid "
         "also conditionally on the alarm), `descriptive` (a window the data chose). Null for the detector itself, "
@@ -131,11 +147,8 @@ class Verdict(BaseModel):
 # ---------------------------------------------------------------------------------------------
 
 
-def _num(value: Any) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
+def _num(value: float) -> float | None:
+    x = float(value)
     return x if math.isfinite(x) else None
 
 
@@ -145,27 +158,6 @@ def _g(x: float | None) -> str:
 
 def _pct(confidence: float | None) -> str:
     return f"{100 * confidence:g}%" if confidence is not None else "its stated level"
-
-
-def _claim_words(claim: Any) -> str | None:
-    """The claim in words from a stored record ({"epsilon": 1}, {"gdp_mu": 1}, …, or its ``describe``),
-    a :class:`~app.stats.claims.Claim`, or a description."""
-    if claim is None:
-        return None
-    if isinstance(claim, str):
-        return claim
-    if isinstance(claim, Mapping) and claim.get("describe"):
-        return str(claim["describe"])
-    parsed = claim_of_record(claim)
-    if parsed is None:
-        return str(claim)
-    return f"ε = {parsed.epsilon:g}" if isinstance(parsed, PureDP) else parsed.describe()
-
-
-def _claim_epsilon(claim: Any) -> float | None:
-    """The ε of a pure-ε claim (stored record or :class:`~app.stats.claims.Claim`), else None."""
-    parsed = claim_of_record(claim)
-    return _num(parsed.epsilon) if isinstance(parsed, PureDP) else None
 
 
 def _label(refutes: bool, any_refutes: bool, can: str, cannot: str) -> str:
@@ -184,9 +176,9 @@ DraftKind = Literal["test", "point", "descriptive", "detection"]
 class _Draft:
     """An estimator before its label is written (the label depends on whether any other refutes)."""
 
-    def __init__(self, name: str, figure: str, refutes: bool, *, kind: DraftKind = "test", value: float | None = None,
-                 confidence: float | None = None, can: str = "", cannot: str = "", where: str = "",
-                 short: str | None = None, note: str = "", validity: str | None = None,
+    def __init__(self, name: EstimatorName, figure: str, refutes: bool, *, kind: DraftKind = "test",
+                 value: float | None = None, confidence: float | None = None, can: str = "", cannot: str = "",
+                 where: str = "", short: str | None = None, note: str = "", validity: Validity | None = None,
                  restates_alarm: bool | None = None) -> None:
         self.name, self.figure, self.kind, self.valid = name, figure, kind, kind == "test"
         self.validity, self.restates_alarm = validity, restates_alarm
@@ -209,16 +201,17 @@ class _Draft:
                      "alarm; it does not clear the mechanism, and this does not show that the claim holds")
         else:
             label = _label(self.refutes, any_refutes, self.can, self.cannot)
-        return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,  # type: ignore[arg-type]
+        return EstimatorReading(name=self.name, label=label, figure=self.figure, value=self.value,
                                 refutes=self.refutes, valid=self.valid, confidence=self.confidence,
-                                validity=self.validity, restates_alarm=self.restates_alarm)  # type: ignore[arg-type]
+                                validity=self.validity, restates_alarm=self.restates_alarm)
 
 
 def _listing(drafts: list[_Draft]) -> str:
     return "; ".join(f"{d.short}: {d.figure}" for d in drafts)
 
 
-def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim", fallback: str = "") -> Verdict:
+def _verdict(drafts: list[_Draft], claim: str | None, *, subject: Literal["claim", "contract"] = "claim",
+             fallback: str = "") -> Verdict:
     refuting = sorted((d for d in drafts if d.refutes), key=lambda d: _STRENGTH.get(d.name, 5))
     any_refutes = bool(refuting)
     what = claim or "the claim"
@@ -275,8 +268,8 @@ def _verdict(drafts: list[_Draft], claim: str | None, *, subject: str = "claim",
         sentence = (f"Not refuted: no test refutes {what} at its level{shown}. " + (fallback or
                     "A bound below a claim does not show that the claim holds."))
     ordered = refuting + [d for d in drafts if not d.refutes]
-    return Verdict(refutes=any_refutes, subject=subject, claim=claim, sentence=sentence,  # type: ignore[arg-type]
-                   strongest=top.name if top else None,  # type: ignore[arg-type]
+    return Verdict(refutes=any_refutes, subject=subject, claim=claim, sentence=sentence,
+                   strongest=top.name if top else None,
                    confirmed=None if confirmation is None else confirmation.refutes,
                    estimators=[d.reading(any_refutes) for d in ordered])
 
@@ -298,44 +291,32 @@ _SHORT = {
 # --------------------------------------------------------------------------- the readings
 
 
-def _param_bound(param: str, lb: float | None, claim: Any, refutes: bool) -> str:
-    claimed = _claimed(param, claim)
+def _param_bound(param: str, lb: float | None, claim: Claim | None, refutes: bool) -> str:
+    claimed = claimed_value(param, claim)
     tail = "" if claimed is None else (f" > claimed {claimed:g}" if refutes else f", not above the claimed {claimed:g}")
     if lb is None:
         return f"no lower bound on {param}{'' if claimed is None else f' (claimed {claimed:g})'}"
     return f"{param} ≥ {_g(lb)}{tail}"
 
 
-def _claimed(param: str, claim: Any) -> float | None:
-    """The claimed value of ``param`` (ε, μ or ρ) when the claim names that parameter, else None."""
-    parsed = claim_of_record(claim)
-    return _num(parsed.value) if parsed is not None and parsed.parameter == param else None
-
-
-def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
-    """The bound over the detector's window and its exact version: descriptive. Alarms
-    stored before the anytime-valid bound held that bound as the check's headline (``lower_bound``, ``method``
-    ``score`` or ``clopper_pearson``); it is read as descriptive too."""
-    param = str(check.get("parameter") or "ε")
-    legacy = "window_bound" not in check and "anytime" not in check
-    wb = check if legacy else check.get("window_bound")
-    if not isinstance(wb, Mapping):
+def _window_drafts(check: CheckRecord, claim: Claim | None) -> list[_Draft]:
+    """The bound over the detector's window and its exact version: descriptive (alarms stored
+    before the anytime-valid bound held it as their headline: ``legacy``)."""
+    wb = check.window_bound
+    if wb is None:
         return []
-    lb = _num(wb.get("lower_bound", wb.get("epsilon_lower_bound")))
-    method = wb.get("method") or check.get("method")
-    claimed = _claimed(param, check.get("claim") or claim)
+    param = check.parameter
+    claimed = claimed_value(param, claim)
     tail = "" if claimed is None else f" (claimed {claimed:g})"
-    window = check.get("window") or {}
-    where = (f", periods {window.get('from_t')}–{window.get('to_t')}" if window.get("from_t") is not None else "")
-    kind_of = "score" if method == "score" else "exact"
+    where = (f", periods {check.window_from_t}–{check.window_to_t}" if check.window_from_t is not None else "")
+    kind_of = "score" if wb.method == "score" else "exact"
     drafts = [_Draft(
-        "window_bound", f"{kind_of} bound on {param} over the window: {_g(lb)}{tail}", False, kind="descriptive",
-        value=lb, where=where, validity="descriptive", restates_alarm=True,
+        "window_bound", f"{kind_of} bound on {param} over the window: {_g(wb.lower_bound)}{tail}", False,
+        kind="descriptive", value=wb.lower_bound, where=where, validity="descriptive", restates_alarm=True,
         cannot=f"the {kind_of} bound on {param} over the last periods the detector pooled, at the time it alarmed"
-        + ("; stored by an older dpwatch as the alarm's headline" if legacy else ""))]
-    exact = check.get("exact")
-    if method == "score" and isinstance(exact, Mapping):
-        elb = _num(exact.get("lower_bound", exact.get("epsilon_lower_bound")))
+        + ("; stored by an older dpwatch as the alarm's headline" if wb.legacy else ""))]
+    if wb.method == "score" and check.has_exact:
+        elb = check.exact_lower_bound
         drafts.append(_Draft(
             "exact_bound", f"exact bound on {param} over the window: {_g(elb)}{tail}", False, kind="descriptive",
             value=elb, where=where, validity="descriptive", restates_alarm=True,
@@ -343,15 +324,9 @@ def _window_drafts(check: Mapping[str, Any], claim: Any) -> list[_Draft]:
     return drafts
 
 
-def _anytime_draft(check: Mapping[str, Any], claim: Any) -> _Draft | None:
-    anytime = check.get("anytime")
-    if not isinstance(anytime, Mapping):
-        return None
-    param = str(anytime.get("parameter") or check.get("parameter") or "ε")
-    lb = _num(anytime.get("lower_bound"))
-    refutes = bool(anytime.get("contradicts_claim"))
-    confidence = _num(anytime.get("confidence")) or _num(check.get("confidence"))
-    claimed = _claimed(param, check.get("claim") or claim)
+def _anytime_draft(anytime: AnytimeRecord, claim: Claim | None) -> _Draft:
+    param, lb, refutes, confidence = anytime.parameter, anytime.lower_bound, anytime.contradicts_claim, anytime.confidence
+    claimed = claimed_value(param, claim)
     if lb is None:
         figure = f"no loss on {param} shown yet" + ("" if claimed is None else f" (claimed {claimed:g})")
     elif claimed is None:
@@ -360,11 +335,10 @@ def _anytime_draft(check: Mapping[str, Any], claim: Any) -> _Draft | None:
         figure = f"{param} > {_g(lb)}" + (f" > claimed {claimed:g}" if lb > claimed else f", above the claimed {claimed:g}")
     else:
         figure = f"{param} > {_g(lb)}, not excluding the claimed {claimed:g}"
-    where = (f", every period t = {anytime.get('from_t')}–{anytime.get('to_t')}"
-             if anytime.get("from_t") is not None else "")
+    where = f", every period t = {anytime.from_t}–{anytime.to_t}" if anytime.from_t is not None else ""
     return _Draft(
         "anytime_bound", figure, refutes, value=lb, confidence=confidence, where=where,
-        validity=str(anytime.get("validity") or "across_runs"), restates_alarm=bool(anytime.get("restates_alarm", True)),
+        validity=anytime.validity, restates_alarm=anytime.restates_alarm,
         can=f"an anytime-valid {_pct(confidence)} lower bound on {param} from every period of the horizon (a "
         f"confidence sequence) excludes the claim; it is {ACROSS_RUNS_WORDS} (it reads the periods that raised the "
         "alarm, so only the confirmation on fresh outputs is valid given the alarm)",
@@ -372,43 +346,33 @@ def _anytime_draft(check: Mapping[str, Any], claim: Any) -> _Draft | None:
         "detector yet; a lower bound below a claim says nothing about how large the loss may be")
 
 
-def _confirmation_draft(conf: Mapping[str, Any], claim: Any) -> _Draft:
-    param = str(conf.get("parameter") or "ε")
-    lb = _num(conf.get("lower_bound"))
-    refutes = bool(conf.get("confirms"))
-    confidence = _num(conf.get("confidence"))
-    n = (conf.get("counts") or {}).get("n")
-    where = f", {int(n):,} per database" if _num(n) is not None else ""
+def _confirmation_draft(conf: ConfirmationRecord, claim: Claim | None) -> _Draft:
+    where = f", {conf.n:,} per database" if conf.n is not None else ""
     return _Draft(
-        "confirmation", _param_bound(param, lb, claim, refutes), refutes, value=lb, confidence=confidence, where=where,
-        validity="given_alarm", restates_alarm=False,
+        "confirmation", _param_bound(conf.parameter, conf.lower_bound, claim, conf.confirms), conf.confirms,
+        value=conf.lower_bound, confidence=conf.confidence, where=where, validity="given_alarm", restates_alarm=False,
         can="the exact Clopper–Pearson test on fresh outputs drawn after the alarm, independent of everything the "
         "detector saw, contradicts the claim (valid also given that the alarm happened)",
         cannot="the fresh outputs do not contradict the claim: the alarm may be a false alarm, or the violation too "
         "small for this many outputs")
 
 
-def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
+def _snapshot_drafts(snap: SnapshotRecord, claim: StoredClaim) -> list[_Draft]:
     drafts: list[_Draft] = []
-    lb = _num(snap.get("lower_bound"))
-    eps_hat = _num(snap.get("epsilon_hat"))
-    confidence = _num(snap.get("confidence"))
-    if confidence is None and _num(snap.get("alpha")) is not None:
-        confidence = 1 - float(snap["alpha"])
-    claimed_eps = _claim_epsilon(claim)
-    if claimed_eps is None and claim is None:
-        claimed_eps = _num(snap.get("claimed_epsilon"))
-    reading = snap.get("verdict")
+    lb, eps_hat, confidence = snap.lower_bound, snap.epsilon_hat, snap.confidence
+    claimed_eps = claim.pure_epsilon
+    if claimed_eps is None and not claim.given:
+        claimed_eps = snap.claimed_epsilon
     if lb is not None or eps_hat is not None:
         # MPL bounds the pure loss: compared with a pure-ε claim only ((ε, δ), GDP and zCDP are not)
-        if reading == "not_comparable" or (claimed_eps is None and claim is not None):
+        if snap.verdict == "not_comparable" or (claimed_eps is None and claim.given):
             drafts.append(_Draft(
                 "mpl_lower_bound", f"pure loss ε ≥ {_g(lb)}, ε̂ = {_g(eps_hat)}", False, value=lb,
                 confidence=confidence,
                 cannot="MPL bounds the pure privacy loss and this claim bounds no pure ε, so its bound is not "
                 "compared with the claim (the claim terms are)"))
         else:
-            refutes = (reading == "exceeds_claim") if reading else (
+            refutes = (snap.verdict == "exceeds_claim") if snap.verdict else (
                 lb is not None and claimed_eps is not None and lb > claimed_eps)
             tail = "" if claimed_eps is None else (f" > claimed {claimed_eps:g}" if refutes
                                                     else f", not above the claimed {claimed_eps:g}")
@@ -418,35 +382,32 @@ def _snapshot_drafts(snap: Mapping[str, Any], claim: Any) -> list[_Draft]:
                 can=f"MPL's {_pct(confidence)} lower bound at its t̂, on outputs that did not choose t̂, exceeds the "
                 "claim",
                 cannot="MPL's lower bound covers the loss at one point t̂ of one pair; it may miss where the loss is"))
-    terms = snap.get("claim_terms")
-    if isinstance(terms, Mapping) and "refutes" in terms:
-        drafts.append(_terms_draft(terms, confidence))
+    if snap.claim_terms is not None:
+        drafts.append(_terms_draft(snap.claim_terms, confidence))
     return drafts
 
 
-def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
-    refutes = bool(terms.get("refutes"))
-    tclaim = claim_of_record(terms.get("claim"))
-    if confidence is None and _num(terms.get("alpha")) is not None:
-        confidence = 1 - float(terms["alpha"])
+def _terms_draft(terms: ClaimTermsRecord, confidence: float | None) -> _Draft:
+    refutes, tclaim = terms.refutes, terms.claim
+    if confidence is None and terms.alpha is not None:
+        confidence = 1 - terms.alpha
     figure, value = None, None
     eps = _num(tclaim.epsilon) if isinstance(tclaim, (PureDP, ApproxDP)) else None
-    dlb = _num(terms.get("delta_lower_bound"))
+    dlb = terms.delta_lower_bound
     claimed_delta = tclaim.delta if isinstance(tclaim, ApproxDP) else 0.0
     if dlb is not None and eps is not None and (dlb > claimed_delta or not refutes):
         figure, value = f"δ({eps:g}) ≥ {_g(dlb)}" + (f" > claimed δ = {claimed_delta:g}" if dlb > claimed_delta
                                                       else f", not above the claimed δ = {claimed_delta:g}"), dlb
-    mlb = _num(terms.get("mu_lower_bound"))
+    mlb = terms.mu_lower_bound
     claimed_mu = _num(tclaim.mu) if isinstance(tclaim, GaussianDP) else None
     if figure is None and mlb is not None and claimed_mu is not None:
         figure, value = f"μ ≥ {_g(mlb)}" + (f" > claimed {claimed_mu:g}" if mlb > claimed_mu
                                             else f", not above the claimed {claimed_mu:g}"), mlb
     if figure is None:
-        event = terms.get("refuting_event") or {}
-        p, q = _num(event.get("p_hat")), _num(event.get("q_hat"))
+        p, q = terms.event_p_hat, terms.event_q_hat
         figure = (f"the event with p̂ = {_g(p)}, q̂ = {_g(q)} lies "
-                  + ("outside" if refutes else "inside") + f" the region of {terms.get('description') or 'the claim'}"
-                  if p is not None and q is not None else str(terms.get("statement") or "no figure"))
+                  + ("outside" if refutes else "inside") + f" the region of {terms.description or 'the claim'}"
+                  if p is not None and q is not None else (terms.statement or "no figure"))
     return _Draft(
         "claim_terms", figure, refutes, value=value, confidence=confidence,
         can="the Clopper–Pearson box of the snapshot's event, on outputs that did not choose it, lies outside the "
@@ -454,117 +415,86 @@ def _terms_draft(terms: Mapping[str, Any], confidence: float | None) -> _Draft:
         cannot="the snapshot tests one chosen event of one pair; a miss there says nothing about other events")
 
 
-def _detector_draft(alarm: Mapping[str, Any], detection: Mapping[str, Any] | None) -> _Draft | None:
+def _detector_draft(alarm: AlarmRecord) -> _Draft | None:
     """The detector's alarm: a level-α sequential test (aggregator, naive, e-process; alarms stored
-    without ``detection`` are read as one, as alarms stored before the ``detection`` field), or the e-detector's ARL-controlled
-    detection, which is not a refutation at level α (method.md §11.4, §13.4)."""
-    stat, thr = _num(alarm.get("statistic")), _num(alarm.get("threshold"))
+    without ``detection`` are read as one), or the e-detector's ARL-controlled detection, which is
+    not a refutation at level α (method.md §11.4, §13.4)."""
+    stat, thr, detection = alarm.statistic, alarm.threshold, alarm.detection
     if stat is None or thr is None:
         return None
     where = ""
-    if alarm.get("t") is not None:
-        where = f", period {alarm.get('t')}" + (f" of horizon {alarm.get('horizon_index')}"
-                                               if alarm.get("horizon_index") is not None else "")
-    detection = detection if isinstance(detection, Mapping) else {}
-    alpha = _num(detection.get("alpha"))
-    name = detection.get("detector")
+    if alarm.t is not None:
+        where = f", period {alarm.t}" + (f" of horizon {alarm.horizon_index}" if alarm.horizon_index is not None else "")
+    name = detection.detector
     # the e-values' statistic and threshold are stored as natural logarithms (app.stats.sequential)
     figure = (f"log M_t = {stat:.3g} > log threshold {thr:.3g}" if name in ("e-process", "e-detector")
               else f"M_t = {stat:.3g} > threshold {thr:.3g}")
-    if detection.get("kind") == "arl":
-        arl = _num(detection.get("arl"))
-        arl_text = f"ARL ≥ {arl:g}" if arl is not None else "an average run length"
+    if detection.kind == "arl":
+        arl_text = f"ARL ≥ {detection.arl:g}" if detection.arl is not None else "an average run length"
         return _Draft(
             "detector", figure, stat > thr, kind="detection", note=arl_text,
             value=stat, where=where, short="the e-detector's alarm",
             cannot=f"the e-detector controls the average run length under the claim ({arl_text} periods between false "
             "alarms), not the probability of a false alarm over the horizon")
-    level = f"a level-{alpha:g} " if alpha is not None else "a level-α "
+    level = f"a level-{detection.alpha:g} " if detection.alpha is not None else "a level-α "
     short = f"the {name} detector's sequential test" if name else "the detector's sequential test"
     return _Draft("detector", figure, stat > thr, value=stat,
                   where=f", {level}test{where}", short=short,
-                  can=str(detection.get("statement") or "the detector's statistic crossed its threshold, which keeps "
-                          "the false-alarm rate over the horizon at α (seed 002)"),
+                  can=detection.statement or ("the detector's statistic crossed its threshold, which keeps the "
+                                              "false-alarm rate over the horizon at α (seed 002)"),
                   cannot="the detector's statistic stayed below its threshold")
 
 
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
-
-
-def alarm_verdict(alarm: Any) -> Verdict:
-    """The verdict of an alarm (an ORM ``Alarm``, an ``AlarmRead`` or a dict with ``kind``,
-    ``statistic``, ``threshold``, ``t``, ``horizon_index``, ``claim`` and ``evidence``)."""
-    evidence = _get(alarm, "evidence")
-    if hasattr(evidence, "model_dump"):
-        evidence = evidence.model_dump(mode="json")
-    evidence = evidence if isinstance(evidence, Mapping) else {}
-    if _get(alarm, "kind") == "contract":
-        contract = evidence.get("contract") if isinstance(evidence.get("contract"), Mapping) else {}
-        breach = contract.get("breach") or "breach"
-        detail = contract.get("detail") or evidence.get("statement") or ""
-        figure = f"{breach}" + (f" ({detail.rstrip('.')})" if detail else "")
+def alarm_verdict(alarm: object) -> Verdict:
+    """The verdict of an alarm (an ORM ``Alarm``, an ``AlarmRead``, a dict with ``kind``,
+    ``statistic``, ``threshold``, ``t``, ``horizon_index``, ``claim`` and ``evidence``, or its
+    :class:`~app.alarms.records.AlarmRecord`)."""
+    record = alarm if isinstance(alarm, AlarmRecord) else parse_alarm(alarm)
+    if record.contract is not None:
+        contract = record.contract
+        figure = contract.breach + (f" ({contract.detail.rstrip('.')})" if contract.detail else "")
         draft = _Draft("contract", figure, True, can="an output broke the mechanism's declared output shape",
                        cannot="")
         return _verdict([draft], "the output contract", subject="contract")
-    claim = _get(alarm, "claim")
-    check = evidence.get("check") if isinstance(evidence.get("check"), Mapping) else None
-    if claim is None and check is not None:
-        claim = check.get("claim")
-    words = (check or {}).get("claim_description") or _claim_words(claim)
     drafts: list[_Draft] = []
-    detector = _detector_draft({k: _get(alarm, k) for k in ("statistic", "threshold", "t", "horizon_index")},
-                               (check or {}).get("detection"))
-    conf = evidence.get("confirmation") or (check or {}).get("confirmation")
-    if isinstance(conf, Mapping):
-        drafts.append(_confirmation_draft(conf, (check or {}).get("claim") or claim))
-    if check is not None:
-        anytime = _anytime_draft(check, claim)
-        if anytime is not None:
-            drafts.append(anytime)
-    snap = evidence.get("snapshot")
-    if snap is None and "kind" not in evidence and "snapshot_id" in evidence:
-        # alarms stored before the evidence had a `check` part held the snapshot's summary only
-        snap = {**evidence, "verdict": "exceeds_claim" if evidence.get("exceeds_claim") else "weaker_estimator"}
-    if isinstance(snap, Mapping):
-        drafts += _snapshot_drafts(snap, claim)
+    detector = _detector_draft(record)
+    if record.confirmation is not None:
+        drafts.append(_confirmation_draft(record.confirmation, record.bound_claim))
+    if record.check is not None and record.check.anytime is not None:
+        drafts.append(_anytime_draft(record.check.anytime, record.bound_claim))
+    if record.snapshot is not None:
+        drafts += _snapshot_drafts(record.snapshot, record.claim)
     if detector is not None:
         drafts.append(detector)
-    if check is not None:
-        drafts += _window_drafts(check, claim)
-    return _verdict(drafts, words)
+    if record.check is not None:
+        drafts += _window_drafts(record.check, record.bound_claim)
+    return _verdict(drafts, record.words)
 
 
-def snapshot_verdict(result: Mapping[str, Any] | None, *, status: str | None = None) -> Verdict | None:
-    """The verdict of a done snapshot (its ``result``); None while it is pending or when it failed."""
-    if not isinstance(result, Mapping) or (status is not None and status not in ("done", "succeeded")):
+def snapshot_verdict(result: Mapping[str, object] | SnapshotResultRecord | None, *,
+                     status: str | None = None) -> Verdict | None:
+    """The verdict of a done snapshot (its ``result``, or its
+    :class:`~app.alarms.records.SnapshotResultRecord`); None while it is pending or when it failed."""
+    if result is None or (status is not None and status not in ("done", "succeeded")):
         return None
-    claim = result.get("claim")
-    if claim is None and _num(result.get("claimed_epsilon")) is not None:
-        claim = {"epsilon": float(result["claimed_epsilon"])}
-    terms = result.get("claim_terms")
-    words = (terms.get("description") if isinstance(terms, Mapping) else None) or _claim_words(claim)
-    drafts = _snapshot_drafts({**result, "confidence": 1 - float(result.get("alpha", 0.05))}, claim)
-    if claim is None and not (isinstance(terms, Mapping)):
-        lb = _num(result.get("lower_bound"))
+    record = result if isinstance(result, SnapshotResultRecord) else parse_snapshot_result(result)
+    words = record.terms_description or record.claim.words
+    drafts = _snapshot_drafts(record.snapshot, record.claim)
+    if not record.claim.given and not record.has_terms:
         return Verdict(refutes=False, claim=None, sentence=(
-            f"No claim to test: ε ≥ {_g(lb)} at {_pct(1 - float(result.get('alpha', 0.05)))} confidence "
+            f"No claim to test: ε ≥ {_g(record.snapshot.lower_bound)} at {_pct(1 - record.alpha)} confidence "
             "(MPL snapshot). A lower bound says nothing about how large ε may be."),
             strongest=None, estimators=[d.reading(False) for d in drafts])
     return _verdict(drafts, words, fallback="This snapshot does not show that the claim holds.")
 
 
-def audit_verdict(result: Mapping[str, Any]) -> Verdict:
+def audit_verdict(result: Mapping[str, object]) -> Verdict:
     """The verdict of an audit (``AuditResult.to_dict()``): the held-out test is the valid one;
     MPL's ε̂ is a point estimate shown beside it, never counted as a test."""
-    alpha = float(result.get("alpha", 0.05))
+    audit = parse_audit(result)
+    alpha, param, lb, claimed, refuted = (audit.alpha, audit.parameter, audit.lower_bound, audit.claimed_epsilon,
+                                          audit.refuted)
     confidence = 1 - alpha
-    claim = result.get("claim")
-    words = None if not claim or str(claim).startswith("none") else str(claim)
-    lb = _num(result.get("lower_bound"))
-    param = "μ" if str(claim).endswith("-GDP") else "ρ" if str(claim).endswith("-zCDP") else "ε"
-    claimed = _num(result.get("claimed_epsilon"))
-    refuted = bool(result.get("refuted")) and words is not None
     tail = "" if claimed is None else (f" > claimed {claimed:g}" if refuted else f", not above the claimed {claimed:g}")
     drafts = [_Draft(
         "held_out_test", f"{param} ≥ {_g(lb)}{tail}" if lb is not None else f"no lower bound on {param}", refuted,
@@ -572,17 +502,17 @@ def audit_verdict(result: Mapping[str, Any]) -> Verdict:
         can=f"held-out Clopper–Pearson counts lie outside the claim's region at level α = {alpha:g}, over all "
         "rounds and events",
         cannot="it tests the events chosen from these pairs within this budget; other pairs or events may show more")]
-    eps_hat = _num(result.get("epsilon_hat"))
+    eps_hat = audit.epsilon_hat
     if eps_hat is not None:
         drafts.append(_Draft(
             "mpl_point_estimate", f"ε̂ = {_g(eps_hat)}" + ("" if claimed is None else
                                                            (" (above the claim)" if eps_hat > claimed
                                                             else " (below the claim)")), False, kind="point",
             value=eps_hat, cannot="ε̂ is MPL's point estimate without a confidence level"))
-    if words is None:
+    if audit.claim_words is None:
         return Verdict(refutes=False, claim=None, sentence=(
             f"No claim to test: {param} ≥ {_g(lb)} at {_pct(confidence)} confidence (held-out test). A lower bound "
             f"says nothing about how large {param} may be."), strongest=None,
             estimators=[d.reading(False) for d in drafts])
-    return _verdict(drafts, words, fallback="This audit tried these pairs within this budget; it does not "
+    return _verdict(drafts, audit.claim_words, fallback="This audit tried these pairs within this budget; it does not "
                     "show that the mechanism satisfies the claim.")

@@ -49,8 +49,8 @@ from app.stats.events import event_contains
 from app.stats.heldout import Counts, test_claim
 from app.stats.shapes import OutputShape, concat_outputs, n_outputs, take_outputs
 
-__all__ = ["FINAL_SHARE", "StageResult", "certification_settings", "certify", "findings_from", "held_out_size",
-           "stage_alpha", "staged_test"]
+__all__ = ["FINAL_SHARE", "EngineCertification", "StageResult", "StagedTests", "certification_settings", "certify",
+           "findings_from", "held_out_size", "stage_alpha", "staged_test"]
 
 #: The final certification's share of α when there are staged tests; the stages share the rest.
 FINAL_SHARE = 0.5
@@ -215,6 +215,50 @@ async def certify(draws: SearchDraws, finalists: list[CandidatePair], shape: Out
 
     return await run_engine(draws.engine_sampler(), [(p.x, p.x_prime) for p in finalists], shape, claim, settings,
                             progress=on_progress, cancel=draws.cancel, deadline=deadline)
+
+
+@dataclass
+class StagedTests:
+    """The staged tests as a :class:`~app.search.protocols.PairTester`: each call that tests
+    anything is the next stage (its level α·2^−(s+1)); ``stages`` keeps them in order."""
+
+    shape: OutputShape
+    claim: Claim
+    alpha: float
+    proposal: ProposalSettings
+    max_pairs: int
+    n_min: int = 500
+    stages: list[StageResult] = field(default_factory=list)
+
+    async def test(self, draws: SearchDraws, pairs: list[CandidatePair], *, max_outputs: int,
+                   after: str) -> StageResult | None:
+        st = await staged_test(draws, pairs, self.shape, self.claim, stage=len(self.stages) + 1, alpha=self.alpha,
+                               after=after, proposal=self.proposal, max_pairs=self.max_pairs, max_outputs=max_outputs,
+                               n_min=self.n_min)
+        if st is not None:
+            self.stages.append(st)
+        return st
+
+
+@dataclass
+class EngineCertification:
+    """The final certification as a :class:`~app.search.protocols.PairTester`: the audit engine on
+    the finalists at level ``alpha``, its settings sized to ``max_outputs`` (:func:`certification_settings`).
+    It always follows refinement; ``after`` is not recorded."""
+
+    shape: OutputShape
+    claim: Claim
+    alpha: float
+    seed: int = 0
+    progress: Any = None
+    deadline: float | None = None
+
+    async def test(self, draws: SearchDraws, pairs: list[CandidatePair], *, max_outputs: int,
+                   after: str = "refinement") -> AuditResult:
+        n_dbs = len({k for f in pairs for k in f.key.split("|")})
+        settings = certification_settings(max_outputs, n_dbs, self.alpha, seed=self.seed)
+        return await certify(draws, pairs, self.shape, self.claim, settings=settings, progress=self.progress,
+                             deadline=self.deadline)
 
 
 def findings_from(result: AuditResult | None, finalists: list[CandidatePair], claim_value: float | None,

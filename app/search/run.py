@@ -4,7 +4,7 @@
 ``run_search(sampler, domain, claim, shape, settings)`` is black-box: it sees the mechanism only
 through ``await sampler(database, n)`` (over HTTP in app.search.service; a Python function in the
 benches). Four replaceable parts, after DP-Auditorium's split (generators / testers), of which only
-the last speaks for α:
+the last speaks for α (called through ``app.search.protocols.PairTester``):
 
 1. **generators** (app.search.generators): candidate pairs from the domain at no sample cost;
 2. **screening** (app.search.screening): successive halving with the engine's ranking score;
@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.audit.engine import AuditResult
 from app.audit.power import power_rows, power_sentence
 from app.reporting.text import number, shorten
 from app.sampling.timing import (
@@ -45,15 +46,15 @@ from app.sampling.timing import (
 )
 from app.search.certify import (
     FINAL_SHARE,
+    EngineCertification,
+    StagedTests,
     StageResult,
-    certification_settings,
-    certify,
     findings_from,
-    staged_test,
 )
 from app.search.domain import InputDomain
 from app.search.draws import EndpointUnusable, SearchCancelled, SearchDraws
 from app.search.generators import DEFAULT_LIMIT, CandidatePair, candidate_pairs
+from app.search.protocols import PairTester
 from app.search.refine import RefineSettings, refine_pair
 from app.search.screening import (
     ScreenedPair,
@@ -274,8 +275,10 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     proposal = ProposalSettings(n_test=max(1_000, int(cert_budget_guess / 12)), level=s.alpha / 40, delta=delta,
                                 target=claim_eps if parameter == "ε" else None, learned=True, seed=s.seed)
 
-    # staged certification (app.search.certify.staged_test) -------------------------------------
-    stages: list[StageResult] = []
+    # staged certification (app.search.certify.StagedTests) -------------------------------------
+    staged_tests = StagedTests(shape, claim, s.alpha, proposal, s.stage_pairs, n_min=STAGE_MIN)
+    staged: PairTester[StageResult] = staged_tests
+    stages = staged_tests.stages
     stage_budget = int(budget * s.stage_share) if s.staged else 0
     first: dict[str, Any] | None = None
     all_pairs = list(candidates)
@@ -290,12 +293,10 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             return False
         previous = phase["name"]
         phase["name"] = "certification"
-        st = await staged_test(draws, ranked_pairs, shape, claim, stage=len(stages) + 1, alpha=s.alpha, after=after,
-                               proposal=proposal, max_pairs=s.stage_pairs, max_outputs=room, n_min=STAGE_MIN)
+        st = await staged.test(draws, ranked_pairs, max_outputs=room, after=after)
         phase["name"] = previous
         if st is None:
             return False
-        stages.append(st)
         await report(f"staged test {st.stage} after {after}: {len(st.tests)} pair(s) tested"
                      + (", certified" if st.refuted else ""), force=True)
         if st.refuted and first is None:
@@ -365,12 +366,11 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
     elif time_stop is not None:
         stopped = time_stop
     elif finalists and cert_budget >= 4 * 100 * len(finalists):
-        n_dbs = len({k for f in finalists for k in f.key.split("|")})
-        engine_settings = certification_settings(cert_budget, n_dbs, final_alpha, seed=s.seed)
+        final: PairTester[AuditResult] = EngineCertification(shape, claim, final_alpha, seed=s.seed,
+                                                             progress=lambda m: report(m), deadline=deadline)
         await report(f"certifying {len(finalists)} finalist(s) on fresh samples", force=True)
         try:
-            result = await certify(draws, finalists, shape, claim, settings=engine_settings,
-                                   progress=lambda m: report(m), deadline=deadline)
+            result = await final.test(draws, finalists, max_outputs=cert_budget, after="refinement")
         except (SearchCancelled, EndpointUnusable):
             raise
         except Exception as exc:  # noqa: BLE001 - the endpoint failed on a finalist it answered before
@@ -379,11 +379,13 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             cert_error = failure_of(exc)
             stopped = f"certification failed ({cert_error['reason']}): nothing certified"
         else:
-            if result.refuted and first is None:
+            if result is not None and result.refuted and first is None:
                 first = {"stage": "final", "after": "refinement", "samples": draws.total,
                          "seconds": round(time.monotonic() - started, 3)}
-            stopped = ("certified" if result.refuted or first is not None else
-                       (result.stopped if result.stopped.startswith(("time limit", "a request timed out")) else "budget"))
+            if first is not None:
+                stopped = "certified"
+            elif result is not None and result.stopped.startswith(("time limit", "a request timed out")):
+                stopped = result.stopped
     elif not finalists:
         stopped = "no pair could be sampled"
     else:

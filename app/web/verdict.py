@@ -10,10 +10,11 @@ by :func:`alarm_verdict` or :func:`snapshot_verdict`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.alarms import verdict as core
+from app.alarms.records import parse_alarm, parse_snapshot_result
 
 TITLES = {
     "detector": "Sequential detector (the alarm's own test)",
@@ -60,13 +61,9 @@ class Verdict:
 CONTRACT_READING = "the output breaks the declared contract"
 
 
-def lower_bound_note(lower_bound: Any, epsilon_hat: Any) -> str | None:
+def lower_bound_note(lb: float | None, eps: float | None) -> str | None:
     """Why MPL's lower bound can sit above its point estimate (when it does)."""
-    try:
-        lb, eps = float(lower_bound), float(epsilon_hat)
-    except (TypeError, ValueError):
-        return None
-    if not lb > eps:
+    if lb is None or eps is None or not lb > eps:
         return None
     return (f"The lower bound LB = {lb:.4g} is above the point estimate ε̂ = {eps:.4g}: they are different estimators "
             "on different outputs. ε̂ is MPL's estimate on the outputs that chose the point t̂; LB is computed at that "
@@ -93,22 +90,22 @@ def _dress(v: core.Verdict | None) -> Verdict | None:
                    estimators=out)
 
 
-def alarm_verdict(alarm: Any) -> Verdict:
-    dressed = _dress(core.alarm_verdict(alarm))
+def alarm_verdict(alarm: object) -> Verdict:
+    record = parse_alarm(alarm)
+    dressed = _dress(core.alarm_verdict(record))
     assert dressed is not None
-    evidence = getattr(alarm, "evidence", None) or {}
-    snap = evidence.get("snapshot") if isinstance(evidence, dict) else None
-    if isinstance(snap, dict):
-        note = lower_bound_note(snap.get("lower_bound"), snap.get("epsilon_hat"))
+    if record.snapshot is not None:
+        note = lower_bound_note(record.snapshot.lower_bound, record.snapshot.epsilon_hat)
         if note:
             dressed.notes.append(note)
     return dressed
 
 
-def snapshot_verdict(result: dict[str, Any] | None, status: str | None) -> Verdict | None:
-    dressed = _dress(core.snapshot_verdict(result, status=status))
-    if dressed is not None and result:
-        note = lower_bound_note(result.get("lower_bound"), result.get("epsilon_hat"))
+def snapshot_verdict(result: Mapping[str, object] | None, status: str | None) -> Verdict | None:
+    record = parse_snapshot_result(result) if result is not None else None
+    dressed = _dress(core.snapshot_verdict(record, status=status))
+    if dressed is not None and record is not None:
+        note = lower_bound_note(record.snapshot.lower_bound, record.snapshot.epsilon_hat)
         if note:
             dressed.notes.append(note)
     return dressed

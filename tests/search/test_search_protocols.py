@@ -58,3 +58,39 @@ def test_families_choose_their_generators_and_unknown_ones_are_refused():
     assert {p.key for p in only_statdp} == {p.key for p in statdp_patterns(domain)}
     with pytest.raises(ValueError, match="families: unknown 'grid'"):
         candidate_pairs(domain, 10, 0, ("statdp", "grid"))
+
+
+def _no_noise(database, n, rng):
+    """A sum released without noise: its two databases never share an output."""
+    import numpy as np
+
+    return np.full(n, float(sum(database)))
+
+
+def test_both_testers_run_through_the_pair_tester_interface():
+    """The staged tests and the final certification are called the same way (PairTester.test): a
+    stage with no choosing data tests nothing and spends no level; on a flagrant violation the next
+    call is stage 1 at α/4 and refutes, and the engine certifies the same pair."""
+    import asyncio
+
+    from app.search.certify import EngineCertification, StagedTests, stage_alpha
+    from app.search.draws import SearchDraws, function_sampler
+    from app.search.pairs import CandidatePair
+    from app.search.protocols import PairTester
+    from app.stats.candidates import ProposalSettings
+    from app.stats.claims import PureDP
+    from app.stats.shapes import OutputShape
+
+    pair = CandidatePair([0.0], [1.0], "replace", "test")
+    draws = SearchDraws(function_sampler(_no_noise, OutputShape(), seed=1))
+    staged = StagedTests(OutputShape(), PureDP(1.0), 0.05, ProposalSettings(n_test=1_000, level=0.05 / 40, seed=1),
+                         max_pairs=2)
+    testers: list[PairTester] = [staged, EngineCertification(OutputShape(), PureDP(1.0), 0.025, seed=1)]
+    assert asyncio.run(testers[0].test(draws, [pair], max_outputs=20_000, after="nothing")) is None
+    assert staged.stages == [] and draws.total == 0
+    asyncio.run(draws.top_up([pair.x, pair.x_prime], 1_000, "screening", cap=10_000))
+    first = asyncio.run(testers[0].test(draws, [pair], max_outputs=20_000, after="screening rung 0"))
+    assert first is not None and first.refuted and first.tests
+    assert staged.stages == [first] and first.stage == 1 and first.alpha == stage_alpha(0.05, 1)
+    final = asyncio.run(testers[1].test(draws, [pair], max_outputs=20_000, after="refinement"))
+    assert final is not None and final.refuted and final.tests

@@ -25,7 +25,7 @@ from app.reference.mechanisms import Laplace
 from app.reference.server import endpoint_router
 from app.settings import Settings
 from tests.support.api_helpers import create_webhook, record_period
-from tests.support.sampling_server import UvicornThread, serve_app
+from tests.support.sampling_server import ASGIThread, serve_app
 from tests.worker.test_workers_postgres import SECRET, _stop, _wait, _worker, api, pg  # noqa: F401
 
 pytestmark = pytest.mark.postgres
@@ -107,7 +107,7 @@ def test_a_webhook_receiver_down_then_back_gets_the_alarm_once_signed(pg, api): 
     received: list[dict] = []
     receiver = FastAPI()
     # Its port is bound but not listening until start(): connections are refused, the receiver is down.
-    server = UvicornThread(receiver)
+    server = ASGIThread(receiver)
     hook = create_webhook(api, url=f"{server.base_url}/hooks", event_types=["alarm.firing"])
     mech = api.post("/v1/mechanisms", json={"name": "m", "sampling_url": "http://127.0.0.1:9/x", "output_kind": "real",
                                             "secret": SECRET})

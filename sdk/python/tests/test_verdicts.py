@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from dpwatch_sdk import generate_secret
+from dpwatch_sdk.serve_asgi import serve_asgi
 
 dp = pytest.importorskip("opendp.prelude")
 dp.enable_features("contrib")
@@ -40,7 +41,7 @@ ONE_PERSON_REMOVED = [([1.0, 1.0, 0.0], [0.0])]
 
 
 @pytest.mark.parametrize("d_in, refuted", [(2, False), (1, True)], ids=["correct d_in=2", "misconfigured d_in=1"])
-def test_opendp_pipeline_in_fastapi(auditor, serve_asgi, d_in, refuted):
+def test_opendp_pipeline_in_fastapi(auditor, d_in, refuted):
     from fastapi import FastAPI
 
     app = FastAPI()
@@ -48,8 +49,8 @@ def test_opendp_pipeline_in_fastapi(auditor, serve_asgi, d_in, refuted):
     exec(OPENDP_USER_CODE, user)
     claim = user["mechanism"].claim
     assert claim.epsilon == pytest.approx(float(d_in), rel=1e-6)
-    with serve_asgi(app) as server:
-        result = auditor.run_url(server.url + "/dp/", secret=SECRET, claim=claim, pairs=ONE_PERSON_REMOVED,
+    with serve_asgi(app) as base_url:
+        result = auditor.run_url(base_url + "/dp/", secret=SECRET, claim=claim, pairs=ONE_PERSON_REMOVED,
                                  output=user["mechanism"].output, budget=BUDGET)
     assert result.violated is refuted, result.report
     assert ("REFUTED" in result.report) is refuted

@@ -1,0 +1,179 @@
+"""What the benches that run dpwatch's processes on Postgres share (bench/isolation.py,
+bench/job_isolation.py, bench/retention.py, and bench/service_throughput.py's ``bench_service``,
+which bench/scale.py and bench/api_load.py use).
+
+- :func:`scratch_service`: a fresh Postgres database with dpwatch's schema and a :class:`Procs`
+  whose logs go to a temporary directory; on the way out (also on SIGTERM, read as Ctrl-C) the
+  processes are stopped and then the database is dropped;
+- :class:`Procs`: processes started in their own process groups, checked alive, stopped with
+  SIGINT, then SIGKILL;
+- :func:`worker_env`: the environment of a `dpwatch worker` on that database;
+- :func:`free_port`, :func:`wait_port`, :func:`peak_rss_mb`, :func:`say`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: The dpwatch command line, in this interpreter.
+DPWATCH = [sys.executable, "-m", "app.cli"]
+#: Postgres as the benches reach it (the admin database is ``{PG}/postgres``).
+PG = "postgresql+psycopg://postgres@127.0.0.1:5432"
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Procs:
+    """Processes of one run, each in its own process group, with its output in ``log_dir/<name>.log``."""
+
+    def __init__(self, log_dir: pathlib.Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"process {name} exited with {proc.returncode}:\n{tail}")
+
+    def stop(self, name: str, timeout: float = 10.0) -> None:
+        """Stop one process (SIGINT to its group, SIGKILL after ``timeout``) and forget it."""
+        proc = self.procs.pop(name, None)
+        if proc is not None:
+            self._stop([proc], timeout)
+
+    def close(self, timeout: float = 15.0) -> None:
+        """Stop every process, all at once (SIGINT to each group, SIGKILL after ``timeout``)."""
+        procs, self.procs = list(self.procs.values()), {}
+        self._stop(procs, timeout)
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+            # a process group may have children left (none expected): make sure
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (peak resident set) of a live process, in MB; 0 if gone."""
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def wait_port(port: int, timeout: float, procs: Procs) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        procs.check_alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"port {port} did not open in {timeout} s")
+
+
+def worker_env(db_url: str) -> dict[str, str]:
+    """The environment of a dpwatch process on ``db_url`` (migrated already), reaching 127.0.0.1."""
+    return {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
+            "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass
+class Scratch:
+    """A run's database and processes (:func:`scratch_service`)."""
+
+    db_url: str
+    procs: Procs
+    log_dir: pathlib.Path
+
+
+@contextlib.contextmanager
+def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None,
+                    keep_logs: bool = True) -> Iterator[Scratch]:
+    """A fresh database (``dbname``, else ``dpwatch_<name>_<random>``) migrated to dpwatch's schema,
+    and a :class:`Procs` logging to a temporary directory (``dpwatch-<name>-…``, removed at the end
+    unless ``keep_logs``). SIGTERM ends the run as Ctrl-C does; on the way out the processes are
+    stopped, then the database is dropped. dpwatch's own log lines below WARNING are silenced in
+    this process."""
+    import logging
+
+    import structlog
+    from sqlalchemy import create_engine, text
+
+    from app.db import run_migrations
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    dbname = dbname or f"dpwatch_{name.replace('-', '_')}_{secrets.token_hex(4)}"
+    db_url = f"{pg}/{dbname}"
+    admin = create_engine(f"{pg}/postgres", isolation_level="AUTOCOMMIT")
+    log_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"dpwatch-{name}-"))
+    procs = Procs(log_dir)
+
+    def on_term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    created = False
+    try:
+        say(f"database {dbname}: create + migrate")
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{dbname}"'))
+        created = True
+        run_migrations(db_url)
+        yield Scratch(db_url=db_url, procs=procs, log_dir=log_dir)
+    finally:
+        procs.close()
+        if created:
+            say(f"dropping database {dbname}")
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
+        admin.dispose()
+        if keep_logs:
+            say(f"logs kept in {log_dir}")
+        else:
+            shutil.rmtree(log_dir, ignore_errors=True)
