@@ -45,14 +45,18 @@ router = APIRouter(prefix="/monitors", tags=["monitors"])
 # its return value in a second one, and the session's end would be a third.
 
 
+#: The fields _read copies from a monitor's and a check's row (the claims are worked out).
+_MONITOR_FIELDS = tuple(name for name in MonitorRead.model_fields if name not in ("checks", "claim"))
+_CHECK_FIELDS = tuple(name for name in CheckRead.model_fields if not name.startswith("claim"))
+
+
 def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRead:
     """The response for a monitor and its checks: ORM objects, or the plain rows of the reads
     (app.monitors.service.get_monitor_plain)."""
-    data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
+    data = {name: getattr(monitor, name) for name in _MONITOR_FIELDS}
     data["claim"] = service.monitor_claim_api_form(monitor)
     check_reads = [
-        CheckRead.model_validate({**{n: getattr(c, n) for n in CheckRead.model_fields if not n.startswith("claim")},
-                                  **service.check_claim_fields(monitor, c)})
+        CheckRead.model_validate({**{n: getattr(c, n) for n in _CHECK_FIELDS}, **service.check_claim_fields(monitor, c)})
         for c in checks
     ]
     return MonitorRead.model_validate({**data, "checks": check_reads})
