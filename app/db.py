@@ -111,7 +111,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
                 ping_after_idle: float | None = None, statement_timeout_ms: int | None = None,
-                lock_timeout_ms: int | None = None) -> Engine:
+                lock_timeout_ms: int | None = None, pool_size: int = 10, max_overflow: int = 10) -> Engine:
     """An engine for ``url``: SQLite with WAL and enforced foreign keys, or Postgres via psycopg 3.
 
     Postgres connections are tested before use (``pool_pre_ping``), or, with ``ping_after_idle``
@@ -132,7 +132,9 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     # The pool is at least as large as the threads that use it (asyncio.to_thread's workers), so
-    # that connections are not opened and closed on every period.
+    # that connections are not opened and closed on every period. ``pool_size`` connections are
+    # kept open; up to ``max_overflow`` more are opened under load and closed as soon as they come
+    # back to a full pool (a new Postgres connection each time: the API keeps all of its open).
     # pool_timeout: how long a checkout waits for a free connection (sqlalchemy.exc.TimeoutError,
     # a 503 in the API). connect_timeout: a database that does not accept connections fails fast.
     # hide_parameters: a database error's message never holds the statement's values (secrets, API
@@ -143,7 +145,8 @@ def make_engine(url: str, *, echo: bool = False, pool_timeout: float = 30.0,
     if options:
         connect_args["options"] = " ".join(options)
     engine = create_engine(
-        url, echo=echo, hide_parameters=True, pool_pre_ping=ping_after_idle is None, pool_size=10, max_overflow=10,
+        url, echo=echo, hide_parameters=True, pool_pre_ping=ping_after_idle is None, pool_size=pool_size,
+        max_overflow=max_overflow,
         pool_timeout=pool_timeout, connect_args=connect_args,
     )
     if ping_after_idle is not None:

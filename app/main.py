@@ -39,6 +39,7 @@ from app.api.errors import (
     problem_responses,
 )
 from app.api.limits import RequestLimitsMiddleware, SecurityHeadersMiddleware, refuse_booleans_for_numbers
+from app.auth.key_cache import KEY_CACHE
 from app.auth.key_use import KeyUseRecorder
 from app.db import make_engine, make_session_factory, migrations_current, run_migrations
 from app.jobs.router import router as jobs_router
@@ -161,9 +162,13 @@ def create_app(
             # opened, rather than by each request's transaction (a round trip per request):
             # this engine serves only the API (an in-process worker has its own,
             # app.scheduler.attach_worker).
+            # Its 20 connections are all kept open (pool_size 20, no overflow): with 10 kept and
+            # 10 of overflow, a load of more than 10 concurrent requests opened and closed a
+            # Postgres connection over and over (one connection's start-up is a process on the
+            # server and several milliseconds of CPU here). The most it opens is 20, as before.
             engine = make_engine(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds,
                                  ping_after_idle=1.0, statement_timeout_ms=settings.db_statement_timeout_ms,
-                                 lock_timeout_ms=settings.db_lock_timeout_ms)
+                                 lock_timeout_ms=settings.db_lock_timeout_ms, pool_size=20, max_overflow=0)
             app.state.engine = engine
             app.state.session_factory = make_session_factory(engine)
             app.state.timeouts_at_connect = True
@@ -210,6 +215,7 @@ def create_app(
     app.state.on_startup_hooks = []
     app.state.on_shutdown_hooks = []
     app.state.key_use = KeyUseRecorder()  # API keys' last_used_at, off the requests' transactions
+    KEY_CACHE.ttl = settings.key_cache_seconds  # the process's resolved keys (app.auth.key_cache)
 
     install_problem_handlers(app)
     # Outermost first: request id and access log, then the last-resort 500, then the limits

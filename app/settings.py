@@ -237,6 +237,11 @@ class Settings(BaseSettings):
     session_max_age_seconds: int = Field(
         12 * 3600, ge=60, le=30 * 24 * 3600, description="How long a dashboard sign-in lasts."
     )
+    key_cache_seconds: float = Field(
+        5.0, ge=0, le=60,
+        description="How long an API process reuses a resolved API key without asking the database (0: a query "
+        "per request). A key revoked through another process may be accepted this long after (docs/keys.md).",
+    )
     metrics_cache_seconds: float = Field(
         5.0, ge=0, le=300, description="How long /metrics reuses its per-monitor numbers (0: a query per scrape).",
     )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import Depends, Request
@@ -13,9 +13,12 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.api.errors import ForbiddenError, ProblemError, UnauthorizedError, field_problem
+from app.auth.key_cache import KEY_CACHE
 from app.auth.key_use import KeyUseRecorder
-from app.auth.service import Principal, authenticate
+from app.auth.service import Principal, authenticate, cached_principal
 from app.settings import Settings
+
+T = TypeVar("T")
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -41,11 +44,36 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
                                     settings.db_lock_timeout_ms)
         yield session
     except BaseException:
+        if not session.in_transaction():  # nothing to roll back and no connection to give back
+            session.close()
+            raise
         with anyio.CancelScope(shield=True):  # the connection goes back even when cancelled
             await run_in_threadpool(_end, session, False)
         raise
+    if not session.in_transaction():
+        # Ended already (:func:`run_read`) or never used: closing does no I/O, so no hop.
+        session.close()
+        return
     with anyio.CancelScope(shield=True):
         await run_in_threadpool(_end, session, True)
+
+
+async def run_read(session: Session, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in the thread pool for an ``async def`` read handler, then, in the
+    same hop, the end of the request's session (commit when it returned, roll back when it
+    raised; then the connection goes back to the pool), which :func:`get_session` would otherwise
+    do in a hop of its own. A GET on a cached key is then one thread hop in all."""
+
+    def call() -> T:
+        try:
+            result = function(*args)
+        except BaseException:
+            _end(session, False)
+            raise
+        _end(session, True)
+        return result
+
+    return await run_in_threadpool(call)
 
 
 def _end(session: Session, commit: bool) -> None:
@@ -98,18 +126,24 @@ bearer_scheme = HTTPBearer(
 )
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
     """The tenant behind the bearer key; 401 with ``WWW-Authenticate: Bearer`` otherwise.
 
+    A key resolved within the last ``DPWATCH_KEY_CACHE_SECONDS`` is taken from the process's
+    cache (app.auth.key_cache) on the event loop: no query and no thread hop. Otherwise the
+    lookup is one query in the thread pool, which fills the cache.
+
     Nothing is written: a key whose use is due is noted on the request, and
     :func:`record_key_use_after` writes it after the handler."""
     if credentials is None:
         raise UnauthorizedError("Send an API key as `Authorization: Bearer <key>`.")
-    principal = authenticate(session, credentials.credentials)
+    principal = cached_principal(credentials.credentials)
+    if principal is None:
+        principal = await run_in_threadpool(authenticate, session, credentials.credentials, cache=KEY_CACHE)
     if principal is None:
         raise UnauthorizedError("The API key is unknown or has been revoked.", error="invalid_token")
     if principal.use_due:
@@ -130,10 +164,12 @@ async def record_key_use_after(request: Request) -> AsyncIterator[None]:
         yield
     finally:
         api_key_id = getattr(request.state, "key_use_due", None)
-        if api_key_id is not None:
+        recorder = key_use_recorder(request)
+        # The throttle is checked here, on the loop: a key found due in the cache stays due until
+        # its entry expires, and only the first of those requests per resolution hops to write.
+        if api_key_id is not None and recorder.claim(api_key_id):
             with anyio.CancelScope(shield=True):
-                await run_in_threadpool(key_use_recorder(request).record, request.app.state.session_factory,
-                                        api_key_id)
+                await run_in_threadpool(recorder.write, request.app.state.session_factory, api_key_id)
 
 
 def key_use_recorder(request: Request) -> KeyUseRecorder:
@@ -185,6 +221,11 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
+#: The attribute of a route that keeps its declared query parameters, worked out on its first
+#: request: (the dependant they were read from, the names).
+_ALLOWED_QUERY = "_dpwatch_allowed_query"
+
+
 async def reject_unknown_query(request: Request) -> None:
     """422 for a query parameter the operation does not declare (``?status=bogus`` on a route
     whose filter is ``state``): a typo must not silently widen a filter. The OpenAPI description
@@ -193,7 +234,11 @@ async def reject_unknown_query(request: Request) -> None:
     dependant = getattr(route, "dependant", None)
     if dependant is None:
         return
-    allowed = _query_names(dependant)
+    cached = getattr(route, _ALLOWED_QUERY, None)
+    if cached is None or cached[0] is not dependant:
+        cached = (dependant, frozenset(_query_names(dependant)))
+        setattr(route, _ALLOWED_QUERY, cached)
+    allowed = cached[1]
     unknown = sorted({name for name in request.query_params if name not in allowed})
     if unknown:
         raise ProblemError(

@@ -57,6 +57,12 @@ class KeyUseRecorder:
         resolution; whether a row was written. Never raises a database error."""
         if factory is None or not self.claim(api_key_id):
             return False
+        return self.write(factory, api_key_id)
+
+    def write(self, factory: sessionmaker[Session] | None, api_key_id: uuid.UUID) -> bool:
+        """The write of :meth:`record` for a caller that has :meth:`claim`-ed the key already."""
+        if factory is None:
+            return False
         session = factory()
         sqlite = False
         try:

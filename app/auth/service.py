@@ -6,11 +6,12 @@ import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, event, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.auth.key_cache import KEY_CACHE, KeyCache
 from app.db import utcnow
 from app.models.auth import SCOPES, ApiKey, Tenant, WebSession
 
@@ -162,21 +163,48 @@ def revoke_api_key(session: Session, api_key_id: uuid.UUID, *, allow_last_admin:
             )
     api_key.revoked_at = utcnow()
     session.flush()
+    # This process stops accepting the key at once (other processes within their cache's TTL,
+    # app.auth.key_cache): now, and again once the revocation is committed.
+    key_hash = api_key.key_hash
+    KEY_CACHE.drop(key_hash)
+    event.listen(session, "after_commit", lambda _session: KEY_CACHE.drop(key_hash), once=True)
     return api_key
 
 
-def authenticate(session: Session, plaintext: str) -> Principal | None:
-    """The principal for a bearer key, or None if the key is unknown or revoked."""
+def _use_due(last_used_at: datetime | None) -> bool:
+    return last_used_at is None or (utcnow() - last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS
+
+
+def authenticate(session: Session, plaintext: str, *, cache: KeyCache | None = None) -> Principal | None:
+    """The principal for a bearer key, or None if the key is unknown or revoked. With ``cache``,
+    an active key's resolution is kept there (app.auth.key_cache; :func:`cached_principal` reads it)."""
     if not plaintext.startswith(KEY_PREFIX) or len(plaintext) > 200:
         return None
-    api_key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_api_key(plaintext)))
-    if api_key is None or api_key.revoked_at is not None:
+    key_hash = hash_api_key(plaintext)
+    generation = cache.generation if cache is not None else 0
+    row = session.execute(
+        select(ApiKey.id, ApiKey.tenant_id, ApiKey.scope, ApiKey.revoked_at, ApiKey.last_used_at)
+        .where(ApiKey.key_hash == key_hash)
+    ).first()
+    if row is None or row.revoked_at is not None:
         return None
-    now = utcnow()
+    if cache is not None:
+        cache.put(key_hash, row.tenant_id, row.id, row.scope, row.last_used_at, generation)
     # Nothing is written here: a write would hold the key's row lock until the request's
     # transaction ends (a hanging probe made every other request of the key wait on it, then 503).
-    due = api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS
-    return Principal(tenant_id=api_key.tenant_id, api_key_id=api_key.id, scope=api_key.scope, use_due=due)
+    return Principal(tenant_id=row.tenant_id, api_key_id=row.id, scope=row.scope, use_due=_use_due(row.last_used_at))
+
+
+def cached_principal(plaintext: str, cache: KeyCache = KEY_CACHE) -> Principal | None:
+    """The principal for a bearer key found in ``cache`` (no I/O), or None: not cached (look it up
+    with :func:`authenticate`), expired, or not a key at all."""
+    if not plaintext.startswith(KEY_PREFIX) or len(plaintext) > 200:
+        return None
+    entry = cache.get(hash_api_key(plaintext))
+    if entry is None:
+        return None
+    return Principal(tenant_id=entry.tenant_id, api_key_id=entry.api_key_id, scope=entry.scope,
+                     use_due=_use_due(entry.last_used_at))
 
 
 def record_key_use(session: Session, api_key_id: uuid.UUID) -> bool:

@@ -8,10 +8,9 @@ from typing import Annotated, Any
 
 import anyio.from_thread
 from fastapi import APIRouter, Query, Response, status
-from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep
+from app.api.deps import CurrentPrincipal, SessionDep, SettingsDep, run_read
 from app.api.errors import ProblemError, field_problem, problem_responses
 from app.api.pagination import CursorQuery, LimitQuery, Page, SeqCursorQuery
 from app.jobs.schemas import JobRead
@@ -41,19 +40,23 @@ from app.settings import Settings
 router = APIRouter(prefix="/monitors", tags=["monitors"])
 
 # The hot reads (GET /v1/monitors, /{id}, /{id}/status, /{id}/periods) are
-# ``async def`` handlers that do their queries in one thread-pool call: a plain ``def`` handler is
-# a hop to the pool, and FastAPI validates its return value in a second one.
+# ``async def`` handlers that do their queries, and end the request's session, in one thread-pool
+# call (app.api.deps.run_read): a plain ``def`` handler is a hop to the pool, FastAPI validates
+# its return value in a second one, and the session's end would be a third.
+
+
+#: The fields _read copies from a monitor's and a check's row (the claims are worked out).
+_MONITOR_FIELDS = tuple(name for name in MonitorRead.model_fields if name not in ("checks", "claim"))
+_CHECK_FIELDS = tuple(name for name in CheckRead.model_fields if not name.startswith("claim"))
 
 
 def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRead:
     """The response for a monitor and its checks: ORM objects, or the plain rows of the reads
     (app.monitors.service.get_monitor_plain)."""
-    data = {name: getattr(monitor, name) for name in MonitorRead.model_fields if name != "checks"}
-    claim = service.monitor_claim(monitor)
-    data["claim"] = None if claim is None else claim.to_dict()
+    data = {name: getattr(monitor, name) for name in _MONITOR_FIELDS}
+    data["claim"] = service.monitor_claim_api_form(monitor)
     check_reads = [
-        CheckRead.model_validate({**{n: getattr(c, n) for n in CheckRead.model_fields if not n.startswith("claim")},
-                                  **service.check_claim_fields(monitor, c)})
+        CheckRead.model_validate({**{n: getattr(c, n) for n in _CHECK_FIELDS}, **service.check_claim_fields(monitor, c)})
         for c in checks
     ]
     return MonitorRead.model_validate({**data, "checks": check_reads})
@@ -166,7 +169,7 @@ async def list_monitors(
         checks = service.checks_plain_by_monitor(session, [m.id for m in monitors])
         return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
 
-    return await run_in_threadpool(read)
+    return await run_read(session, read)
 
 
 @router.get(
@@ -181,7 +184,7 @@ async def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, sessio
         monitor = service.get_monitor_plain(session, principal.tenant_id, monitor_id)
         return _read(monitor, service.checks_plain_by_monitor(session, [monitor.id])[monitor.id])
 
-    return await run_in_threadpool(read)
+    return await run_read(session, read)
 
 
 @router.patch(
@@ -227,8 +230,8 @@ def update_monitor(monitor_id: uuid.UUID, body: MonitorUpdate, principal: Curren
 )
 async def get_monitor_status(monitor_id: uuid.UUID, principal: CurrentPrincipal,
                              session: SessionDep) -> MonitorStatus:
-    return await run_in_threadpool(
-        lambda: service.monitor_status(session, service.get_monitor(session, principal.tenant_id, monitor_id)))
+    return await run_read(
+        session, lambda: service.monitor_status(session, service.get_monitor(session, principal.tenant_id, monitor_id)))
 
 
 @router.post(
@@ -339,21 +342,26 @@ async def list_periods(
     limit: LimitQuery = 50,
     cursor: SeqCursorQuery = None,
 ) -> Page[PeriodRead]:
-    return await run_in_threadpool(_periods_page, session, principal.tenant_id, monitor_id, limit, cursor)
+    return await run_read(session, _periods_page, session, principal.tenant_id, monitor_id, limit, cursor)
 
 
 def _periods_page(session: Session, tenant_id: uuid.UUID, monitor_id: uuid.UUID, limit: int,
                   cursor: str | None) -> Page[PeriodRead]:
     rows, next_cursor = service.list_period_rows(session, tenant_id, monitor_id, limit=limit, cursor=cursor)
     items = []
-    for run, period_checks in rows:  # rows: by column name through ``_mapping`` (a Row's ``t`` is its tuple)
-        data = {name: value for name, value in run._mapping.items()}
-        checks = [
-            PeriodCheckRead.model_validate(
-                {**{n: v for n, v in pc._mapping.items() if n != "period_run_id"},
-                 "alarm": pc.statistic > pc.threshold}
-            )
-            for pc in period_checks
-        ]
+    # Rows by column name (a Row's ``t`` is its tuple), the names taken once per result: a row's
+    # ``_mapping`` builds its key view on every use.
+    run_keys: tuple[str, ...] | None = None
+    check_keys: tuple[str, ...] | None = None
+    for run, period_checks in rows:
+        run_keys = run_keys or run._fields
+        data = dict(zip(run_keys, run, strict=True))
+        checks = []
+        for pc in period_checks:
+            check_keys = check_keys or pc._fields
+            values = dict(zip(check_keys, pc, strict=True))
+            del values["period_run_id"]
+            values["alarm"] = pc.statistic > pc.threshold
+            checks.append(PeriodCheckRead.model_validate(values))
         items.append(PeriodRead.model_validate({**data, "checks": checks}))
     return Page[PeriodRead](items=items, next_cursor=next_cursor)
