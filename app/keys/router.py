@@ -78,7 +78,9 @@ def get_key(key_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep)
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     summary="Revoke an API key",
-    description="The key answers 401 from then on; it stays listed with `revoked_at`. Revoking a "
+    description="The key answers 401 from then on: at once on the API process that revoked it, and within "
+    "`DPWATCH_KEY_CACHE_SECONDS` (5 s by default) on other API processes, which cache active keys. It stays "
+    "listed with `revoked_at`. Revoking a "
     "revoked key is a no-op (204). A key may revoke itself. 409 when it is the tenant's last "
     "active `admin` key: create another admin key first, so that the tenant can always manage its keys.",
     responses=problem_responses(401, 403, 404, 409, 422),
