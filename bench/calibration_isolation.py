@@ -103,6 +103,8 @@ def main() -> None:
     parser.add_argument("--heavy", type=int, default=20, help="tenant A's monitors, each calibrating")
     parser.add_argument("--budget", type=int, default=400_000, help="discovery_samples of A's auto checks")
     parser.add_argument("--horizon", type=int, default=2500, help="A's horizon (off the table's grid)")
+    parser.add_argument("--job-memory-mb", type=int, default=None,
+                        help="DPWATCH_JOB_MEMORY_MB of the worker (default: the settings' 768): the calibrations' limit")
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     args = parser.parse_args()
 
@@ -143,6 +145,8 @@ def main() -> None:
         db = Db(db_url)
         env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
                "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        if args.job_memory_mb is not None:
+            env["DPWATCH_JOB_MEMORY_MB"] = str(args.job_memory_mb)
         worker = procs.start("worker", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": "caliso-1"})
         watch = Watch(procs, [worker])
         say(f"worker started; {args.heavy} heavy monitors calibrating; warm-up {args.warmup:g} s")
@@ -169,7 +173,8 @@ def main() -> None:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
         admin.dispose()
     load_end = os.getloadavg()
-    print(f"\nCalibration isolation ({ROOT}): 1 worker (default settings), {args.heavy} heavy monitors (auto check, "
+    memory = "" if args.job_memory_mb is None else f" but DPWATCH_JOB_MEMORY_MB={args.job_memory_mb}"
+    print(f"\nCalibration isolation ({ROOT}): 1 worker (default settings{memory}), {args.heavy} heavy monitors (auto check, "
           f"discovery_samples {args.budget}, horizon {args.horizon}), the victim's 4 monitors (period 1 s, n = 200), "
           f"window {args.duration:g} s after {args.warmup:g} s; started {started_at:%Y-%m-%d %H:%M} UTC; "
           f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end\n")

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy.orm import Session, sessionmaker
@@ -56,6 +56,9 @@ from app.settings import Settings
 from app.stats.claims import Claim, PureDP
 from app.stats.shapes import OutputShape
 from app.stats.thresholds import ThresholdEstimate, threshold_for
+
+if TYPE_CHECKING:
+    from app.jobs.child import Limits
 
 log = structlog.get_logger("dpwatch.calibration")
 
@@ -139,7 +142,14 @@ def compute_here(plan: CalibrationPlan, settings: Settings) -> CalibrationResult
             if client is not None:
                 await client.aclose()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except RuntimeError as exc:
+        # Under the child's address-space limit a thread's stack (asyncio.to_thread) is the
+        # allocation that fails first: that is the memory limit, not an error to try again.
+        if "can't start new thread" in str(exc):
+            raise MemoryError(str(exc)) from exc
+        raise
 
 
 class Calibrator:
@@ -171,7 +181,7 @@ class Calibrator:
                                    shaped_endpoint(mechanism, shape), shape, monitor.epsilon, monitor.alpha, budget,
                                    monitor.t)
 
-    def limits(self) -> Any:
+    def limits(self) -> Limits:
         """The jobs' limits, within the calibration's lease."""
         from app.jobs.child import Limits
 
