@@ -28,20 +28,15 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import secrets
-import signal
 import sys
-import tempfile
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from isolation import DPWATCH, Procs, free_port, say, wait_port  # noqa: E402
 from job_isolation import Db, Watch  # noqa: E402
+from service_harness import DPWATCH, PG, ROOT, free_port, say, scratch_service, wait_port, worker_env  # noqa: E402
 
 
 def setup(db_url: str, base: str, secret: str, heavy_monitors: int, budget: int, horizon: int) -> dict:
@@ -105,46 +100,24 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=2500, help="A's horizon (off the table's grid)")
     parser.add_argument("--job-memory-mb", type=int, default=None,
                         help="DPWATCH_JOB_MEMORY_MB of the worker (default: the settings' 768): the calibrations' limit")
-    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
+    parser.add_argument("--pg", default=PG)
     args = parser.parse_args()
 
-    import logging
-
-    import structlog
-    from sqlalchemy import create_engine, text
-
-    from app.db import run_migrations
     from app.sampling.protocol import generate_secret
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    dbname = f"dpwatch_caliso_{secrets.token_hex(4)}"
-    db_url = f"{args.pg}/{dbname}"
-    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
-    log_dir = pathlib.Path(tempfile.mkdtemp(prefix="dpwatch-calibration-isolation-"))
-    procs = Procs(log_dir)
     port = free_port()
-
-    def on_term(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    created = False
     rows: list[tuple[str, str, str]] = []
     load_start = os.getloadavg()
     started_at = datetime.now(UTC)
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{dbname}"'))
-        created = True
-        run_migrations(db_url)
-        say(f"sampling server on :{port} (logs in {log_dir})")
+    with scratch_service("calibration-isolation", pg=args.pg) as run:
+        db_url, procs = run.db_url, run.procs
+        say(f"sampling server on :{port} (logs in {run.log_dir})")
         procs.start("endpoints", [sys.executable, str(ROOT / "bench" / "job_isolation.py"), "--serve", str(port)],
                     {"PYTHONUNBUFFERED": "1"})
         wait_port(port, 60, procs)
         ids = setup(db_url, f"http://127.0.0.1:{port}", generate_secret(), args.heavy, args.budget, args.horizon)
         db = Db(db_url)
-        env = {"DPWATCH_DATABASE_URL": db_url, "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-               "DPWATCH_MIGRATE_ON_START": "false", "DPWATCH_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        env = worker_env(db_url)
         if args.job_memory_mb is not None:
             env["DPWATCH_JOB_MEMORY_MB"] = str(args.job_memory_mb)
         worker = procs.start("worker", [*DPWATCH, "worker"], env | {"DPWATCH_WORKER_ID": "caliso-1"})
@@ -166,17 +139,11 @@ def main() -> None:
         rows.append(("peak resident size (VmHWM), per role",
                      ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(roles.items())), "worker < 1024 MB"))
         db.engine.dispose()
-    finally:
-        procs.close()
-        if created:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)'))
-        admin.dispose()
     load_end = os.getloadavg()
     memory = "" if args.job_memory_mb is None else f" but DPWATCH_JOB_MEMORY_MB={args.job_memory_mb}"
-    print(f"\nCalibration isolation ({ROOT}): 1 worker (default settings{memory}), {args.heavy} heavy monitors (auto check, "
-          f"discovery_samples {args.budget}, horizon {args.horizon}), the victim's 4 monitors (period 1 s, n = 200), "
-          f"window {args.duration:g} s after {args.warmup:g} s; started {started_at:%Y-%m-%d %H:%M} UTC; "
+    print(f"\nCalibration isolation ({ROOT}): 1 worker (default settings{memory}), {args.heavy} heavy monitors (auto "
+          f"check, discovery_samples {args.budget}, horizon {args.horizon}), the victim's 4 monitors (period 1 s, "
+          f"n = 200), window {args.duration:g} s after {args.warmup:g} s; started {started_at:%Y-%m-%d %H:%M} UTC; "
           f"load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end\n")
     print("| measure | value | goal |")
     print("|---|---|---|")
