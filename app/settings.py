@@ -168,6 +168,21 @@ class Settings(BaseSettings):
     retention_vacuum: bool = Field(
         True, description="Postgres: `VACUUM` the period tables after each retention sweep, so that the space of "
         "deleted periods and pruned outputs is reused even where autovacuum is off or behind.")
+    calibration_isolation: Literal["process", "inline"] = Field(
+        "process",
+        description="`process`: a monitor's calibration (event discovery for `auto` checks, a Monte-Carlo threshold) "
+        "runs in a child process with the job limits (app/monitors/calibration.py); `inline`: on the worker's loop "
+        "(tests that inject a sampling client, tools).",
+    )
+    calibration_max_attempts: int = Field(
+        3, ge=1, le=100,
+        description="Attempts at a monitor's calibration that crashed or failed (sampling errors) before the monitor "
+        "is paused with the reason (`calibration_error`); one over a memory or time limit is not tried again.",
+    )
+    calibration_retry_seconds: float = Field(
+        30.0, ge=0, le=86_400,
+        description="Back-off before a failed calibration is tried again; doubles with each attempt.",
+    )
     snapshot_isolation: Literal["process", "inline"] = Field(
         "process",
         description="`process`: a snapshot's MPL computation runs in a child process with the job limits; `inline`: "

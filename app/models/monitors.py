@@ -104,6 +104,10 @@ class Monitor(Base):
     # from this row, which the write step locks anyway (no SELECT max(seq)).
     last_seq: Mapped[int] = mapped_column(default=0, server_default="0")
     consecutive_failures: Mapped[int] = mapped_column(default=0)
+    # Failed attempts at the current calibration and the last one's reason (app/monitors/calibration.py):
+    # out of attempts, or over a memory or time limit, the monitor is paused with the reason kept here.
+    calibration_attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    calibration_error: Mapped[str | None] = mapped_column(Text)
 
     # Period slots are schedule_anchor + k·period_seconds (or the cron's fire times); the anchor
     # is start_at (or the creation time) so that slots, and so period_runs.scheduled_for, are

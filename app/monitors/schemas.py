@@ -365,6 +365,12 @@ class CheckRead(BaseModel):
     claim_description: str = Field(description="The claim in words, e.g. `(1, 1e-05)-DP` or `0.5-GDP`.")
 
 
+CALIBRATION_ATTEMPTS = "Failed attempts at the current calibration (event discovery, a Monte-Carlo threshold)."
+CALIBRATION_ERROR = ("Why the last calibration attempt failed (`memory limit`, `time limit`, `crashed` or `error`, "
+                     "with details), null when none did. A monitor whose calibration gave up is `paused` with "
+                     "`paused_from_state: calibrating`; `resume` tries again.")
+
+
 class MonitorRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -399,6 +405,8 @@ class MonitorRead(BaseModel):
     threshold: float | None = Field(description="q(T, γ, α_j/m); null while calibrating.")
     threshold_std_error: float | None
     threshold_source: str | None = Field(description="`table` or `monte_carlo`.")
+    calibration_attempts: int = Field(0, description=CALIBRATION_ATTEMPTS)
+    calibration_error: str | None = Field(None, description=CALIBRATION_ERROR)
     t: int = Field(description="Periods completed in the current horizon.")
     next_run_at: datetime
     last_period_at: datetime | None
@@ -541,6 +549,8 @@ class MonitorStatus(BaseModel):
     threshold_std_error: float | None
     threshold_source: str | None
     consecutive_failures: int
+    calibration_attempts: int = Field(0, description=CALIBRATION_ATTEMPTS)
+    calibration_error: str | None = Field(None, description=CALIBRATION_ERROR)
     open_alarms: int
     last_period_at: datetime | None
     next_run_at: datetime

@@ -141,6 +141,8 @@ def start_horizon(monitor: Monitor, checks: Sequence[Check], horizon_index: int)
     monitor.consecutive_failures = 0
     monitor.paused_from_state = None
     monitor.rediscoveries = 0
+    monitor.calibration_attempts = 0
+    monitor.calibration_error = None
     level = check_alpha(monitor, len(checks))
     for check in checks:
         # Checks re-discovery added in an earlier horizon are ordinary checks of this one.
@@ -613,6 +615,9 @@ def resume_monitor(session: Session, monitor: Monitor, *, now: datetime | None =
     now = now or utcnow()
     monitor.state = monitor.paused_from_state or "active"
     monitor.paused_from_state = None
+    if monitor.state == "calibrating":  # a calibration that gave up starts again from its first attempt
+        monitor.calibration_attempts = 0
+        monitor.lease_expires_at = None if monitor.lease_owner is None else monitor.lease_expires_at
     monitor.next_run_at = Schedule.of(monitor).slot_at_or_after(now)
     session.flush()
     return monitor
@@ -686,6 +691,8 @@ def monitor_status(session: Session, monitor: Monitor) -> MonitorStatus:
         threshold_std_error=monitor.threshold_std_error,
         threshold_source=monitor.threshold_source,
         consecutive_failures=monitor.consecutive_failures,
+        calibration_attempts=monitor.calibration_attempts or 0,
+        calibration_error=monitor.calibration_error,
         open_alarms=open_count,
         last_period_at=monitor.last_period_at,
         next_run_at=monitor.next_run_at,

@@ -20,6 +20,7 @@ import app.audit.discovery  # noqa: E402,F401
 import app.jobs.handlers  # noqa: E402,F401
 import app.jobs.runner  # noqa: E402,F401
 import app.models  # noqa: E402,F401
+import app.monitors.calibration  # noqa: E402,F401
 import app.monitors.rediscovery  # noqa: E402,F401
 import app.monitors.searches  # noqa: E402,F401
 import app.search.run  # noqa: E402,F401

@@ -5,7 +5,9 @@ processes, as its FAQ says). Each tick claims due work through leases in the dat
 (``app.monitors.leases``), so any number of replicas can run a worker against one Postgres:
 
 - ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
-- ``calibration``: claim monitors in ``calibrating`` and compute their thresholds off the table;
+- ``calibration``: claim monitors in ``calibrating``, discover their ``auto`` events and compute
+  their thresholds off the table, each in a child process with the jobs' limits
+  (app/monitors/calibration.py); the result is written here, under the monitor's lease;
 - ``outbox``: deliver due webhook messages;
 - ``jobs``: claim queued jobs (discovery, audits, re-discovery, searches) fairly across tenants and run up
   to ``max_jobs_in_flight``, each in a child process with its limits (app/jobs/isolation.py);
@@ -32,7 +34,7 @@ from app.alarms.delivery import WebhookDeliverer
 from app.db import utcnow
 from app.jobs.context import Handler
 from app.jobs.runner import JobRunner, default_handlers, job_sampling_client
-from app.monitors.calibration import Calibrator
+from app.monitors.calibration import CALIBRATION_LEASE_SECONDS, Calibrator
 from app.monitors.leases import claim_monitors
 from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
@@ -42,8 +44,6 @@ from app.snapshots.runner import SnapshotRunner
 
 log = structlog.get_logger("dpwatch.worker")
 
-#: Lease of a monitor being calibrated (event discovery, Monte-Carlo thresholds).
-CALIBRATION_LEASE_SECONDS = 900
 #: How long :meth:`Worker.stop` waits for ticker runs under way before cancelling them.
 STOP_TICK_SECONDS = 10.0
 
@@ -320,7 +320,8 @@ class Worker:
 
     async def tick_calibration(self) -> int:
         # Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other
-        # replicas from starting the same work meanwhile.
+        # replicas from starting the same work meanwhile. The work runs in a child process with
+        # limits (``calibration_isolation``); this loop only polls it, so periods go on meanwhile.
         ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False, CALIBRATION_LEASE_SECONDS)
         for monitor_id in ids:
             try:

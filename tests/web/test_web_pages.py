@@ -238,6 +238,19 @@ def test_monitor_page_and_series_keep_the_alarm_point(web, monitor_with_alarm): 
                for b, q in zip(data["boundary"], data["q_hat"]))
 
 
+def test_monitor_page_says_why_a_calibration_gave_up(web, client, db):  # noqa: ANN001
+    from app.models.monitors import Monitor
+
+    monitor = create_monitor(client, create_mechanism(client)["id"])
+    assert "Calibration" not in web.get(f"/ui/monitors/{monitor['id']}").text
+    with db() as session:
+        row = session.get(Monitor, uuid.UUID(monitor["id"]))
+        row.state, row.paused_from_state, row.calibration_attempts = "paused", "calibrating", 1
+        row.calibration_error = "memory limit: the computation went over its memory limit (attempt 1 of 3; …)"
+    page = web.get(f"/ui/monitors/{monitor['id']}").text
+    assert "! Calibration gave up" in page and "memory limit: the computation went over its memory limit" in page
+
+
 def test_every_form_on_a_page_carries_its_token(web, monitor_with_alarm):  # noqa: ANN001
     page = web.get(f"/ui/monitors/{monitor_with_alarm['id']}").text
     forms = re.findall(r'<form method="post".*?</form>', page, re.S)
