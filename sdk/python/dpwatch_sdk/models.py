@@ -541,6 +541,8 @@ class MonitorRead(TypedDict):
     threshold: float | None
     threshold_std_error: float | None
     threshold_source: str | None
+    calibration_attempts: NotRequired[int]
+    calibration_error: NotRequired[str | None]
     t: int
     next_run_at: str
     last_period_at: str | None
@@ -1235,6 +1237,8 @@ class MonitorCreated(TypedDict):
     threshold: float | None
     threshold_std_error: float | None
     threshold_source: str | None
+    calibration_attempts: NotRequired[int]
+    calibration_error: NotRequired[str | None]
     t: int
     next_run_at: str
     last_period_at: str | None
@@ -1267,6 +1271,8 @@ class MonitorStatus(TypedDict):
     threshold_std_error: float | None
     threshold_source: str | None
     consecutive_failures: int
+    calibration_attempts: NotRequired[int]
+    calibration_error: NotRequired[str | None]
     open_alarms: int
     last_period_at: str | None
     next_run_at: str
