@@ -59,6 +59,8 @@ __all__ = ["GAMMA_SHARE", "SEQUENTIAL_SHARE", "FinalChoice", "FinalResult", "cho
 SEQUENTIAL_SHARE = 0.1
 #: γ of (BB) as a share of the final test's level per event.
 GAMMA_SHARE = 0.01
+#: Outputs of the last batch an event must be expected to hold on each side to be tested there.
+MIN_COUNT = 100
 #: Tail mass of B below and above the summed range (added back to the p-value).
 _TAIL = 1e-13
 #: Grid points of q over the confidence interval before the refinement.
@@ -101,6 +103,12 @@ def choose_final(claim: ClaimModel, cands: Candidates, m: int, x_first: bool, pa
     s, c = claim.line_at(q)
     sd = np.sqrt((p * (1 - p) + s * s * q * (1 - q)) / m)
     z = (p - s * q - c) / np.maximum(sd, 1e-12)
+    # Events expected to hold fewer than MIN_COUNT of the batch's outputs on either side are left to
+    # the sequential part: among hundreds of rare atoms the largest z is mostly the noise that chose
+    # it, and on a few dozen counts the exact test is conservative (its level would go unspent).
+    z = np.where(np.minimum(p, q) * m >= MIN_COUNT, z, -np.inf)
+    if not np.isfinite(z).any():
+        return None
     k = int(np.argmax(z))
     return FinalChoice(pair, x_first, cands.event(k), (float(s[k]), float(c[k])))
 
