@@ -102,10 +102,17 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--gamma", type=float, default=0.25)
     ap.add_argument("--edetector", action="store_true", help="with --scenarios: the e-detector of each design too")
+    ap.add_argument("--estimate-discount", type=float, default=None,
+                    help="an experiment: the discount of the past counts behind the aGRAPA bet and the predictable "
+                         "face (the classes' ESTIMATE_DISCOUNT, 0.9); the draws stay the same")
     ap.add_argument("--extra-cells", action="store_true",
                     help="add changes at the vertex (both faces bind before the change) and ε 1 → 1.15")
     args = ap.parse_args()
     designs = [EProcessDesign.parse(t) for t in args.designs] if args.designs else None
+    if args.estimate_discount is not None:
+        from app.stats.sequential import _MixtureBase
+
+        _MixtureBase.ESTIMATE_DISCOUNT = args.estimate_discount
     if args.scenarios:
         scenarios(args.scenarios.split(","), designs or [EProcessDesign()], args.runs, args.horizon,
                   args.change_at or 50, args.n, args.alpha, args.gamma, args.seed, args.edetector)
