@@ -57,22 +57,34 @@ def main() -> None:
     ap.add_argument("--designs", nargs="+", default=["both,agrapa,grid=16"])
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--jensen", type=int, default=0, metavar="DRAWS",
-                    help="instead: E[F(λ_j)] of each grid bet on the boundary from DRAWS periods (1 for an exact "
-                         "e-value; below 1 is what the Jensen bound of method.md §13.2 gives away)")
+                    help="instead: E[F(λ_j)] of each grid bet on the boundary, exact (enumerated over (a, b)) and from "
+                         "DRAWS periods, for the exact e-value of method.md §13.2 (1) and its Jensen bound (below 1: "
+                         "what the bound gives away)")
     args = ap.parse_args()
     if args.jensen:
+        from scipy.stats import binom
+
         from app.stats.sequential import bet_grid, log_evalues_sd
 
         cells = CELLS if args.cells is None else [CELLS[int(i)] for i in args.cells.split(",")]
         rng = np.random.default_rng(args.seed)
-        print(f"n = {args.n}, {args.jensen} periods per cell: E[F(λ_j)] of the bet fractions c_j")
-        print("| cell | " + " | ".join(f"{c:.3g}" for c in bet_grid()) + " |")
-        print("|---|" + "---|" * bet_grid().size)
+        print(f"n = {args.n}: E[F(λ_j)] of the bet fractions c_j on the boundary; 'enumerated': the sum over every "
+              f"(a, b) with binomial weights (no sampling error); 'sampled': the mean over {args.jensen} periods")
+        print("| cell | payoff | mean | " + " | ".join(f"{c:.3g}" for c in bet_grid()) + " |")
+        print("|---|---|---|" + "---|" * bet_grid().size)
+        ks = np.arange(args.n + 1)
         for label, eps, p, q in cells:
             a = rng.binomial(args.n, p, args.jensen)
             b = rng.binomial(args.n, q, args.jensen)
-            m = np.exp(log_evalues_sd(a, b, args.n, math.exp(eps), 0.0, bet_grid())).mean(axis=0)
-            print(f"| {label} | " + " | ".join(f"{v:.3f}" for v in m) + " |")
+            w = binom.pmf(ks[:, None], args.n, p) * binom.pmf(ks[None, :], args.n, q)
+            for payoff in ("per-sample-jensen", "per-sample"):
+                f_all = np.exp(log_evalues_sd(ks[:, None], ks[None, :], args.n, math.exp(eps), 0.0, bet_grid(),
+                                              payoff))  # type: ignore[arg-type]
+                enumerated = np.einsum("ab,abk->k", w, f_all)
+                sampled = np.exp(log_evalues_sd(a, b, args.n, math.exp(eps), 0.0, bet_grid(),
+                                                payoff)).mean(axis=0)  # type: ignore[arg-type]
+                for kind, m in (("enumerated", enumerated), ("sampled", sampled)):
+                    print(f"| {label} | {payoff} | {kind} | " + " | ".join(f"{v:.3f}" for v in m) + " |", flush=True)
         return
     designs = [EProcessDesign.parse(t) for t in args.designs]
     checks = [h for h in (int(v) for v in args.checkpoints.split(",")) if h <= args.horizon]

@@ -17,6 +17,12 @@ on the same draws instead of the four variants, e.g.
 counts drawn from their exact (p, q) before and after the change at t₀ = 50, n = 200, T = 200) and
 adds the aggregator at its Monte-Carlo threshold (γ = 1/4): median / p90 delay after the change as
 ``dpwatch simulate`` reports it (runs without an early alarm; never = ∞), and the early-alarm rate.
+``--edetector`` adds, for each design on one or the predictable face, the e-detector (c = T/α) with
+that design's faces and payoff (the shipped e-detector: ``auto,…``). The exact period e-value against
+its Jensen bound (docs/sequential.md, "the exact period e-value"):
+
+    nice -n 10 .venv/bin/python bench/eprocess_variants.py --runs 2000 --scenarios a,b,c,d,e,f,g,h --edetector \
+        --designs "auto,agrapa=0.8,grid=16" "auto,agrapa=0.8,grid=16,jensen"
 """
 
 from __future__ import annotations
@@ -26,7 +32,14 @@ import math
 
 import numpy as np
 
-from app.stats.sequential import EProcessDesign, SupportingLine, e_process_paths_from_increments, face_increments
+from app.stats.sequential import (
+    EProcessDesign,
+    SupportingLine,
+    e_detector_paths,
+    e_process_paths_from_increments,
+    edetector_threshold,
+    face_increments,
+)
 
 VARIANTS = [("one", False), ("one", True), ("both", False), ("both", True)]
 
@@ -37,7 +50,7 @@ def _first(log_w: np.ndarray, level: float) -> np.ndarray:
 
 
 def scenarios(keys: list[str], designs: list[EProcessDesign], runs: int, horizon: int, change_at: int, n: int,
-              alpha: float, gamma: float, seed: int) -> None:
+              alpha: float, gamma: float, seed: int, edetector: bool = False) -> None:
     from app.reference import SCENARIOS
     from app.simulation import exact_check_probabilities
     from app.simulation_results import evaluate_alarms
@@ -45,7 +58,9 @@ def scenarios(keys: list[str], designs: list[EProcessDesign], runs: int, horizon
     from app.stats.period import period_statistic
     from app.stats.thresholds import threshold_for
 
-    names = ["aggregator"] + [d.label for d in designs]
+    detectors = [d for d in designs if edetector and d.faces in ("one", "auto")]
+    names = ["aggregator"] + [d.label for d in designs] + [f"e-detector [{d.label}]" for d in detectors]
+    c_level = math.log(edetector_threshold(alpha, horizon))
     print(f"R = {runs}, T = {horizon}, n = {n}, change at t₀ = {change_at}, α = {alpha}: median / p90 delay "
           "after the change (— = not within T); early-alarm rate in brackets")
     print("| scenario | " + " | ".join(names) + " |")
@@ -64,6 +79,8 @@ def scenarios(keys: list[str], designs: list[EProcessDesign], runs: int, horizon
         line = SupportingLine.pure(sc.epsilon)
         firsts = [first_crossing(weighted_statistic_path(period_statistic(a, b, n, sc.epsilon).z, horizon, gamma), thr)]
         firsts += [_first(d.paths(a, b, n, line), math.log(1 / alpha)) for d in designs]
+        firsts += [_first(e_detector_paths(a, b, n, line, faces="auto" if d.faces == "auto" else "one",
+                                           payoff=d.payoff, grid=d.grid), c_level) for d in detectors]
         cells = []
         for name, first in zip(names, firsts):
             res = evaluate_alarms(name, first, 0.0, change_at, horizon, n, curve=False)
@@ -84,13 +101,21 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200, help="outputs per side and period (--scenarios)")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--gamma", type=float, default=0.25)
+    ap.add_argument("--edetector", action="store_true", help="with --scenarios: the e-detector of each design too")
+    ap.add_argument("--estimate-discount", type=float, default=None,
+                    help="an experiment: the discount of the past counts behind the aGRAPA bet and the predictable "
+                         "face (the classes' ESTIMATE_DISCOUNT, 0.9); the draws stay the same")
     ap.add_argument("--extra-cells", action="store_true",
                     help="add changes at the vertex (both faces bind before the change) and ε 1 → 1.15")
     args = ap.parse_args()
     designs = [EProcessDesign.parse(t) for t in args.designs] if args.designs else None
+    if args.estimate_discount is not None:
+        from app.stats.sequential import _MixtureBase
+
+        _MixtureBase.ESTIMATE_DISCOUNT = args.estimate_discount
     if args.scenarios:
         scenarios(args.scenarios.split(","), designs or [EProcessDesign()], args.runs, args.horizon,
-                  args.change_at or 50, args.n, args.alpha, args.gamma, args.seed)
+                  args.change_at or 50, args.n, args.alpha, args.gamma, args.seed, args.edetector)
         return
     rng = np.random.default_rng(args.seed)
     r, t_max, t0 = args.runs, args.horizon, args.change_at or 51

@@ -18,6 +18,15 @@ a-priori line in period 1). A run is a false alarm when the detector fires withi
 (docs/sequential.md, "an e-process that wastes less evidence"):
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 --only-designs --designs "auto,agrapa=0.8,grid=16"
+
+``--no-reference`` leaves the both-faces e-process out of ``--only-designs``; ``--edetector`` adds, for
+each design on one face or the predictable face, the e-detector (c = T/α) on that design's grid bets
+(the shipped e-detector is the one of ``auto,…``); ``--sparse`` adds the boundary point q = 0.01;
+``--chunk`` runs are computed at a time. The exact period e-value against its Jensen bound
+(docs/sequential.md, "the exact period e-value"):
+
+    nice -n 10 .venv/bin/python bench/far_grid.py --runs 4000 --ns 200,1000 --sparse --only-designs \
+        --no-reference --edetector --designs "auto,agrapa=0.8,grid=16" "auto,agrapa=0.8,grid=16,jensen"
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from app.stats.sequential import (
 from app.stats.thresholds import threshold_for
 
 
-def points(claim: Claim) -> list[tuple[str, float, float]]:
+def points(claim: Claim, sparse: bool = False) -> list[tuple[str, float, float]]:
     up = claim.upper
 
     def solve(f, lo=0.0, hi=1.0):
@@ -66,6 +75,8 @@ def points(claim: Claim) -> list[tuple[str, float, float]]:
     if float(up(0.0)) < 0.01 < float(up(q_v)):
         q_r = solve(lambda q: float(up(q)) - 0.01, 0.0, q_v)
         out.append(("rare p=0.01", 0.01, q_r))
+    if sparse and 0.01 < q_v and q_e != 0.01:
+        out.append(("sparse q=0.01", float(up(0.01)), 0.01))
     return out
 
 
@@ -83,16 +94,18 @@ def lines_path(claim: Claim, a: np.ndarray, b: np.ndarray, n: int):
     return s, d, swap, sa, sb, sn
 
 
-def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool, grid_size: int = 16) -> np.ndarray:
+def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool, grid_size: int = 16,
+               payoff: str = "per-sample") -> np.ndarray:
     """Every component's log e-value (app.stats.sequential.component_parts) in each period's orientation."""
     nn = np.full(a.shape, float(n))
     ca, cb = np.where(swap, b, a).astype(float), np.where(swap, a, b).astype(float)
     pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
-    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size))
+    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size), payoff)
 
 
 def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alpha: float, gamma: float,
-         seed: int, designs: tuple[EProcessDesign, ...] = (), only_designs: bool = False) -> dict[str, int]:
+         seed: int, designs: tuple[EProcessDesign, ...] = (), only_designs: bool = False, edetector: bool = False,
+         chunk: int = 1000) -> dict[str, int]:
     rng = np.random.default_rng([seed, n, int(p * 1e9), int(q * 1e9)])
     a = rng.binomial(n, min(p, 1.0), size=(runs, horizon))
     b = rng.binomial(n, min(max(q, 0.0), 1.0), size=(runs, horizon))
@@ -114,11 +127,21 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
         z = None if only_designs else claim_z_path(a, b, n, claim)
         s, d, swap, sa, sb, sn = lines_path(claim, a, b, n)
     level = math.log(1 / alpha)
+    c_level = math.log(edetector_threshold(alpha, horizon))
     for design in designs:  # on the same draws (method.md §13.3c)
-        inc = increments(a, b, n, s, d, swap, sa, sb, sn, design.faces, design.agrapa, design.grid_size)
         lp = None if design.agrapa_weight is None else design.log_prior()
-        out[f"e-process [{design.label}]"] = int(np.sum((e_process_paths_from_increments(inc, log_prior=lp)
-                                                        >= level).any(axis=1)))
+        hits = det_hits = 0
+        for lo in range(0, runs, chunk):
+            rows = slice(lo, min(runs, lo + chunk))
+            inc = increments(a[rows], b[rows], n, s[rows], d[rows], swap[rows], sa[rows], sb[rows], sn[rows],
+                             design.faces, design.agrapa, design.grid_size, design.payoff)
+            hits += int(np.sum((e_process_paths_from_increments(inc, log_prior=lp) >= level).any(axis=1)))
+            if edetector and design.faces in ("one", "auto"):  # its first grid_size components: the grid bets
+                grid_inc = np.ascontiguousarray(inc[..., :design.grid_size])
+                det_hits += int(np.sum((e_detector_paths_from_increments(grid_inc) >= c_level).any(axis=1)))
+        out[f"e-process [{design.label}]"] = hits
+        if edetector and design.faces in ("one", "auto"):
+            out[f"e-detector [{design.label}]"] = det_hits
     if only_designs:
         return out
     thr = threshold_for(horizon, gamma, alpha).value
@@ -144,15 +167,23 @@ def main() -> None:
                     help="more e-processes on the same draws (EProcessDesign labels, e.g. 'auto,agrapa=0.8,grid=16')")
     ap.add_argument("--only-designs", action="store_true",
                     help="run only the shipped e-process and the --designs (no aggregator, naive, e-detector)")
+    ap.add_argument("--no-reference", action="store_true", help="with --only-designs: no both-faces e-process")
+    ap.add_argument("--edetector", action="store_true",
+                    help="the e-detector (c = T/α) on the grid bets of each design on one or the predictable face")
+    ap.add_argument("--sparse", action="store_true", help="add the boundary point q = 0.01")
+    ap.add_argument("--chunk", type=int, default=1000, help="runs computed at a time")
     args = ap.parse_args()
     designs = tuple(EProcessDesign.parse(t) for t in args.designs)
     claims = [parse_claim({"epsilon": e}) for e in (0.1, 1.0, 3.0)] + [ApproxDP(1.0, 1e-5), ApproxDP(1.0, 1e-2)] \
         + [GaussianDP(m) for m in (0.5, 1.0, 2.0)] + [ZCDP(0.5)]
     names = ["aggregator", "naive", "e-process", "e-process (one face, grid)", "e-detector"]
     if args.only_designs:
-        designs = (EProcessDesign(),) + designs
+        designs = designs if args.no_reference else (EProcessDesign(),) + designs
         names = []
-    names += [f"e-process [{d.label}]" for d in designs]
+    for d in designs:
+        names.append(f"e-process [{d.label}]")
+        if args.edetector and d.faces in ("one", "auto"):
+            names.append(f"e-detector [{d.label}]")
     print(f"R = {args.runs}, T = {args.horizon}, α = {args.alpha}; FAR per detector (— : not run); "
           f"95% Clopper–Pearson interval of the largest in the last column")
     print("| claim | point | p | q | n | " + " | ".join(names) + " | max [95% CI] |")
@@ -162,10 +193,11 @@ def main() -> None:
     started = time.time()
     cells = 0
     for claim in claims:
-        for label, p, q in points(claim):
+        for label, p, q in points(claim, args.sparse):
             for n in [int(v) for v in args.ns.split(",")]:
+                t_cell = time.time()
                 res = cell(claim, p, q, n, args.runs, args.horizon, args.alpha, args.gamma, args.seed, designs,
-                           args.only_designs)
+                           args.only_designs, args.edetector, args.chunk)
                 cells += 1
                 rates = {k: res[k] / args.runs for k in res}
                 top = max(res.values())
@@ -177,10 +209,14 @@ def main() -> None:
                         worst[k] = (v, f"{claim.describe()} {label} n={n}")
                 print(f"| {claim.describe()} | {label} | {p:.4g} | {q:.4g} | {n} | "
                       + " | ".join(f"{rates[k]:.4f}" if k in rates else "—" for k in names)
-                      + f" | {top / args.runs:.4f} [{lo:.4f}, {hi:.4f}] |", flush=True)
+                      + f" | {top / args.runs:.4f} [{lo:.4f}, {hi:.4f}] |"
+                      + (f" {time.time() - t_cell:.0f} s" if args.only_designs else ""), flush=True)
     print(f"\n{cells} cells, {time.time() - started:.0f} s. Worst per detector:")
     for k, (v, where) in worst.items():
-        print(f"- {k}: {v:.4f} ({where})")
+        hits = round(v * args.runs)
+        lo_w = float(clopper_pearson(hits, args.runs, 0.025, "lower"))
+        hi_w = float(clopper_pearson(hits, args.runs, 0.025, "upper"))
+        print(f"- {k}: {v:.4f} [{lo_w:.4f}, {hi_w:.4f}] ({where})")
     print("Mean FAR over the cells it ran in:")
     for k in names:
         print(f"- {k}: {np.mean(rates_of[k]):.4f} ({len(rates_of[k])} cells, {sum(r > args.alpha + 0.01 for r in rates_of[k])} "

@@ -253,7 +253,7 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Claim, 
     for theta in thetas:
         if delta is not None:  # the service's e-process at θ (method.md §13.3b, §13.3c)
             inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), delta), des.faces,
-                                  des.agrapa, des.grid)
+                                  des.agrapa, des.grid, des.payoff)
             log_w = e_process_paths_from_increments(inc, log_prior=lp)
         else:  # μ-GDP, ρ-zCDP: both faces, grid + aGRAPA, on the supporting lines at the past estimates
             log_w = e_process_paths_from_increments(curve_increments(xa, xb, n2, claim, float(theta), bets))

@@ -14,7 +14,9 @@ component's product of period e-values. For the grid bet λ_j = c_j/(s + d) with
     log W_{t₀+K−1} ≥ log ω_{t₀} + log π_j + Σ_{t₀ ≤ t < t₀+K} L_t(λ_j)                          (P1)
 
 (the e-detector's e-SR has R ≥ the product of the F_t since any start, so the same with ω = 1). L_t is
-the per-sample log e-value of §13.2 (app.stats.sequential.log_evalues_sd):
+the Jensen lower bound of the per-sample log e-value of §13.2 (app.stats.sequential.log_evalues_sd with
+``payoff="per-sample-jensen"``). The detectors bet the exact e-value (§13.2 eq. (F)), which is ≥ e^{L_t}
+period by period, so (P1) holds for them with this L_t as well (a lower bound):
 
     L(a, b) = a·log u + b·log w + (n − a − b)·log z + (ab/n)·(log v + log z − log u − log w),
 

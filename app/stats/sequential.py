@@ -14,12 +14,20 @@ Per-period e-value (§13.2). In a period the n pairs (X_i, Y_i) are independent,
 under the null: a test-martingale increment in the betting form of Shekhar & Ramdas, *Nonparametric
 two-sample testing by betting* (IEEE Trans. Inf. Theory 2023, arXiv 2112.09162) and Waudby-Smith &
 Ramdas, *Estimating means of bounded random variables by betting* (JRSS-B 2024), with one bet per
-sample. Only the counts (a, b) are observed, so the detector uses its conditional expectation
-given (a, b) (the overlap K = #{X_i = Y_i = 1} is hypergeometric, a tower-property e-value) and
-bounds it from below by Jensen's inequality, which keeps it an e-value and gives the closed form
+sample. Only the counts (a, b) are observed, so the detector uses the product's conditional
+expectation given (a, b): the overlap K = #{X_i = Y_i = 1} is then exactly hypergeometric
+(population n, a successes, b draws), and by the tower property
 
-    log F(λ) = a·log u + b·log w + (n − a − b)·log z + (a·b/n)·log(v·z/(u·w)),
-    u = 1 + λ(1 − d),  v = 1 + λ(1 − s − d),  w = 1 − λ(s + d),  z = 1 − λ·d.
+    F(λ) = u^a · w^b · z^(n−a−b) · E_hyp[r^K],  r = v·z/(u·w),                        (§13.2, eq. (F))
+    u = 1 + λ(1 − d),  v = 1 + λ(1 − s − d),  w = 1 − λ(s + d),  z = 1 − λ·d,
+
+has E[F(λ)] = (1 + λ(p − sq − d))^n exactly, ≤ 1 under the null: an e-value with no loss against
+the product (``payoff="per-sample"``, the default; log E_hyp[r^K] is
+:func:`app.stats.overlap.log_overlap_mgf`, which never exceeds the exact value). Jensen's inequality
+E[r^K] ≥ r^(ab/n) gives the closed-form lower bound (``payoff="per-sample-jensen"``, what shipped
+before; an e-value too, but with mean below 1 on the boundary for the large bets)
+
+    log F_J(λ) = a·log u + b·log w + (n − a − b)·log z + (a·b/n)·log r.
 
 The detectors mix F over a fixed grid of bets λ_j = c_j/(s + d) with equal weights:
 
@@ -63,6 +71,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 from scipy.stats import norm
 
+from app.stats.overlap import log_overlap_mgf
+
 #: Default grid of bet fractions c_j (λ_j = c_j/(s+d)): geometric from 5·10⁻³ to 0.8, 16 points
 #: (ratio 1.40). The growth-optimal per-sample bet is c* ≈ (s+d)·D/V (method.md §13.2), so the grid
 #: is tuned to gaps D from about 0.005·V/(s+d) to the largest bet, which keeps w = 1 − c ≥ 0.2.
@@ -70,7 +80,10 @@ DEFAULT_GRID_SIZE = 16
 DEFAULT_GRID_LOW = 5e-3
 DEFAULT_GRID_HIGH = 0.8
 
-Payoff = Literal["per-sample", "per-period"]
+Payoff = Literal["per-sample", "per-sample-jensen", "per-period"]
+#: The payoffs that bet once per sample (the exact conditional expectation, or its Jensen bound).
+PER_SAMPLE_PAYOFFS = ("per-sample", "per-sample-jensen")
+PAYOFFS = ("per-sample", "per-sample-jensen", "per-period")
 EDetectorKind = Literal["sr", "cusum"]
 Starts = Literal["mixture", "first"]
 
@@ -205,11 +218,12 @@ def log_period_evalues(
 
     ``a``, ``b``, ``n`` broadcast together (shape S); the result has shape S + (K,).
 
-    ``per-sample`` (default) is the Jensen bound of the product over the n pairs given above.
-    ``per-period`` bets once on the period's mean payoff g = (a − s·b)/n − d ∈ [−s−d, 1−d]:
-    log(1 + λ·g). It is a valid e-value too, but its bet is capped at 1/(s+d) per period instead
-    of per sample, so it gains at most O(1) per period however large n is (the comparison is in
-    docs/sequential.md).
+    ``per-sample`` (default) is the exact conditional expectation of the product over the n pairs
+    given (a, b), eq. (F) above. ``per-sample-jensen`` is its closed-form Jensen lower bound (an
+    e-value too, smaller). ``per-period`` bets once on the period's mean payoff
+    g = (a − s·b)/n − d ∈ [−s−d, 1−d]: log(1 + λ·g). It is a valid e-value too, but its bet is capped
+    at 1/(s+d) per period instead of per sample, so it gains at most O(1) per period however large n
+    is (the comparison is in docs/sequential.md).
     """
     return log_evalues_sd(a, b, n, line.slope, line.intercept, grid, payoff)
 
@@ -230,19 +244,64 @@ def log_evalues_sd(a: ArrayLike, b: ArrayLike, n: ArrayLike, slope: ArrayLike, i
     d = np.asarray(intercept, dtype=np.float64)[..., None]
     if np.any(s < 0) or np.any(d < 0) or np.any(s + d <= 0):
         raise ValueError("lines need s >= 0, d >= 0 and s + d > 0")
+    if payoff == "per-sample" and c.ndim == 1:
+        shape = np.broadcast_shapes(a_arr.shape, b_arr.shape, n_arr.shape, s.shape, d.shape)[:-1]
+        rows = _distinct_rows(*(np.broadcast_to(x[..., 0], shape) for x in (a_arr, b_arr, n_arr, s, d)))
+        if rows is not None:  # many periods share (a, b, n, s, d): compute each once
+            (ua, ub, un, us, ud), inverse = rows
+            cols = [x[:, None] for x in (ua, ub, un, us, ud)]
+            out = _log_product_expectation(cols[0], cols[1], cols[2], cols[3], cols[4], c / (cols[3] + cols[4]),
+                                           payoff)
+            return out[inverse].reshape(shape + (c.size,))
     lam = c / (s + d)
     if payoff == "per-period":
         g = (a_arr - s * b_arr) / n_arr - d
         return np.log1p(lam * g)
-    if payoff != "per-sample":
-        raise ValueError(f"payoff must be 'per-sample' or 'per-period', got {payoff!r}")
+    return _log_product_expectation(a_arr, b_arr, n_arr, s, d, lam, payoff)
+
+
+#: Below this many periods, or above this share of distinct ones, :func:`_distinct_rows` declines.
+DEDUP_MIN_ROWS = 2048
+DEDUP_MAX_SHARE = 0.5
+
+
+def _distinct_rows(*cols: NDArray[np.float64]) -> tuple[list[NDArray[np.float64]], NDArray[np.intp]] | None:
+    """(the distinct rows of the columns, the index of each row among them), or None when fewer than
+    half of the rows repeat (the exact e-value costs a sum per row, a sort is cheaper than repeats)."""
+    flat = [np.ascontiguousarray(x, dtype=np.float64).ravel() for x in cols]
+    size = flat[0].size
+    if size < DEDUP_MIN_ROWS:
+        return None
+    order = np.lexsort(flat[::-1])
+    sorted_cols = [x[order] for x in flat]
+    new = np.zeros(size, dtype=bool)
+    new[0] = True
+    for x in sorted_cols:
+        new[1:] |= x[1:] != x[:-1]
+    groups = int(new.sum())
+    if groups > DEDUP_MAX_SHARE * size:
+        return None
+    inverse = np.empty(size, dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return [x[new] for x in sorted_cols], inverse
+
+
+def _log_product_expectation(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64],
+                             s: FloatOrArray, d: FloatOrArray, lam: NDArray[np.float64],
+                             payoff: Payoff) -> NDArray[np.float64]:
+    """log F(λ) of method.md §13.2 (eq. (F), or its Jensen bound) for bets λ broadcast with the counts."""
+    if payoff not in PER_SAMPLE_PAYOFFS:
+        raise ValueError(f"payoff must be one of {PAYOFFS}, got {payoff!r}")
     log_u = np.log1p(lam * (1.0 - d))
     log_v = np.log1p(lam * (1.0 - s - d))
     log_w = np.log1p(-lam * (s + d))
     log_z = np.log1p(-lam * d)
-    overlap = a_arr * b_arr / n_arr  # E[K] of the hypergeometric overlap
-    return (a_arr * log_u + b_arr * log_w + (n_arr - a_arr - b_arr) * log_z
-            + overlap * (log_v + log_z - log_u - log_w))
+    log_r = log_v + log_z - log_u - log_w
+    if payoff == "per-sample":
+        overlap = log_overlap_mgf(a, b, n, log_r)  # log E_hyp[r^K], exact
+    else:
+        overlap = a * b / n * log_r  # Jensen: log r^(E K), E K = ab/n
+    return a * log_u + b * log_w + (n - a - b) * log_z + overlap
 
 
 @dataclass(frozen=True)
@@ -276,8 +335,8 @@ class _MixtureBase:
                  payoff: Payoff) -> None:
         if not (threshold > 1 and math.isfinite(threshold)):
             raise ValueError(f"the alarm threshold must be a finite number > 1, got {threshold!r}")
-        if payoff not in ("per-sample", "per-period"):
-            raise ValueError(f"payoff must be 'per-sample' or 'per-period', got {payoff!r}")
+        if payoff not in PAYOFFS:
+            raise ValueError(f"payoff must be one of {PAYOFFS}, got {payoff!r}")
         self.line = line
         self.log_threshold = math.log(threshold)
         self.grid_spec = (int(grid_size), float(grid_low), float(grid_high))
@@ -323,7 +382,7 @@ class _MixtureBase:
             sa, sb, sn = self._sums
             pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
             inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa,
-                                  self.grid)
+                                  self.grid, self.payoff)
         r = self.ESTIMATE_DISCOUNT
         self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
         return inc
@@ -383,7 +442,7 @@ class EProcess(_MixtureBase):
         start_weight(1, starts)  # validates
         if faces not in ("one", "both", "auto"):
             raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
-        if (faces != "one" or agrapa) and payoff != "per-sample":
+        if (faces != "one" or agrapa) and payoff not in PER_SAMPLE_PAYOFFS:
             raise ValueError("both faces and the aGRAPA bet are per-sample bets")
         super().__init__(line, 1.0 / alpha, grid_size, grid_low, grid_high, payoff)
         self.alpha = float(alpha)
@@ -403,12 +462,13 @@ class EProcess(_MixtureBase):
     def from_design(cls, alpha: float, line: SupportingLine, design: EProcessDesign,
                     starts: Starts = "mixture") -> EProcess:
         """The e-process of an :class:`EProcessDesign` (e.g. :data:`SERVICE_DESIGN`)."""
-        return cls(alpha, line, design.grid_size, starts=starts, faces=design.faces, agrapa=design.agrapa,
-                   agrapa_weight=design.agrapa_weight)
+        return cls(alpha, line, design.grid_size, payoff=design.payoff, starts=starts, faces=design.faces,
+                   agrapa=design.agrapa, agrapa_weight=design.agrapa_weight)
 
     @property
     def design(self) -> EProcessDesign:
-        return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size)
+        return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size,
+                              self.payoff if self.payoff in PER_SAMPLE_PAYOFFS else "per-sample")
 
 
     @property
@@ -501,7 +561,7 @@ class EDetector(_MixtureBase):
             raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
         if faces not in ("one", "auto"):
             raise ValueError(f"an e-detector bets on faces 'one' or 'auto', got {faces!r}")
-        if faces != "one" and payoff != "per-sample":
+        if faces != "one" and payoff not in PER_SAMPLE_PAYOFFS:
             raise ValueError("the predictable face is a per-sample bet")
         super().__init__(line, threshold, grid_size, grid_low, grid_high, payoff)
         self.variant: EDetectorKind = variant
@@ -716,7 +776,7 @@ def predictable_face(pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, slope: ArrayLi
 
 def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLike, intercept: ArrayLike,
                     pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, faces: Faces, agrapa: bool,
-                    grid: ArrayLike) -> NDArray[np.float64]:
+                    grid: ArrayLike, payoff: Payoff = "per-sample") -> NDArray[np.float64]:
     """log e-values of every mixture component for counts (ca, cb) of n in this period's orientation.
 
     ``pa``, ``pb``, ``pn`` are the past periods' discounted counts in the same orientation (what the
@@ -724,7 +784,10 @@ def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLik
     (shape S). Result S + (C,), the components in the order of :func:`component_log_prior`: per face
     (the first, then the complement), the grid's bets, then the aGRAPA bet (method.md §13.3b); with
     ``faces="auto"`` one set of components on the face :func:`predictable_face` picks (§13.3c).
+    ``payoff``: the per-sample e-value of §13.2, exact (default) or its Jensen bound.
     """
+    if payoff not in PER_SAMPLE_PAYOFFS:
+        raise ValueError(f"the components bet per sample: payoff must be one of {PER_SAMPLE_PAYOFFS}, got {payoff!r}")
     ca, cb, nn, pa, pb, pn = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (ca, cb, nn, pa, pb, pn)))
     s = np.asarray(slope, dtype=np.float64)
     d = np.asarray(intercept, dtype=np.float64)
@@ -741,10 +804,10 @@ def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLik
     parts = []
     for fa, fb, qa, qb in sides:
         _check_counts(fa, fb, nn)
-        parts.append(log_evalues_sd(fa, fb, nn, s, d, grid))
+        parts.append(log_evalues_sd(fa, fb, nn, s, d, grid, payoff))
         if agrapa:
             c = agrapa_fraction(qa, qb, pn, s, d)
-            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c)[..., None])
+            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c, payoff)[..., None])
     return np.concatenate(parts, axis=-1)
 
 
@@ -772,7 +835,8 @@ def component_log_prior(grid_size: int, faces: Faces, agrapa: bool, agrapa_weigh
 
 
 def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine, faces: Faces = "both",
-                    agrapa: bool = True, grid: ArrayLike | None = None) -> NDArray[np.float64]:
+                    agrapa: bool = True, grid: ArrayLike | None = None, payoff: Payoff = "per-sample"
+                    ) -> NDArray[np.float64]:
     """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b, §13.3c).
 
     Components: the grid bets on the face p ≤ s·q + d, then (``agrapa``) the aGRAPA bet on it; with
@@ -788,19 +852,14 @@ def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLi
         raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
     r = _MixtureBase.ESTIMATE_DISCOUNT
     return component_parts(a2, b2, nn, line.slope, line.intercept, _discounted_past(a2, r), _discounted_past(b2, r),
-                           _discounted_past(nn, r), faces, agrapa, g)
+                           _discounted_past(nn, r), faces, agrapa, g, payoff)
 
 
 def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: FloatOrArray,
-                         d: FloatOrArray, c: NDArray[np.float64]) -> NDArray[np.float64]:
+                         d: FloatOrArray, c: NDArray[np.float64], payoff: Payoff = "per-sample") -> NDArray[np.float64]:
     """log F(λ) of §13.2 for a bet fraction c per period (λ = c/(s + d)); 0 where c = 0."""
     lam = np.asarray(c, dtype=np.float64) / (s + d)
-    log_u = np.log1p(lam * (1.0 - d))
-    log_v = np.log1p(lam * (1.0 - s - d))
-    log_w = np.log1p(-lam * (s + d))
-    log_z = np.log1p(-lam * d)
-    overlap = a * b / n
-    return a * log_u + b * log_w + (n - a - b) * log_z + overlap * (log_v + log_z - log_u - log_w)
+    return _log_product_expectation(a, b, n, s, d, lam, payoff)
 
 
 def e_detector_paths_from_increments(inc: ArrayLike, variant: EDetectorKind = "sr") -> NDArray[np.float64]:
@@ -836,14 +895,14 @@ def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, v
         raise ValueError(f"variant must be 'sr' or 'cusum', got {variant!r}")
     if faces == "one":
         return _batch(a, b, n, line, grid, payoff, chunk, lambda t: 1.0, variant == "sr", lambda started: 0.0)
-    if faces != "auto" or payoff != "per-sample":
+    if faces != "auto" or payoff not in PER_SAMPLE_PAYOFFS:
         raise ValueError("an e-detector bets on faces 'one' or 'auto', per sample")
     a2, b2 = np.atleast_2d(np.asarray(a)), np.atleast_2d(np.asarray(b))
     g = bet_grid() if grid is None else np.asarray(grid, dtype=np.float64)
     rows = max(1, (chunk * 1000) // max(1, a2.shape[1] * g.size))
     return np.concatenate([
-        e_detector_paths_from_increments(face_increments(a2[i:i + rows], b2[i:i + rows], n, line, "auto", False, g),
-                                         variant)
+        e_detector_paths_from_increments(face_increments(a2[i:i + rows], b2[i:i + rows], n, line, "auto", False, g,
+                                                         payoff), variant)
         for i in range(0, a2.shape[0], rows)], axis=0)
 
 
@@ -854,17 +913,22 @@ class EProcessDesign:
     ``faces``: "one", "both" (each face its own components) or "auto" (one set of components on the
     face :func:`predictable_face` picks each period); ``agrapa``: the aGRAPA bet besides the grid;
     ``agrapa_weight``: None for equal weights over the components, else the aGRAPA bets' share ρ;
-    ``grid_size``: bets of the geometric grid from 0.005 to 0.8.
+    ``grid_size``: bets of the geometric grid from 0.005 to 0.8; ``payoff``: the period e-value of
+    §13.2, exact (``"per-sample"``, default) or its Jensen bound (``"per-sample-jensen"``, label item
+    ``jensen``).
     """
 
     faces: Faces = "both"
     agrapa: bool = True
     agrapa_weight: float | None = None
     grid_size: int = DEFAULT_GRID_SIZE
+    payoff: Payoff = "per-sample"
 
     def __post_init__(self) -> None:
         if self.faces not in ("one", "both", "auto"):
             raise ValueError(f"faces must be 'one', 'both' or 'auto', got {self.faces!r}")
+        if self.payoff not in PER_SAMPLE_PAYOFFS:
+            raise ValueError(f"a design bets per sample: payoff must be one of {PER_SAMPLE_PAYOFFS}, got {self.payoff!r}")
         component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight)  # validates
 
     @property
@@ -876,9 +940,11 @@ class EProcessDesign:
 
     @property
     def label(self) -> str:
-        """E.g. ``both,agrapa,grid=16`` or ``auto,agrapa=0.5,grid=16`` (what :meth:`parse` reads)."""
+        """E.g. ``both,agrapa,grid=16``, ``auto,agrapa=0.5,grid=16`` or ``auto,agrapa=0.8,grid=16,jensen``
+        (what :meth:`parse` reads)."""
         ag = "" if not self.agrapa else (",agrapa" if self.agrapa_weight is None else f",agrapa={self.agrapa_weight:g}")
-        return f"{self.faces}{ag},grid={self.grid_size}"
+        jensen = ",jensen" if self.payoff == "per-sample-jensen" else ""
+        return f"{self.faces}{ag},grid={self.grid_size}{jensen}"
 
     @classmethod
     def parse(cls, text: str) -> EProcessDesign:
@@ -891,6 +957,8 @@ class EProcessDesign:
                 kw["agrapa_weight"] = float(val) if val else None
             elif key == "grid":
                 kw["grid_size"] = int(val)
+            elif key == "jensen" and not val:
+                kw["payoff"] = "per-sample-jensen"
             else:
                 raise ValueError(f"unknown design item {item!r} in {text!r}")
         return cls(**kw)
@@ -907,7 +975,8 @@ class EProcessDesign:
         out = np.empty(a2.shape)
         for lo in range(0, a2.shape[0], rows):
             hi = min(a2.shape[0], lo + rows)
-            inc = face_increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, self.faces, self.agrapa, self.grid)
+            inc = face_increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, self.faces, self.agrapa, self.grid,
+                                  self.payoff)
             out[lo:hi] = e_process_paths_from_increments(inc, starts, lp)
         return out
 
@@ -924,5 +993,7 @@ def design_of_state(state: dict[str, Any] | None) -> EProcessDesign | None:
     if not state or state.get("kind") != EProcess.kind:
         return None
     weight = state.get("agrapa_weight") if state.get("version") == 2 else None
+    payoff = state.get("payoff", "per-sample")
     return EProcessDesign(state.get("faces", "one"), bool(state.get("agrapa", False)),
-                          None if weight is None else float(weight), int(state.get("grid_size", DEFAULT_GRID_SIZE)))
+                          None if weight is None else float(weight), int(state.get("grid_size", DEFAULT_GRID_SIZE)),
+                          payoff if payoff in PER_SAMPLE_PAYOFFS else "per-sample")

@@ -61,17 +61,19 @@ def _detected_within(detector: str, n: int, p: float, q: float, periods: int, ru
 
 
 def test_the_period_log_evalue_moments_are_exact():
-    """(P2): E L and Var L of the bilinear per-sample log e-value, against the sum over every (a, b)."""
+    """(P2): E L and Var L of the bilinear per-sample log e-value (the Jensen bound), against the sum over every
+    (a, b); the detectors' exact e-value is at least it for every (a, b)."""
     n, p, q, s = 12, 0.55, 0.2, math.e
     grid = bet_grid()
     a, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     w = binom.pmf(a, n, p) * binom.pmf(b, n, q)
-    vals = log_evalues_sd(a, b, n, s, 0.0, grid)  # (n+1, n+1, K)
+    vals = log_evalues_sd(a, b, n, s, 0.0, grid, "per-sample-jensen")  # (n+1, n+1, K): the bilinear bound
     mean = np.einsum("ij,ijk->k", w, vals)
     var = np.einsum("ij,ijk->k", w, vals ** 2) - mean ** 2
     m, v = log_evalue_moments(n, p, q, s, 0.0, grid)
     np.testing.assert_allclose(m, mean, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(v, var, rtol=1e-7, atol=1e-12)
+    assert np.all(log_evalues_sd(a, b, n, s, 0.0, grid) >= vals - 1e-12)
 
 
 def test_the_bound_grows_with_the_violation_and_the_periods():

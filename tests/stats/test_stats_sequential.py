@@ -22,7 +22,7 @@ from app.stats.sequential import (
 
 
 def _exact_conditional_evalue(a, b, n, line, lam):
-    """E[Π_i (1 + λ(X_i − sY_i − d)) | a, b]: the overlap K is hypergeometric (method.md §11.2)."""
+    """E[Π_i (1 + λ(X_i − sY_i − d)) | a, b]: the overlap K is hypergeometric (method.md §13.2)."""
     s, d = line.slope, line.intercept
     u, v, w, z = 1 + lam * (1 - d), 1 + lam * (1 - s - d), 1 - lam * (s + d), 1 - lam * d
     ks = np.arange(max(0, a + b - n), min(a, b) + 1)
@@ -34,21 +34,23 @@ def _exact_conditional_evalue(a, b, n, line, lam):
 def test_closed_form_is_a_lower_bound_of_the_exact_conditional_evalue(line):
     grid = np.array([0.01, 0.2, 0.7])
     for a, b, n in [(3, 1, 10), (10, 0, 10), (0, 7, 10), (40, 25, 60), (1, 1, 1), (0, 0, 5)]:
-        approx = log_period_evalues(a, b, n, line, grid)
+        approx = log_period_evalues(a, b, n, line, grid, "per-sample-jensen")
+        shipped = log_period_evalues(a, b, n, line, grid)  # the exact e-value (method.md §13.2, eq. (F))
         for j, c in enumerate(grid):
             exact = _exact_conditional_evalue(a, b, n, line, c / (line.slope + line.intercept))
             assert approx[j] <= math.log(exact) + 1e-12
+            assert shipped[j] == pytest.approx(math.log(exact), abs=1e-10)
             if c <= 0.2:  # the Jensen gap is of order λ⁴·Var(K): small for moderate bets
                 assert approx[j] == pytest.approx(math.log(exact), abs=0.01 * max(1, abs(math.log(exact))))
     # n = 1: the overlap is a·b exactly, so the bound is the product itself.
     for a in (0, 1):
         for b in (0, 1):
-            got = log_period_evalues(a, b, 1, line, grid)
+            got = log_period_evalues(a, b, 1, line, grid, "per-sample-jensen")
             want = [math.log(_exact_conditional_evalue(a, b, 1, line, c / (line.slope + line.intercept))) for c in grid]
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("payoff", ["per-sample", "per-period"])
+@pytest.mark.parametrize("payoff", ["per-sample", "per-sample-jensen", "per-period"])
 def test_mean_of_the_evalue_is_at_most_one_on_the_boundary(payoff):
     # Exact expectation over the binomial counts, p = s q + d: E[F] ≤ 1 for every bet.
     from scipy.stats import binom
