@@ -17,7 +17,7 @@ CITIES = ("a", "b", "c", "z")
 
 
 def _claim(e: Entry) -> Claim:
-    return Claim(epsilon=e.claim["epsilon"], delta=e.claim.get("delta"))
+    return Claim.of(**e.claim)
 
 
 def _units(rows: list[dict[str, Any]]) -> int:
