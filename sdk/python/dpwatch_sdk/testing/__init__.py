@@ -16,7 +16,7 @@ Two tests run, and the first that refutes the claim fails the test (:class:`DPVi
 - **the sequential test** (``_sequential``): batches of fresh outputs, events chosen on earlier
   outputs only, e-processes that stop at the first batch where the evidence reaches 1/α. A
   mechanism that satisfies its claim fails with probability at most ``alpha``
-  (:data:`DEFAULT_ALPHA` = 10⁻⁴), whenever it stops.
+  (:data:`DEFAULT_ALPHA` = 10⁻⁵), whenever it stops.
 
 Every run has a seed (``seed=``, ``--dpwatch-seed``, ``$DPWATCH_SEED``, else random) and prints it
 with the command that reproduces the verdict, and states its power: the smallest violation it would
