@@ -33,7 +33,7 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_BUDGET", "DEFAULT_TIME_LIMIT", "DpTestResul
 #: evidence needed grows with log(1/α) only.
 DEFAULT_ALPHA = 1e-5
 #: Outputs drawn per database (per pair) when nothing fails earlier: about 0.3 s for a vectorised
-#: numpy sampler on this project's machine, and ε-DP violations of ×1.06 on an event of
+#: numpy sampler on this project's machine, and ε-DP violations of ×1.07 on an event of
 #: probability 0.1 are caught with probability ≥ 0.9 (the power each run states).
 DEFAULT_BUDGET = 200_000
 #: Seconds a test may take: a slow sampler gets a smaller budget (said in the result, and pinned
