@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Callable
 
 import numpy as np
 import pydantic_core
@@ -126,7 +127,7 @@ class SamplingError(Exception):
             return self.status_code == 429 or self.status_code >= 500
         return False
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]  # picklable across processes
+    def __reduce__(self) -> tuple[Callable[..., SamplingError], tuple[typing.Any, ...]]:  # picklable across processes
         return (
             _rebuild_error,
             (self.reason, self.detail, self.status_code, self.retry_after,

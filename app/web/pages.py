@@ -237,7 +237,8 @@ def make_templates() -> Jinja2Templates:
 
 
 def signer_of(request: Request) -> SessionSigner:
-    return request.app.state.web_signer  # type: ignore[no-any-return]
+    signer: SessionSigner = request.app.state.web_signer  # set by app.web.install_dashboard
+    return signer
 
 
 def redirect_with(request: Request, url: str, message: str | None = None, *, error: bool = False) -> RedirectResponse:
