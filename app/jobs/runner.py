@@ -312,7 +312,7 @@ class JobRunner:
         except (JobCancelled, asyncio.CancelledError):
             if not ctx.cancelled.is_set():  # the lease was lost, or the worker is stopping
                 heartbeat.cancel()
-                if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                if (current := asyncio.current_task()) is not None and current.cancelling():
                     raise
                 bound.warning("job_lease_lost")
                 return "lost", {}
