@@ -526,7 +526,12 @@ def _no_duplicate_keys(pairs: list[tuple[str, typing.Any]]) -> dict[str, typing.
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        repeated = ""
+        for k, _ in pairs:  # the first key met a second time
+            if k in seen:
+                repeated = k
+                break
+            seen.add(k)
         raise SamplingError("invalid_json", f"an object of the answer holds the key {repeated!r} twice; a keyed "
                             "output releases each key once")
     return out
