@@ -6,9 +6,21 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:  # the commands import what they use when they run (a usage error stays fast)
+    from collections.abc import Iterator
+    from contextlib import AbstractContextManager
+    from datetime import datetime
+
+    from sqlalchemy.orm import Session
+    from starlette.requests import Request
+
+    from app.audit.engine import AuditResult
+    from app.audit.engine import Progress as AuditProgress
+    from app.settings import Settings
 
 
 def _keep_hyphenated_words() -> None:
@@ -20,14 +32,13 @@ def _keep_hyphenated_words() -> None:
         from typer._click import _textwrap
     except ImportError:  # pragma: no cover - older typer on click
         return
-    base = _textwrap.TextWrapper
-    if getattr(base, "_dpwatch_no_hyphen_breaks", False):
+    if getattr(_textwrap.TextWrapper, "_dpwatch_no_hyphen_breaks", False):
         return
 
-    class Wrapper(base):  # type: ignore[misc, valid-type]
+    class Wrapper(_textwrap.TextWrapper):
         _dpwatch_no_hyphen_breaks = True
 
-        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("break_on_hyphens", False)
             super().__init__(*args, **kwargs)
 
@@ -83,7 +94,7 @@ def _err(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     _err(f"error: {msg}")
     raise typer.Exit(code=2)
 
@@ -185,11 +196,12 @@ def simulate(
     try:
         chosen = simulation.parse_detectors(detectors)
         if long_run:
-            cfg: simulation.SimulationConfig | simulation.LongRunConfig = simulation.LongRunConfig(
+            long_cfg = simulation.LongRunConfig(
                 change_at=change_at or 5000, after=after, replications=replications or 200,
                 samples_per_period=samples, renew_horizon=renew_horizon, gamma=gamma, alpha=alpha, seed=seed,
                 threshold_replications=threshold_replications, detectors=chosen)
-            results = simulation.run_long(keys, cfg, progress=_err)
+            cfg: simulation.SimulationConfig | simulation.LongRunConfig = long_cfg
+            results = simulation.run_long(keys, long_cfg, progress=_err)
         else:
             cfg = simulation.SimulationConfig(replications or 500, horizon, samples, change_at or 50, gamma, alpha,
                                               seed, chosen)
@@ -198,9 +210,9 @@ def simulate(
         _fail(str(exc))
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "summary.json", out_dir / "summary.png"]
-    if not long_run:
+    if isinstance(cfg, simulation.SimulationConfig):  # not --long-run: the curves of a fixed horizon
         simulation.write_curves_csv(results, out_dir / "detection_curves.csv")
-        simulation.plot_curves(results, cfg, out_dir / "detection_curves.png")  # type: ignore[arg-type]
+        simulation.plot_curves(results, cfg, out_dir / "detection_curves.png")
         written += [out_dir / "detection_curves.csv", out_dir / "detection_curves.png"]
     simulation.plot_summary(results, cfg, out_dir / "summary.png")
     simulation.write_json(results, cfg, out_dir / "summary.json")
@@ -215,7 +227,7 @@ keys_app = typer.Typer(help="API keys: create, list and revoke them.", no_args_i
 app.add_typer(keys_app, name="keys")
 
 
-def _settings():  # type: ignore[no-untyped-def]
+def _settings() -> Settings:
     from pydantic import ValidationError
 
     from app.settings import Settings
@@ -236,7 +248,7 @@ def migrate() -> None:
     _err("database is at the latest migration")
 
 
-def _keys_session():  # type: ignore[no-untyped-def]
+def _keys_session() -> AbstractContextManager[Session]:
     """A session on DPWATCH_DATABASE_URL (migrated first when DPWATCH_MIGRATE_ON_START)."""
     from contextlib import contextmanager
 
@@ -247,7 +259,7 @@ def _keys_session():  # type: ignore[no-untyped-def]
         run_migrations(settings.database_url)
 
     @contextmanager
-    def opened():  # type: ignore[no-untyped-def]
+    def opened() -> Iterator[Session]:
         engine = make_engine(settings.database_url)
         try:
             with make_session_factory(engine)() as session:
@@ -302,7 +314,7 @@ def keys_list(
         if found is None:
             _fail(f"no tenant named {tenant!r}")
         keys = list_api_keys(session, found.id)
-    def when(value):  # type: ignore[no-untyped-def]
+    def when(value: datetime | None) -> str:
         return value.isoformat(timespec="seconds") if value is not None else "-"
 
     if as_json:
@@ -692,7 +704,7 @@ def audit(
                           as_json=as_json, progress_bar=progress_bar, junit_xml=junit_xml, shape=declared)
         return
 
-    async def run() -> object:
+    async def run() -> AuditResult:
         nonlocal declared
         probe_endpoint = MechanismEndpoint(sampling_url=sampling_url, secret=the_secret, timeout_seconds=60)
         if declared is None:
@@ -713,7 +725,7 @@ def audit(
                       TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
             task = bar.add_task("pilot", total=settings.budget * len({json.dumps(d, sort_keys=True) for p in candidates for d in p}))
 
-            def on_progress(p) -> None:  # type: ignore[no-untyped-def]
+            def on_progress(p: AuditProgress) -> None:
                 lb = "n/a" if p.lower_bound is None else f"{p.lower_bound:.3g}"
                 left = p.message.rsplit(" · ", 1)[-1] if " · " in p.message else ""
                 bar.update(task, total=p.budget_samples, completed=p.samples_used,
@@ -730,12 +742,12 @@ def audit(
         result = asyncio.run(run())
     except (SamplingError, ValueError) as exc:
         _audit_failed(exc, junit_xml, f"audit of {shown_url(sampling_url)}")
-    report = format_report(result)  # type: ignore[arg-type]
-    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else report)  # type: ignore[attr-defined]
+    report = format_report(result)
+    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else report)
     if junit_xml is not None:
-        write_junit(junit_xml, "dpwatch audit", [audit_case(result.to_dict(), sampling_url, report,  # type: ignore[attr-defined]
+        write_junit(junit_xml, "dpwatch audit", [audit_case(result.to_dict(), sampling_url, report,
                                                             claimed=claim is not None)])
-    if claim is not None and result.refuted:  # type: ignore[attr-defined]
+    if claim is not None and result.refuted:
         raise typer.Exit(code=1)
 
 
@@ -763,8 +775,11 @@ def _early_rate(url: str, pairs: str, secret: str | None, shape: str | None, out
     from app.stats.shapes import OutputShape
 
     try:
-        declared = OutputShape.model_validate_json(shape) if shape is not None else \
-            OutputShape.from_output_kind(output_kind, dim)  # type: ignore[arg-type]
+        if shape is not None:
+            declared = OutputShape.model_validate_json(shape)
+        else:
+            assert output_kind is not None  # one of the two, checked on entry
+            declared = OutputShape.from_output_kind(output_kind, dim)
         the_secret = secret or generate_secret()
         config = SafeHttpConfig(allow_networks=tuple(_networks(allow_networks)))
         measured = asyncio.run(endpoint_rate(url, the_secret, declared, first, max_batch=max_batch, binary=binary,
@@ -950,7 +965,7 @@ def receive_webhooks(
     except Exception as exc:  # the library raises on a malformed secret
         _fail(f"invalid secret: {exc}")
 
-    async def hook(request):  # type: ignore[no-untyped-def]
+    async def hook(request: Request) -> Response:
         body = await request.body()
         try:
             payload = verifier.verify(body, dict(request.headers))

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -77,7 +77,7 @@ def _say(msg: str = "") -> None:
     print(msg, flush=True)
 
 
-def build_demo_app(opts: DemoOptions, receiver: Receiver, mechanism_secret: str):  # type: ignore[no-untyped-def]
+def build_demo_app(opts: DemoOptions, receiver: Receiver, mechanism_secret: str) -> tuple[FastAPI, Settings]:
     db_file = opts.data_dir / "demo.sqlite3"
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):

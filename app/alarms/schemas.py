@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.alarms.verdict import Verdict
+from app.api.patch import Omittable
 from app.api.urls import check_http_url, url_schema_extra
 
 EventType = Literal["alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]
@@ -395,11 +396,11 @@ class WebhookUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": True}]})
 
-    # Fields that may be omitted but not null: typed without `None`, so the schema says so too
-    # (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
-    url: WebhookUrl = None  # type: ignore[assignment]
-    event_types: list[EventType] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})  # type: ignore[assignment]
-    enabled: bool = None  # type: ignore[assignment]
+    # Fields that may be omitted but not null: `Omittable[T]` is validated as T, so the schema says so
+    # too (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
+    url: Omittable[WebhookUrl] = None
+    event_types: Omittable[list[EventType]] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})
+    enabled: Omittable[bool] = None
 
     @field_validator("event_types")
     @classmethod

@@ -388,9 +388,9 @@ def _operation(document: dict[str, Any], path: str, method: str) -> dict[str, An
         _TEMPLATES[id(document)] = templates
     for pattern, template in templates:
         if pattern.match(path):
-            operation = document["paths"][template].get(method)
+            operation: dict[str, Any] | None = document["paths"][template].get(method)
             if operation is not None:
-                return operation  # type: ignore[no-any-return]
+                return operation
     return {}
 
 

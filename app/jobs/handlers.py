@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.audit.discovery import discover_checks
@@ -51,7 +52,7 @@ def period_sampler(client: SamplingClient, endpoint: MechanismEndpoint, *, label
     return sample
 
 
-def progress_reporter(ctx: JobContext, start: float = 0.0, end: float = 1.0):  # type: ignore[no-untyped-def]
+def progress_reporter(ctx: JobContext, start: float = 0.0, end: float = 1.0) -> Callable[[Progress], Awaitable[None]]:
     """The engine's progress callback: the share of the budget drawn, and its message."""
 
     async def report(p: Progress) -> None:

@@ -139,7 +139,7 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
                 if receive.poll():
                     continue  # the answer came just before the exit: read it
                 break
-            rss = resident_bytes(process.pid) or 0  # type: ignore[arg-type]
+            rss = resident_bytes(process.pid) or 0
             peak = max(peak, rss)
             if rss > limits.memory_bytes:
                 outcome = ChildOutcome("failed", {"error": f"the job went over its memory limit "
@@ -159,7 +159,7 @@ async def supervise(target: Callable[..., None], args: tuple[Any, ...], limits: 
             await asyncio.sleep(POLL_SECONDS)
     finally:
         renewer.cancel()
-        cpu = cpu_seconds(process.pid) if process.pid else None  # type: ignore[arg-type]
+        cpu = cpu_seconds(process.pid) if process.pid else None
         if process.pid is not None:
             if process.is_alive():
                 process.kill()

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import make_engine, make_session_factory, utcnow
@@ -120,7 +120,7 @@ class JobRunner:
 
     # -- claim ----------------------------------------------------------------------------
 
-    def _ready(self, now: datetime):  # type: ignore[no-untyped-def]
+    def _ready(self, now: datetime) -> ColumnElement[bool]:
         return or_(Job.state == "queued",
                    and_(Job.state == "running", or_(Job.lease_expires_at.is_(None), Job.lease_expires_at < now)))
 
@@ -312,7 +312,7 @@ class JobRunner:
         except (JobCancelled, asyncio.CancelledError):
             if not ctx.cancelled.is_set():  # the lease was lost, or the worker is stopping
                 heartbeat.cancel()
-                if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                if (current := asyncio.current_task()) is not None and current.cancelling():
                     raise
                 bound.warning("job_lease_lost")
                 return "lost", {}

@@ -104,9 +104,9 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                     err(f'mechanism "{change.key}": its generated signing secret, shown once (configure the '
                         f"endpoint with it, or name a variable in secret_env): {made['secret']}")
             elif change.action == "update":
-                client.mechanisms.update(change.current["id"], change.body)  # type: ignore[index]
+                client.mechanisms.update(change.existing["id"], change.body)
             else:
-                client.mechanisms.delete(change.current["id"])  # type: ignore[index]
+                client.mechanisms.delete(change.existing["id"])
         elif change.kind == "webhook":
             if change.action == "create":
                 made = client.webhooks.create(_create_body(change.desired, {"enabled"}))
@@ -114,9 +114,9 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                     client.webhooks.update(made, {"enabled": False})
                 err(f"webhook {change.key}: its signing secret, shown once: {made['secret']}")
             elif change.action == "update":
-                client.webhooks.update(change.current["id"], change.body)  # type: ignore[index]
+                client.webhooks.update(change.existing["id"], change.body)
             else:
-                client.webhooks.delete(change.current["id"])  # type: ignore[index]
+                client.webhooks.delete(change.existing["id"])
         else:
             spec = change.desired
             if change.action in ("create", "replace"):
@@ -126,15 +126,15 @@ def _execute(client: Any, plan: Plan, mechanism_ids: dict[str, str], echo: Echo,
                 if spec.paused:
                     client.monitors.pause(made)
                 if change.action == "replace":
-                    client.monitors.delete(change.current["id"])  # type: ignore[index]
+                    client.monitors.delete(change.existing["id"])
             elif change.action == "update":
-                monitor_id = change.current["id"]  # type: ignore[index]
+                monitor_id = change.existing["id"]
                 if change.body:
                     client.monitors.update(monitor_id, change.body)
-                if spec.paused != (change.current["state"] == "paused"):  # type: ignore[index]
+                if spec.paused != (change.existing["state"] == "paused"):
                     (client.monitors.pause if spec.paused else client.monitors.resume)(monitor_id)
             else:
-                client.monitors.delete(change.current["id"])  # type: ignore[index]
+                client.monitors.delete(change.existing["id"])
     if not probed:
         probe_mechanisms(client, plan, mechanism_ids, echo)  # the mechanisms it created or changed
 

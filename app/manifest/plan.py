@@ -62,6 +62,13 @@ class Change:
     current: Mapping[str, Any] | None = None
     body: dict[str, Any] | None = None
 
+    @property
+    def existing(self) -> Mapping[str, Any]:
+        """The service's read body of the resource: an update, a replace and a destroy always have one."""
+        if self.current is None:
+            raise ValueError(f"{self.action} of {self.kind} {self.key!r} without its current state")
+        return self.current
+
     def describe(self) -> str:
         label = f'{self.kind} "{self.key}"' if self.kind != "webhook" else f"webhook {self.key}"
         line = f"  {self.action:<9} {label}"
@@ -225,8 +232,8 @@ def make_plan(manifest: Manifest, mechanisms: Sequence[Mapping[str, Any]], monit
         have = _mechanism_canon(MechanismSpec.model_validate(mechanism_entry(current)))
         diff = _differences(want, have)
         body = {k: want[k] for k in want if want[k] != have[k]}
-        if "output_shape" in body and body["output_shape"] is not None:
-            body["output_shape"] = spec.output_shape.model_dump(mode="json")  # type: ignore[union-attr]
+        if "output_shape" in body and spec.output_shape is not None:  # want's canonical shape is None iff it is
+            body["output_shape"] = spec.output_shape.model_dump(mode="json")
         changes.append(Change("mechanism", spec.name, "update" if diff else "unchanged", diff, spec, current,
                               body or None))
 

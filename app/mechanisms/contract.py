@@ -73,10 +73,10 @@ def parsing_shape(mechanism: Mechanism) -> OutputShape | None:
     if contract.container == "keyed":  # any key, any number of them: the contract checks those
         return OutputShape(container="keyed", nullable=True)
     if contract.container == "vector":
-        return OutputShape(container="vector", length=contract.length, values=values, nullable=True)  # type: ignore[arg-type]
+        return OutputShape(container="vector", length=contract.length, values=values, nullable=True)
     if contract.container == "list":
-        return OutputShape(container="list", values=values, nullable=True)  # type: ignore[arg-type]
-    return OutputShape(values=values, nullable=True)  # type: ignore[arg-type]
+        return OutputShape(container="list", values=values, nullable=True)
+    return OutputShape(values=values, nullable=True)
 
 
 def detect_contract(outputs: dict[str, Any]) -> tuple[OutputShape, dict[str, Any]] | None:

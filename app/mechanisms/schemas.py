@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.api.patch import Omittable
 from app.api.urls import check_http_url, url_schema_extra
 from app.auth.schemas import SigningSecret
 from app.search.domain import DOMAIN_DESCRIPTION, InputDomain
@@ -112,15 +113,15 @@ class MechanismUpdate(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"timeout_seconds": 20, "max_batch": 5000}]}
     )
 
-    # Fields that may be omitted but not null: typed without `None`, so the schema says so too
-    # (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
-    name: str = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
-    sampling_url: HttpUrl = None  # type: ignore[assignment]
-    output_kind: OutputKind = None  # type: ignore[assignment]
+    # Fields that may be omitted but not null: `Omittable[T]` is validated as T, so the schema says so
+    # too (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
+    name: Omittable[str] = Field(None, min_length=1, max_length=200)
+    sampling_url: Omittable[HttpUrl] = None
+    output_kind: Omittable[OutputKind] = None
     dim: int | None = Field(None, ge=1, le=10_000)
-    max_batch: int = Field(None, ge=1, le=10_000_000)  # type: ignore[assignment]
-    timeout_seconds: float = Field(None, gt=0, le=600)  # type: ignore[assignment]
-    prefer_binary: bool = None  # type: ignore[assignment]
+    max_batch: Omittable[int] = Field(None, ge=1, le=10_000_000)
+    timeout_seconds: Omittable[float] = Field(None, gt=0, le=600)
+    prefer_binary: Omittable[bool] = None
     output_shape: OutputShape | None = Field(
         None, description="A new output contract; `null` forgets it, and the next period detects it again.")
     probe_database: Any = Field(None, description="A new input for validation probes (`null` forgets it).")

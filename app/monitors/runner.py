@@ -509,7 +509,7 @@ class PeriodRunner:
                 mechanism.output_shape_source = "detected"
                 # dpwatch's own record, not a change of the registration: updated_at stays (the
                 # dashboard marks a change of the mechanism at its updated_at).
-                mechanism.updated_at = Mechanism.updated_at  # type: ignore[assignment]
+                mechanism.updated_at = Mechanism.updated_at
                 log.info("contract_detected", mechanism_id=str(mechanism.id), shape=shape.describe(),
                          evidence=evidence)
             return

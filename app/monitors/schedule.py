@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Protocol
 
 from apscheduler.triggers.cron import CronTrigger
 
@@ -89,6 +90,17 @@ def parse_cron(expression: str) -> CronTrigger:
     return trigger
 
 
+class Scheduled(Protocol):
+    """What ``Schedule.of`` reads of a ``Monitor``."""
+
+    @property
+    def schedule_anchor(self) -> datetime: ...
+    @property
+    def period_seconds(self) -> int | None: ...
+    @property
+    def cron(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Schedule:
     anchor: datetime
@@ -102,12 +114,12 @@ class Schedule:
             raise ValueError("the schedule anchor must be timezone-aware")
 
     @classmethod
-    def of(cls, monitor: object) -> Schedule:
+    def of(cls, monitor: Scheduled) -> Schedule:
         """The schedule of a ``Monitor`` (anything with schedule_anchor, period_seconds, cron)."""
         return cls(
-            anchor=monitor.schedule_anchor,  # type: ignore[attr-defined]
-            period_seconds=monitor.period_seconds,  # type: ignore[attr-defined]
-            cron=monitor.cron,  # type: ignore[attr-defined]
+            anchor=monitor.schedule_anchor,
+            period_seconds=monitor.period_seconds,
+            cron=monitor.cron,
         )
 
     def slot_at_or_after(self, when: datetime) -> datetime:

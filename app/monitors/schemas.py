@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from app.api.patch import Omittable
 from app.claims.schemas import CLAIM_DESCRIPTION, ClaimSpec
 from app.monitors.schedule import parse_cron
 from app.stats.events import (
@@ -279,10 +280,10 @@ class MonitorUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"samples_per_period": 20000}, {"name": "count neighbours (prod)", "cron": "*/30 * * * *"}]})
 
-    # Omittable but not nullable fields are typed without None (pydantic does not validate defaults);
-    # an explicit null is a 422 that the schema predicts.
-    name: str = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
-    samples_per_period: int = Field(  # type: ignore[assignment]
+    # Omittable but not nullable fields are `Omittable[T]`: pydantic validates them as T (it does not
+    # validate defaults), so an explicit null is a 422 that the schema predicts.
+    name: Omittable[str] = Field(None, min_length=1, max_length=200)
+    samples_per_period: Omittable[int] = Field(
         None, ge=1, le=10_000_000,
         description="n, outputs drawn on each of x and x' per period, from the next period on. Safe mid-horizon: "
         "z_t = √n D̂/σ̂ is standardised with each period's own n (eq. 12), and the threshold depends on T, γ and α "
@@ -292,41 +293,41 @@ class MonitorUpdate(BaseModel):
         description="Run a period every this many seconds from the last period's slot (replaces a `cron`). The "
         "next period is the first slot of the new schedule from now.")
     cron: Cron | None = Field(None, max_length=200, description="A 5-field crontab in UTC (replaces `period_seconds`).")
-    outputs_window: int = Field(None, ge=0, le=10_000, description="Raw outputs kept for MPL snapshots, "  # type: ignore[assignment]
-                                "in periods (0 keeps none).")
+    outputs_window: Omittable[int] = Field(None, ge=0, le=10_000, description="Raw outputs kept for MPL snapshots, "
+                                           "in periods (0 keeps none).")
     snapshot_every: int | None = Field(None, ge=1, le=100_000, description="An MPL snapshot every this-many "
                                        "periods (`null`: none on a schedule).")
-    alarm_snapshot_samples: int = Field(None, ge=0, le=1_000_000,  # type: ignore[assignment]
-                                        description="Fresh outputs per database for an alarm's snapshot.")
+    alarm_snapshot_samples: Omittable[int] = Field(None, ge=0, le=1_000_000,
+                                                   description="Fresh outputs per database for an alarm's snapshot.")
     discovery_samples: int | None = Field(None, ge=400, le=5_000_000, description="Discovery's budget (`null`: "
                                           "the service's default).")
     discovery_fresh_samples: int | None = Field(None, ge=100, le=1_000_000, description="Re-discovery's fresh "
                                                 "outputs per database (`null`: the service's default).")
-    rediscover_every: int = Field(  # type: ignore[assignment]
+    rediscover_every: Omittable[int] = Field(
         None, ge=0, le=100_000,
         description="K of re-discovery. It may change between positive values; turning it on or off (0 ↔ K > 0) "
         "changes how α is split between the checks (α_j/m or α_j/(2m)) and answers 409.")
-    search_every: int = Field(  # type: ignore[assignment]
+    search_every: Omittable[int] = Field(
         None, ge=0, le=100_000,
         description="K of the monitor's searches. Like `rediscover_every`: between positive values only (409 "
         "otherwise).")
     search_budget: int | None = Field(None, ge=20_000, le=200_000_000, description="Outputs each search draws "
                                       "(`null`: the default).")
 
-    mechanism_id: uuid.UUID = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
-    checks: list[CheckCreate] = Field(  # type: ignore[assignment]
+    mechanism_id: Omittable[uuid.UUID] = Field(None, description=_TEST_FIELD)
+    checks: Omittable[list[CheckCreate]] = Field(
         None, max_length=MAX_CHECKS, description="Cannot change in place: any `checks` answers 409 (create a new "
         "monitor, or add a search's finding with `POST /v1/monitors/{id}/checks/from-search`).")
     epsilon: float | None = Field(None, gt=0, le=50, description=_TEST_FIELD)
     claim: ClaimSpec | None = Field(None, description=_TEST_FIELD)
-    alpha: float = Field(None, gt=0, lt=1, description=_TEST_FIELD)  # type: ignore[assignment]
-    gamma: float = Field(None, ge=0, lt=0.5, description=_TEST_FIELD)  # type: ignore[assignment]
-    detector: Detector = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
-    horizon: int = Field(None, ge=2, le=100_000, description=_TEST_FIELD)  # type: ignore[assignment]
-    variance: Variance = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
-    kappa: float = Field(None, gt=0, le=1, description=_TEST_FIELD)  # type: ignore[assignment]
-    symmetric: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
-    renew: bool = Field(None, description=_TEST_FIELD)  # type: ignore[assignment]
+    alpha: Omittable[float] = Field(None, gt=0, lt=1, description=_TEST_FIELD)
+    gamma: Omittable[float] = Field(None, ge=0, lt=0.5, description=_TEST_FIELD)
+    detector: Omittable[Detector] = Field(None, description=_TEST_FIELD)
+    horizon: Omittable[int] = Field(None, ge=2, le=100_000, description=_TEST_FIELD)
+    variance: Omittable[Variance] = Field(None, description=_TEST_FIELD)
+    kappa: Omittable[float] = Field(None, gt=0, le=1, description=_TEST_FIELD)
+    symmetric: Omittable[bool] = Field(None, description=_TEST_FIELD)
+    renew: Omittable[bool] = Field(None, description=_TEST_FIELD)
 
     @model_validator(mode="after")
     def _consistent(self) -> MonitorUpdate:

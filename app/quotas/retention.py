@@ -30,6 +30,7 @@ are shorter than ``retention_days`` and that keeps no alarm's period.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class Swept:
     vacuumed: bool = False
 
 
-def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list:  # type: ignore[type-arg]
+def _expired_batch(session: Session, cutoff: datetime, limit: int) -> list[uuid.UUID]:
     from app.models.alarms import Alarm
     from app.models.monitors import Monitor, PeriodRun
 

@@ -365,7 +365,7 @@ class ClippedMeanNoClip(_GDPClaimed):
     output_kind: ClassVar[str] = "real"
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return "clipped-mean" if self.clip else "clipped-mean-no-clip"
 
     @property

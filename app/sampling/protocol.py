@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Callable
 
 import numpy as np
 import pydantic_core
@@ -126,7 +127,7 @@ class SamplingError(Exception):
             return self.status_code == 429 or self.status_code >= 500
         return False
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]  # picklable across processes
+    def __reduce__(self) -> tuple[Callable[..., SamplingError], tuple[typing.Any, ...]]:  # picklable across processes
         return (
             _rebuild_error,
             (self.reason, self.detail, self.status_code, self.retry_after,
@@ -525,7 +526,12 @@ def _no_duplicate_keys(pairs: list[tuple[str, typing.Any]]) -> dict[str, typing.
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        repeated = ""
+        for k, _ in pairs:  # the first key met a second time
+            if k in seen:
+                repeated = k
+                break
+            seen.add(k)
         raise SamplingError("invalid_json", f"an object of the answer holds the key {repeated!r} twice; a keyed "
                             "output releases each key once")
     return out

@@ -498,7 +498,12 @@ class GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"connecting to {host!r} timed out") from None
 
-    async def connect_unix_socket(self, path, timeout=None, socket_options=None):  # type: ignore[no-untyped-def]
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
         raise SafeHttpError("refused_address", "unix sockets are not allowed")
 
     async def sleep(self, seconds: float) -> None:

@@ -75,8 +75,11 @@ def _early_rate(url: str, domain: str | None, shape: str | None, output_kind: st
         the_domain = InputDomain.model_validate_json(text if text.startswith("{") else Path(text).read_text())
         patterns = statdp_patterns(the_domain)  # the edge cases and Halton load scipy.stats: seconds
         first = patterns[0].x if patterns else candidate_pairs(the_domain, 1)[0].x
-        declared = OutputShape.model_validate_json(shape) if shape is not None else \
-            OutputShape.from_output_kind(output_kind, dim)  # type: ignore[arg-type]
+        if shape is not None:
+            declared = OutputShape.model_validate_json(shape)
+        else:
+            assert output_kind is not None  # one of the two, checked on entry
+            declared = OutputShape.from_output_kind(output_kind, dim)
         the_secret = secret or generate_secret()
         measured = asyncio.run(endpoint_rate(url, the_secret, declared, first, max_batch=max_batch, binary=binary,
                                              http_config=SafeHttpConfig(allow_networks=tuple(allow_networks))))

@@ -269,6 +269,13 @@ class InputDomain(BaseModel):
         return self.neighbours[0] in VECTOR_RELATIONS
 
     @property
+    def vector_sensitivity(self) -> float:
+        """``sensitivity`` of a linf/l1 domain, which validation makes required there."""
+        if self.sensitivity is None:
+            raise ValueError("only a linf/l1 domain has a sensitivity")
+        return self.sensitivity
+
+    @property
     def is_table(self) -> bool:
         """True for tabular domains (a database is a list of row objects)."""
         return self.table is not None
@@ -327,7 +334,7 @@ class InputDomain(BaseModel):
         if self.table is not None:
             return table_relation(self.table, list(self.neighbours), x, x_prime)
         if self.is_vector:
-            s = Fraction(self.sensitivity)  # type: ignore[arg-type]
+            s = Fraction(self.vector_sensitivity)
             diffs = [_exact_gap(a, b) for a, b in zip(x, x_prime)]
             if not any(diffs):
                 return "identical"

@@ -129,7 +129,7 @@ def _fit_vector(domain: InputDomain, space: RecordSpace, x: list[Any], target: l
     """``target`` clipped to the bounds and pulled towards ``x`` until it is exactly a neighbour
     (float rounding in x + s·d may overshoot the sensitivity by an ulp)."""
     y = [space._clip(float(t), 0) for t in target]
-    s = Fraction(domain.sensitivity)  # type: ignore[arg-type]
+    s = Fraction(domain.vector_sensitivity)
     rel = domain.neighbours
     for _ in range(64):
         diffs = [abs(Fraction(a) - Fraction(b)) for a, b in zip(x, y)]
@@ -153,7 +153,7 @@ def _statdp_directions(k: int) -> list[tuple[str, list[int]]]:
 
 def _vector_moves(domain: InputDomain, k: int, extra_signs: np.ndarray | None = None) -> list[tuple[str, list[float]]]:
     """Directions d with x' = x + d: StatDP's (linf), one-answer moves and splits (l1)."""
-    s = float(domain.sensitivity)  # type: ignore[arg-type]
+    s = float(domain.vector_sensitivity)
     moves: list[tuple[str, list[float]]] = []
     if "linf" in domain.neighbours:
         moves += [(name, [s * v for v in d]) for name, d in _statdp_directions(k)]
@@ -194,7 +194,7 @@ def statdp_patterns(domain: InputDomain) -> list[CandidatePair]:
     out: list[CandidatePair] = []
     if domain.is_vector:
         k = domain.size.max
-        s = float(domain.sensitivity)  # type: ignore[arg-type]
+        s = float(domain.vector_sensitivity)
         levels = unique_values([space._clip(v, 0) for v in (s, 0.0, *space.coordinate_edges(0)[:3])])
         for c in levels:
             base = [c] * k
@@ -330,7 +330,7 @@ def uniform_pair(domain: InputDomain, rng: np.random.Generator) -> CandidatePair
         if domain.is_vector:
             k = domain.size.max
             x = [space.coordinate_from_unit(float(v), 0) for v in rng.random(k)]
-            s = float(domain.sensitivity)  # type: ignore[arg-type]
+            s = float(domain.vector_sensitivity)
             if relation == "linf":
                 d = list(rng.uniform(-s, s, size=k))
             else:

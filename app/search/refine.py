@@ -156,7 +156,7 @@ def template_for(domain: InputDomain, pair: CandidatePair) -> PairTemplate | Non
     space = RecordSpace(domain)
     x, xp = list(pair.x), list(pair.x_prime)
     if domain.is_vector:
-        s = float(domain.sensitivity)  # type: ignore[arg-type]
+        s = float(domain.vector_sensitivity)
         k = len(x)
         params = []
         for i, v in enumerate(x):

@@ -252,7 +252,7 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
                 budget = int(max(MIN_TIMED_BUDGET, min(s.budget, usable)))
             await report(budget_estimate(measured, s.budget, s.time_limit, usable=usable), force=True)
 
-    search_deadline = None if deadline is None else started + 0.5 * s.time_limit  # type: ignore[operator]
+    search_deadline = None if s.time_limit is None else started + 0.5 * s.time_limit  # None iff deadline is
 
     # 1b. sizes: bisect where the outputs change character (app.search.sizes; choosing draws only)
     size_probe: dict[str, Any] | None = None

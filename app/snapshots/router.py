@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import TypeVar
 
 from fastapi import APIRouter, Body, Response, status
 from sqlalchemy import select
@@ -24,7 +25,10 @@ from app.snapshots.schemas import (
 router = APIRouter(tags=["snapshots"])
 
 
-def _summary(snap: Snapshot, model: type[SnapshotSummary] = SnapshotSummary) -> SnapshotSummary:
+_Summary = TypeVar("_Summary", bound=SnapshotSummary)
+
+
+def _summary(snap: Snapshot, model: type[_Summary]) -> _Summary:
     result = snap.result or {}
     extra = {"lower_bound": result.get("lower_bound"), "epsilon_hat": result.get("epsilon_hat"),
              "statement": result.get("statement"), "state": SNAPSHOT_STATE[snap.status],
@@ -50,7 +54,7 @@ def create_snapshot(monitor_id: uuid.UUID, principal: CurrentPrincipal, session:
     monitor = get_monitor(session, principal.tenant_id, monitor_id)
     snap = request_snapshot(session, monitor, "on_demand", extra_samples=body.extra_samples, alpha=body.alpha)
     response.headers["Location"] = f"/v1/snapshots/{snap.id}"
-    return _summary(snap)
+    return _summary(snap, SnapshotSummary)
 
 
 @router.get(
@@ -66,7 +70,7 @@ def list_snapshots(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: 
     stmt = select(Snapshot).where(Snapshot.monitor_id == monitor_id, Snapshot.tenant_id == principal.tenant_id)
     items, next_cursor = paginate(session, stmt, [SortKey(Snapshot.created_at, "datetime"),
                                                   SortKey(Snapshot.id, "uuid")], limit, cursor)
-    return Page[SnapshotSummary](items=[_summary(s) for s in items], next_cursor=next_cursor)
+    return Page[SnapshotSummary](items=[_summary(s, SnapshotSummary) for s in items], next_cursor=next_cursor)
 
 
 @router.get(
@@ -80,4 +84,4 @@ def get_snapshot(snapshot_id: uuid.UUID, principal: CurrentPrincipal, session: S
                                                  Snapshot.tenant_id == principal.tenant_id))
     if snap is None:
         raise NotFoundError(f"Snapshot {snapshot_id} not found.")
-    return _summary(snap, SnapshotRead)  # type: ignore[return-value]
+    return _summary(snap, SnapshotRead)

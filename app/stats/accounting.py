@@ -28,9 +28,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from dp_accounting.rdp import RdpAccountant
 
 __all__ = [
     "ZCDP_RDP_ORDERS",
@@ -64,7 +68,7 @@ def _check_delta(delta: float) -> float:
     return delta
 
 
-def _zcdp_accountant(rho: float):  # type: ignore[no-untyped-def]
+def _zcdp_accountant(rho: float) -> RdpAccountant:
     import dp_accounting
     from dp_accounting.rdp import RdpAccountant
 

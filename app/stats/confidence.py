@@ -204,7 +204,7 @@ def curve_increments(xa: NDArray[np.float64], xb: NDArray[np.float64], n: NDArra
     for fa, fb, f_past in ((xa, xb, b_past), (n - xb, n - xa, n_past - a_past)):
         s, d = _lines(claim, theta, f_past, n_past)
         parts.append(log_evalues_sd(fa, fb, n, s, d, g))
-        c = agrapa_fraction(_discounted_past(fa), _discounted_past(fb), past_n, s, d)  # type: ignore[arg-type]
+        c = agrapa_fraction(_discounted_past(fa), _discounted_past(fb), past_n, s, d)
         parts.append(log_evalues_sd(fa, fb, n, s, d, np.asarray(c)[..., None]))
     return np.concatenate(parts, axis=-1)
 

@@ -8,7 +8,9 @@ the API. Sign-in and CSRF are in :mod:`app.web.session`; who may change a monito
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
@@ -24,6 +26,9 @@ from app.web.pages import Forbidden, SignInRequired, build_router, error_page, m
 from app.web.session import SessionSigner
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+_AsyncHandler = Callable[[Request, Exception], Awaitable[Response]]
 
 
 def _is_page(request: Request) -> bool:
@@ -55,11 +60,13 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
 
     # Errors on pages are pages; the API's (and the chart data's) stay problem+json.
     for exc_class in (ProblemError, StarletteHTTPException, RequestValidationError):
-        original = app.exception_handlers[exc_class]
+        # app.api.errors installs async (request, exc) -> response handlers for these three;
+        # Starlette's map types its values more widely (sync handlers, websocket handlers).
+        original = cast(_AsyncHandler, app.exception_handlers[exc_class])
 
-        async def handler(request: Request, exc: Exception, _original=original) -> Response:  # type: ignore[no-untyped-def]
+        async def handler(request: Request, exc: Exception, _original: _AsyncHandler = original) -> Response:
             if not _is_page(request):
-                return await _original(request, exc)  # type: ignore[no-any-return]
+                return await _original(request, exc)
             if isinstance(exc, ProblemError):
                 return error_page(request, exc.status, exc.detail)
             if isinstance(exc, StarletteHTTPException):

@@ -115,13 +115,13 @@ class RecordingGenerator(np.random.Generator):
         replayed = loc_arr + self.kappa * w
         return float(replayed) if np.ndim(drawn) == 0 else replayed
 
-    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:  # type: ignore[override]
+    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
         return self._noise("laplace", loc, scale, super().laplace(loc, scale, size))
 
-    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:  # type: ignore[override]
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
         return self._noise("gaussian", loc, scale, super().normal(loc, scale, size))
 
-    def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:  # type: ignore[override]
+    def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         return self._noise("gaussian", 0.0, 1.0, super().standard_normal(size, dtype, out))
 
 
