@@ -191,6 +191,17 @@ def _pair_text(pairs: list[tuple[typing.Any, typing.Any]], i: int) -> str:
     return f"pair {i + 1}: x = {short(pairs[i][0])}, x′ = {short(pairs[i][1])}"
 
 
+def _event_lines(pairs: list[tuple[typing.Any, typing.Any]], pair: int, x_first: bool, event: str, first_in: int,
+                 second_in: int, n: int, where: str, tail: str) -> list[str]:
+    """The pair and the event of a failure, with its counts on the batch it was tested on."""
+    first, second = ("x", "x′") if x_first else ("x′", "x")
+    p_hat, q_hat = first_in / n, second_in / n
+    ratio = (f"; ln(p̂/q̂) = {math.log(p_hat / q_hat):.3g}, a point estimate" if p_hat > 0 and q_hat > 0 else "")
+    return ["  " + _pair_text(pairs, pair),
+            f"  event: E = {{o : {event}}}, likelier on {first}: {where} {first_in:,} of {n:,} outputs on {first} and "
+            f"{second_in:,} of {n:,} on {second} fell in E (p̂ = {p_hat:.3g}, q̂ = {q_hat:.3g}{ratio}){tail}"]
+
+
 def _report(name: str, claim: ClaimModel, alpha: float, seed: int, pairs: list[tuple[typing.Any, typing.Any]],
             outcome: SequentialOutcome | None, coupled: CoupledReport | None, violated: bool, reproduce: str,
             notes: list[str]) -> str:
@@ -224,22 +235,12 @@ def _report(name: str, claim: ClaimModel, alpha: float, seed: int, pairs: list[t
         best = outcome.best
         if by_final:
             top = min(outcome.final, key=lambda r: r.p_value)
-            first, second = ("x", "x′") if top.x_first else ("x′", "x")
-            p_hat, q_hat = top.first_in / top.n, top.second_in / top.n
-            ratio = (f"; ln(p̂/q̂) = {math.log(p_hat / q_hat):.3g}, a point estimate" if p_hat > 0 and q_hat > 0 else "")
-            lines.append("  " + _pair_text(pairs, top.pair))
-            lines.append(f"  event: E = {{o : {top.event}}}, likelier on {first}: in the last batch {top.first_in:,} "
-                         f"of {top.n:,} outputs on {first} and {top.second_in:,} of {top.n:,} on {second} fell in E "
-                         f"(p̂ = {p_hat:.3g}, q̂ = {q_hat:.3g}{ratio}); tested against p ≤ {top.line[0]:.4g}·q + "
-                         f"{top.line[1]:.3g}, p-value {top.p_value:.3g}")
+            lines += _event_lines(pairs, top.pair, top.x_first, top.event, top.first_in, top.second_in, top.n,
+                                  "in the last batch", f"; tested against p ≤ {top.line[0]:.4g}·q + {top.line[1]:.3g}, "
+                                  f"p-value {top.p_value:.3g}")
         elif violated and best is not None:
-            first, second = ("x", "x′") if best.x_first else ("x′", "x")
-            p_hat, q_hat = best.first_in / best.n, best.second_in / best.n
-            ratio = (f"; ln(p̂/q̂) = {math.log(p_hat / q_hat):.3g}, a point estimate" if p_hat > 0 and q_hat > 0 else "")
-            lines.append("  " + _pair_text(pairs, best.pair))
-            lines.append(f"  event: E = {{o : {best.event}}}, likelier on {first}: in its last batch {best.first_in:,} "
-                         f"of {best.n:,} outputs on {first} and {best.second_in:,} of {best.n:,} on {second} fell in E "
-                         f"(p̂ = {p_hat:.3g}, q̂ = {q_hat:.3g}{ratio})")
+            lines += _event_lines(pairs, best.pair, best.x_first, best.event, best.first_in, best.second_in, best.n,
+                                  "in its last batch", "")
         lines.append("  " + _power_line(claim, outcome.power))
         if coupled is not None:
             for finding in coupled.findings:
