@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -32,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.auth.service import create_tenant_with_key  # noqa: E402
-from app.db import make_engine, make_session_factory, run_migrations  # noqa: E402
+from app.db import make_engine, make_session_factory  # noqa: E402
 from bench.api_profile import PY_SPY, summarise  # noqa: E402
-from tests.support.sampling_server import free_port  # noqa: E402
+from bench.service_harness import free_port, scratch_service, worker_env  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:
@@ -80,14 +79,9 @@ def main() -> None:
                     "the process's Python CPU) and print the TOP frames")
     args = ap.parse_args()
     trees = [Path(t).resolve() for t in (args.tree or [str(ROOT)])]
-    name = "api_cpu_" + uuid.uuid4().hex[:8]
-    admin = create_engine(f"{args.pg}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{args.pg}/{name}"
     results: dict[Path, list[float]] = {t: [] for t in trees}
-    try:
-        run_migrations(url)
+    with scratch_service("api-cpu", pg=args.pg, keep_logs=False) as scratch:
+        url = scratch.db_url
         engine = make_engine(url)
         with make_session_factory(engine)() as session:
             _, key = create_tenant_with_key(session, "acme", "k")
@@ -98,9 +92,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for tree in trees:
                 port = free_port()
-                env = {**os.environ, "DPWATCH_DATABASE_URL": url, "DPWATCH_MIGRATE_ON_START": "false",
-                       "DPWATCH_LOG_LEVEL": "INFO", "DPWATCH_ALLOW_NETWORKS": "127.0.0.0/8",
-                       "PYTHONPATH": str(tree)}
+                env = {**os.environ, **worker_env(url), "DPWATCH_LOG_LEVEL": "INFO", "PYTHONPATH": str(tree)}
                 proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-worker", "--port", str(port)],
                                         env=env, cwd=tree, stderr=subprocess.DEVNULL)
                 base = f"http://127.0.0.1:{port}"
@@ -170,10 +162,6 @@ def main() -> None:
         for tree, values in results.items():
             print(f"{tree}: CPU per request median {statistics.median(values):.2f} ms "
                   f"({', '.join(f'{v:.2f}' for v in values)})")
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 if __name__ == "__main__":
