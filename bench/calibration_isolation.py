@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from job_isolation import Db, Watch  # noqa: E402
+from job_isolation import Db, Watch, victim_monitors  # noqa: E402
 from service_harness import DPWATCH, PG, ROOT, free_port, say, scratch_service, wait_port, worker_env  # noqa: E402
 
 
@@ -68,12 +68,7 @@ def setup(db_url: str, base: str, secret: str, heavy_monitors: int, budget: int,
                 period_seconds=60, discovery_samples=budget, outputs_window=0, alarm_snapshot_samples=0,
                 checks=[{"x": [0], "x_prime": [1], "event": {"kind": "auto"}}]))
             out["heavy_monitors"].append(monitor.id)
-        for i in range(4):
-            monitor = create_monitor(session, victim.id, MonitorCreate(
-                name=f"victim-{i}", mechanism_id=victim_mech, epsilon=1.0, horizon=10_000, samples_per_period=200,
-                period_seconds=1, start_at=start + timedelta(seconds=i / 4),
-                checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]))
-            out["victim_monitors"].append(monitor.id)
+        out["victim_monitors"] = victim_monitors(session, victim.id, victim_mech, start)
         session.commit()
     engine.dispose()
     return out

@@ -94,13 +94,22 @@ def serve(port: int) -> None:
 # ------------------------------------------------------------------------------------ set-up
 
 
+def victim_monitors(session, tenant_id, mechanism_id, start: datetime) -> list:  # noqa: ANN001
+    """The victim tenant's four monitors: one check, n = 200, a period of 1 s, starts spread over it."""
+    from app.monitors.schemas import MonitorCreate
+    from app.monitors.service import create_monitor
+
+    return [create_monitor(session, tenant_id, MonitorCreate(
+        name=f"victim-{i}", mechanism_id=mechanism_id, epsilon=1.0, horizon=10_000, samples_per_period=200,
+        period_seconds=1, start_at=start + timedelta(seconds=i / 4),
+        checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}])).id for i in range(4)]
+
+
 def setup(db_url: str, base: str, secret: str) -> dict:
     from app.auth.service import create_tenant
     from app.db import make_engine, make_session_factory
     from app.mechanisms.schemas import MechanismCreate
     from app.mechanisms.service import build_mechanism
-    from app.monitors.schemas import MonitorCreate
-    from app.monitors.service import create_monitor
 
     engine = make_engine(db_url)
     out: dict = {"monitors": []}
@@ -121,12 +130,7 @@ def setup(db_url: str, base: str, secret: str) -> dict:
         out["laplace_sum"] = mechanism(heavy, "laplace-sum")
         out["empty"] = mechanism(victim, "empty-returns-zero")
         healthy = mechanism(victim, "healthy")
-        for i in range(4):
-            monitor = create_monitor(session, victim.id, MonitorCreate(
-                name=f"victim-{i}", mechanism_id=healthy, epsilon=1.0, horizon=10_000, samples_per_period=200,
-                period_seconds=1, start_at=start + timedelta(seconds=i / 4),
-                checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]))
-            out["monitors"].append(monitor.id)
+        out["monitors"] = victim_monitors(session, victim.id, healthy, start)
         session.commit()
     engine.dispose()
     return out
