@@ -183,6 +183,12 @@ class Settings(BaseSettings):
         30.0, ge=0, le=86_400,
         description="Back-off before a failed calibration is tried again; doubles with each attempt.",
     )
+    max_calibrations_in_flight: int = Field(
+        1, ge=1, le=64,
+        description="Calibrations one worker runs at once (each in a process of its own: about one core and up to "
+        "job_memory_mb). Claims take turns across tenants: the tenant with the fewest calibrations in flight, then "
+        "the one served least recently, so a tenant runs a second at once only when no other tenant waits.",
+    )
     snapshot_isolation: Literal["process", "inline"] = Field(
         "process",
         description="`process`: a snapshot's MPL computation runs in a child process with the job limits; `inline`: "

@@ -108,6 +108,9 @@ class Monitor(Base):
     # out of attempts, or over a memory or time limit, the monitor is paused with the reason kept here.
     calibration_attempts: Mapped[int] = mapped_column(default=0, server_default="0")
     calibration_error: Mapped[str | None] = mapped_column(Text)
+    # When its latest calibration attempt was claimed: a tenant's latest over its monitors is when its
+    # calibrations were last served, which fair calibration claims order by (app/monitors/leases.py).
+    calibration_claimed_at: Mapped[datetime | None]
 
     # Period slots are schedule_anchor + k·period_seconds (or the cron's fire times); the anchor
     # is start_at (or the creation time) so that slots, and so period_runs.scheduled_for, are

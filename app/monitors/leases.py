@@ -123,6 +123,73 @@ def _fair_query() -> Select[uuid.UUID]:
             .with_for_update(of=Monitor, skip_locked=True))
 
 
+#: Key of the transaction-level advisory lock that serialises calibration claims across replicas (Postgres).
+CALIBRATION_CLAIM_LOCK_KEY = 0x6470_6361_6C69_62  # "dpcalib"
+
+
+def claim_calibrations(session: Session, *, worker_id: str, now: datetime, lease_seconds: float,
+                       limit: int) -> list[uuid.UUID]:
+    """Lease up to ``limit`` monitors in ``calibrating``, fairly across tenants. Caller commits.
+
+    Each pick is the oldest waiting monitor (``created_at``) of the tenant that has (1) the fewest
+    calibrations in flight (live leases, whichever replica holds them), then (2) was served least
+    recently (its monitors' latest ``calibration_claimed_at``; never served first), then (3) the
+    oldest waiting monitor. So a tenant with a calibration in flight gets another only when no
+    other tenant waits, and a tenant's twenty waiting monitors take turns with another tenant's
+    one instead of all going first. The claim stamps ``calibration_claimed_at``. A monitor in its
+    retry back-off (lease free of owner, expiry ahead) neither waits nor counts as in flight.
+    Locked rows (another claim) are skipped; on Postgres the counts and the stamp are serialised
+    across replicas by a transaction-level advisory lock, as the jobs' fair claim does
+    (app/jobs/runner.py ``JobRunner._pick_fair``: fewest running, then the oldest head).
+    """
+    if limit <= 0:
+        return []
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(CALIBRATION_CLAIM_LOCK_KEY)))
+    waiting = [Monitor.state == "calibrating", _lease_free(now)]
+    heads: dict[uuid.UUID, datetime] = {tenant: head for tenant, head in session.execute(
+        select(Monitor.tenant_id, func.min(Monitor.created_at)).where(*waiting).group_by(Monitor.tenant_id))}
+    if not heads:
+        return []
+    in_flight: dict[uuid.UUID, int] = {tenant: n for tenant, n in session.execute(
+        select(Monitor.tenant_id, func.count())
+        .where(Monitor.state == "calibrating", Monitor.lease_owner.is_not(None), Monitor.lease_expires_at >= now,
+               Monitor.tenant_id.in_(list(heads)))
+        .group_by(Monitor.tenant_id))}
+    served: dict[uuid.UUID, datetime] = {tenant: at for tenant, at in session.execute(
+        select(Monitor.tenant_id, func.max(Monitor.calibration_claimed_at))
+        .where(Monitor.tenant_id.in_(list(heads)), Monitor.calibration_claimed_at.is_not(None))
+        .group_by(Monitor.tenant_id))}
+
+    def turn(tenant: uuid.UUID) -> tuple[int, bool, datetime | None, datetime]:
+        return in_flight.get(tenant, 0), tenant in served, served.get(tenant), heads[tenant]
+
+    picked: list[uuid.UUID] = []
+    while len(picked) < limit and heads:
+        tenant = min(heads, key=turn)
+        monitor_id = session.scalar(
+            select(Monitor.id).where(*waiting, Monitor.tenant_id == tenant, Monitor.id.not_in(picked))
+            .order_by(Monitor.created_at, Monitor.id).limit(1).with_for_update(of=Monitor, skip_locked=True))
+        if monitor_id is None:
+            del heads[tenant]
+            continue
+        picked.append(monitor_id)
+        in_flight[tenant] = in_flight.get(tenant, 0) + 1
+        served[tenant] = now
+    if not picked:
+        return []
+    claimed = session.scalars(
+        update(Monitor)
+        .where(Monitor.id.in_(picked), _lease_free(now))
+        .values(lease_owner=worker_id, lease_expires_at=now + timedelta(seconds=lease_seconds),
+                calibration_claimed_at=now)
+        .returning(Monitor.id)
+        .execution_options(synchronize_session=False)
+    )
+    order = {monitor_id: i for i, monitor_id in enumerate(picked)}
+    return sorted(claimed, key=order.__getitem__)
+
+
 def lock_leased_monitor(session: Session, monitor_id: uuid.UUID, worker_id: str) -> Monitor | None:
     """The monitor, row-locked for the rest of the transaction, if ``worker_id`` still holds its lease.
 

@@ -5,8 +5,9 @@ processes, as its FAQ says). Each tick claims due work through leases in the dat
 (``app.monitors.leases``), so any number of replicas can run a worker against one Postgres:
 
 - ``periods``: claim due monitors and run their periods (up to ``max_in_flight`` at once);
-- ``calibration``: claim monitors in ``calibrating``, discover their ``auto`` events and compute
-  their thresholds off the table, each in a child process with the jobs' limits
+- ``calibration``: claim monitors in ``calibrating`` fairly across tenants (``claim_calibrations``) and
+  run up to ``max_calibrations_in_flight``: discover their ``auto`` events and compute their
+  thresholds off the table, each in a child process with the jobs' limits
   (app/monitors/calibration.py); the result is written here, under the monitor's lease;
 - ``outbox``: deliver due webhook messages;
 - ``jobs``: claim queued jobs (discovery, audits, re-discovery, searches) fairly across tenants and run up
@@ -35,7 +36,7 @@ from app.db import utcnow
 from app.jobs.context import Handler
 from app.jobs.runner import JobRunner, default_handlers, job_sampling_client
 from app.monitors.calibration import CALIBRATION_LEASE_SECONDS, Calibrator
-from app.monitors.leases import claim_monitors
+from app.monitors.leases import claim_calibrations, claim_monitors
 from app.monitors.runner import RUNNABLE_STATES, PeriodOutcome, PeriodPlan, PeriodRunner
 from app.sampling.client import SamplingClient, SamplingClientConfig
 from app.sampling.safe_http import SafeAsyncClient
@@ -79,6 +80,7 @@ class Worker:
         self._started: dict[asyncio.Task[None], float] = {}  # loop time each period in flight started
         self._claim_again = False  # a slot freed while a claim ran: claim once more after it
         self._jobs_in_flight: set[asyncio.Task[None]] = set()
+        self._calibrations_in_flight: set[asyncio.Task[None]] = set()
         self._ticks: set[asyncio.Task[object]] = set()  # ticker runs under way (stop waits for them)
         self._scheduler: AsyncIOScheduler | None = None
         self.http: SafeAsyncClient | None = None
@@ -119,8 +121,8 @@ class Worker:
         if "periods" in self.roles:
             sched.add_job(self._tracked(self.tick_periods), id="periods", seconds=s.tick_seconds, **common)
             sched.add_job(self._tracked(self.tick_outbox), id="outbox", seconds=max(s.tick_seconds, 1.0), **common)
-            sched.add_job(self._tracked(self.tick_calibration), id="calibration", seconds=max(s.tick_seconds, 2.0),
-                          **common)
+            sched.add_job(self._tracked(self.start_calibrations), id="calibration",
+                          seconds=max(s.tick_seconds, 2.0), **common)
             sched.add_job(self._tracked(self.tick_snapshots), id="snapshots", seconds=max(s.tick_seconds, 1.0),
                           **common)
             sched.add_job(self._tracked(self.tick_retention), id="retention", seconds=s.retention_every_seconds,
@@ -158,10 +160,14 @@ class Worker:
             # as a failed job): pause it, let them end, then shut it down.
             self._scheduler.pause()
             await asyncio.sleep(0)  # runs just submitted take their first step and register
-            if self._ticks:  # claims are short; a calibration may not be, and is left to its lease
-                await asyncio.wait(set(self._ticks), timeout=STOP_TICK_SECONDS)
+            if self._ticks or self._calibrations_in_flight:  # claims are short; a calibration may not be
+                await asyncio.wait(self._ticks | self._calibrations_in_flight, timeout=STOP_TICK_SECONDS)
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
+        for task in self._calibrations_in_flight:  # its child is killed; the lease expires (another worker takes it)
+            task.cancel()
+        if self._calibrations_in_flight:
+            await asyncio.gather(*self._calibrations_in_flight, return_exceptions=True)
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
         for task in self._jobs_in_flight:  # a job's lease expires and another worker takes it
@@ -318,14 +324,46 @@ class Worker:
             log.exception("retention_failed")
             return 0
 
-    async def tick_calibration(self) -> int:
-        # Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other
-        # replicas from starting the same work meanwhile. The work runs in a child process with
-        # limits (``calibration_isolation``); this loop only polls it, so periods go on meanwhile.
-        ids = await asyncio.to_thread(self._claim, ("calibrating",), 1, False, CALIBRATION_LEASE_SECONDS)
+    def _claim_calibrations(self, limit: int) -> list[uuid.UUID]:
+        with self.session_factory() as session:
+            ids = claim_calibrations(session, worker_id=self.settings.worker_id, now=self.clock(),
+                                     lease_seconds=CALIBRATION_LEASE_SECONDS, limit=limit)
+            session.commit()
+            return ids
+
+    async def start_calibrations(self) -> int:
+        """Claim monitors in ``calibrating`` up to the free calibration slots, fairly across tenants
+        (``claim_calibrations``), and start their calibrations.
+
+        Discovery and a Monte-Carlo threshold can take minutes: a long lease keeps other replicas
+        from starting the same work meanwhile. The work runs in a child process with limits
+        (``calibration_isolation``); this loop only polls it, so periods go on meanwhile."""
+        free = self.settings.max_calibrations_in_flight - len(self._calibrations_in_flight)
+        if free <= 0 or self._stopping:
+            return 0
+        ids = await asyncio.to_thread(self._claim_calibrations, free)
         for monitor_id in ids:
-            try:
-                await self.calibrator.calibrate(monitor_id)
-            except Exception:
-                log.exception("calibration_failed", monitor_id=str(monitor_id))
+            task = asyncio.create_task(self._calibrate(monitor_id))
+            self._calibrations_in_flight.add(task)
+            task.add_done_callback(self._calibrations_in_flight.discard)
         return len(ids)
+
+    async def _calibrate(self, monitor_id: uuid.UUID) -> None:
+        try:
+            await self.calibrator.calibrate(monitor_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must not kill the ticker; the lease expires and the calibration is tried again
+            log.exception("calibration_failed", monitor_id=str(monitor_id))
+
+    async def tick_calibration(self) -> int:
+        """Start calibrations (``start_calibrations``) and wait until every calibration in flight has
+        ended (tests, tools); the ticker only starts them."""
+        started = await self.start_calibrations()
+        await self.drain_calibrations()
+        return started
+
+    async def drain_calibrations(self) -> None:
+        """Wait for the calibrations in flight (tests and benchmarks)."""
+        while self._calibrations_in_flight:
+            await asyncio.gather(*list(self._calibrations_in_flight), return_exceptions=True)
