@@ -39,13 +39,24 @@ from job_isolation import Db, Watch, victim_monitors  # noqa: E402
 from service_harness import DPWATCH, PG, ROOT, free_port, say, scratch_service, wait_port, worker_env  # noqa: E402
 
 
+def calibrating_monitor(session, tenant_id: uuid.UUID, mechanism_id: uuid.UUID, name: str, budget: int,  # noqa: ANN001
+                        horizon: int) -> uuid.UUID:
+    """A monitor whose calibration is work: one ``auto`` check (discovery with ``budget`` outputs per
+    database) and horizon ``horizon`` (off the table's grid: a Monte-Carlo threshold)."""
+    from app.monitors.schemas import MonitorCreate
+    from app.monitors.service import create_monitor
+
+    return create_monitor(session, tenant_id, MonitorCreate(
+        name=name, mechanism_id=mechanism_id, epsilon=1.0, horizon=horizon, samples_per_period=200,
+        period_seconds=60, discovery_samples=budget, outputs_window=0, alarm_snapshot_samples=0,
+        checks=[{"x": [0], "x_prime": [1], "event": {"kind": "auto"}}])).id
+
+
 def setup(db_url: str, base: str, secret: str, heavy_monitors: int, budget: int, horizon: int) -> dict:
     from app.auth.service import create_tenant
     from app.db import make_engine, make_session_factory
     from app.mechanisms.schemas import MechanismCreate
     from app.mechanisms.service import build_mechanism
-    from app.monitors.schemas import MonitorCreate
-    from app.monitors.service import create_monitor
 
     engine = make_engine(db_url)
     out: dict = {"victim_monitors": [], "heavy_monitors": []}
@@ -63,11 +74,8 @@ def setup(db_url: str, base: str, secret: str, heavy_monitors: int, budget: int,
 
         heavy_mech, victim_mech = mechanism(heavy, "healthy"), mechanism(victim, "healthy")
         for i in range(heavy_monitors):
-            monitor = create_monitor(session, heavy.id, MonitorCreate(
-                name=f"heavy-{i}", mechanism_id=heavy_mech, epsilon=1.0, horizon=horizon, samples_per_period=200,
-                period_seconds=60, discovery_samples=budget, outputs_window=0, alarm_snapshot_samples=0,
-                checks=[{"x": [0], "x_prime": [1], "event": {"kind": "auto"}}]))
-            out["heavy_monitors"].append(monitor.id)
+            out["heavy_monitors"].append(calibrating_monitor(session, heavy.id, heavy_mech, f"heavy-{i}", budget,
+                                                             horizon))
         out["victim_monitors"] = victim_monitors(session, victim.id, victim_mech, start)
         session.commit()
     engine.dispose()
