@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -10,12 +11,12 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.errors import ForbiddenError, ProblemError, UnauthorizedError, field_problem
 from app.auth.key_cache import KEY_CACHE
 from app.auth.key_use import KeyUseRecorder
-from app.auth.service import Principal, authenticate, cached_principal
+from app.auth.service import Principal, authenticate, cached_principal, hash_api_key
 from app.settings import Settings
 
 T = TypeVar("T")
@@ -126,16 +127,65 @@ bearer_scheme = HTTPBearer(
 )
 
 
+class KeyLookups:
+    """The key lookups under way in this process, one per key (a single flight).
+
+    When a key's cache entry expires, every request of that key in flight misses the cache at
+    once (50 concurrent clients: up to 50 lookups every ``DPWATCH_KEY_CACHE_SECONDS``). They
+    share one lookup instead. A request joins a lookup only if no key was dropped from the cache
+    since it started (``KEY_CACHE.generation``), so a revocation in this process is never
+    answered by a lookup that read the key before it. The lookup runs as a task of its own: a
+    request that is cancelled does not cancel it for the others."""
+
+    def __init__(self) -> None:
+        self._flights: dict[str, tuple[int, asyncio.Task[Principal | None]]] = {}
+
+    async def resolve(self, session_factory: sessionmaker[Session], plaintext: str) -> Principal | None:
+        key_hash = hash_api_key(plaintext)
+        flight = self._flights.get(key_hash)
+        if flight is None or flight[0] != KEY_CACHE.generation:
+            task = asyncio.ensure_future(run_in_threadpool(lookup_key, session_factory, plaintext))
+            flight = (KEY_CACHE.generation, task)
+            self._flights[key_hash] = flight
+            task.add_done_callback(lambda done: self._done(key_hash, done))
+        return await asyncio.shield(flight[1])
+
+    def _done(self, key_hash: str, task: asyncio.Task[Principal | None]) -> None:
+        current = self._flights.get(key_hash)
+        if current is not None and current[1] is task:
+            del self._flights[key_hash]
+        if not task.cancelled():
+            task.exception()  # retrieved: every request that waited has raised it already
+
+
+def lookup_key(session_factory: sessionmaker[Session], plaintext: str) -> Principal | None:
+    """:func:`app.auth.service.authenticate` in a session of its own, whose connection goes back
+    to the pool at once. (On the request's session the connection stayed checked out until the
+    handler's hop: with 50 requests missing the cache together, requests holding connections
+    waited for pool threads while pool threads waited for connections, and answered 503 after
+    the pool's timeout.)"""
+    with session_factory() as session:
+        return authenticate(session, plaintext, cache=KEY_CACHE)
+
+
+def key_lookups(request: Request) -> KeyLookups:
+    """The app's single-flight key lookups (one per app and process)."""
+    lookups = getattr(request.app.state, "key_lookups", None)
+    if lookups is None:
+        lookups = request.app.state.key_lookups = KeyLookups()
+    return lookups
+
+
 async def get_principal(
     request: Request,
-    session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
     """The tenant behind the bearer key; 401 with ``WWW-Authenticate: Bearer`` otherwise.
 
     A key resolved within the last ``DPWATCH_KEY_CACHE_SECONDS`` is taken from the process's
     cache (app.auth.key_cache) on the event loop: no query and no thread hop. Otherwise the
-    lookup is one query in the thread pool, which fills the cache.
+    lookup is one query in the thread pool, in a session of its own, shared by the requests of
+    that key that miss the cache meanwhile (:class:`KeyLookups`); it fills the cache.
 
     Nothing is written: a key whose use is due is noted on the request, and
     :func:`record_key_use_after` writes it after the handler."""
@@ -143,7 +193,9 @@ async def get_principal(
         raise UnauthorizedError("Send an API key as `Authorization: Bearer <key>`.")
     principal = cached_principal(credentials.credentials)
     if principal is None:
-        principal = await run_in_threadpool(authenticate, session, credentials.credentials, cache=KEY_CACHE)
+        state = request.app.state
+        factory = state.read_session_factory or state.session_factory
+        principal = await key_lookups(request).resolve(factory, credentials.credentials)
     if principal is None:
         raise UnauthorizedError("The API key is unknown or has been revoked.", error="invalid_token")
     if principal.use_due:

@@ -48,6 +48,8 @@ router = APIRouter(prefix="/monitors", tags=["monitors"])
 #: The fields _read copies from a monitor's and a check's row (the claims are worked out).
 _MONITOR_FIELDS = tuple(name for name in MonitorRead.model_fields if name not in ("checks", "claim"))
 _CHECK_FIELDS = tuple(name for name in CheckRead.model_fields if not name.startswith("claim"))
+#: The check columns the reads select: those fields and the check's own claim.
+_CHECK_COLUMNS = (*_CHECK_FIELDS, "claim")
 
 
 def _read(monitor: Monitor | Any, checks: list[Check] | list[Any]) -> MonitorRead:
@@ -166,7 +168,7 @@ async def list_monitors(
         monitors, next_cursor = service.list_monitors_plain(
             session, principal.tenant_id, state=state, mechanism_id=mechanism_id, limit=limit, cursor=cursor
         )
-        checks = service.checks_plain_by_monitor(session, [m.id for m in monitors])
+        checks = service.checks_plain_by_monitor(session, [m.id for m in monitors], _CHECK_COLUMNS)
         return Page[MonitorRead](items=[_read(m, checks[m.id]) for m in monitors], next_cursor=next_cursor)
 
     return await run_read(session, read)
@@ -182,7 +184,7 @@ async def list_monitors(
 async def get_monitor(monitor_id: uuid.UUID, principal: CurrentPrincipal, session: SessionDep) -> MonitorRead:
     def read() -> MonitorRead:
         monitor = service.get_monitor_plain(session, principal.tenant_id, monitor_id)
-        return _read(monitor, service.checks_plain_by_monitor(session, [monitor.id])[monitor.id])
+        return _read(monitor, service.checks_plain_by_monitor(session, [monitor.id], _CHECK_COLUMNS)[monitor.id])
 
     return await run_read(session, read)
 

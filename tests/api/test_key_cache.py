@@ -133,3 +133,44 @@ def test_an_unknown_key_is_not_cached(cached_app, tenants, db: DB, clock: FakeCl
                                key_hash=hash_api_key(plaintext), scope="read"))
         assert client.get("/v1/mechanisms", headers=headers).status_code == 200  # at once
         assert len(key_lookups) == 2
+
+
+def test_concurrent_misses_of_one_key_share_one_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a key's entry expires, the requests in flight miss together: one lookup serves them
+    (app.api.deps.KeyLookups); a lookup that started before a drop (a revocation in this process)
+    is not joined; a request that is cancelled does not cancel the lookup for the others."""
+    import asyncio
+    import threading
+
+    import app.api.deps as deps
+    from app.auth.service import Principal
+
+    calls: list[str] = []
+    release = threading.Event()
+    principal = Principal(tenant_id=uuid.uuid4(), api_key_id=uuid.uuid4(), scope="read")
+
+    def slow_lookup(factory: object, plaintext: str) -> Principal:
+        calls.append(plaintext)
+        release.wait(5)
+        return principal
+
+    monkeypatch.setattr(deps, "lookup_key", slow_lookup)
+    key = generate_api_key()
+
+    async def scenario() -> None:
+        lookups = deps.KeyLookups()
+        first = [asyncio.ensure_future(lookups.resolve(None, key)) for _ in range(20)]  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert len(calls) == 1
+        first[0].cancel()  # its client went away
+        KEY_CACHE.drop("another key")  # a revocation in this process: later requests look up afresh
+        later = asyncio.ensure_future(lookups.resolve(None, key))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert len(calls) == 2
+        release.set()
+        results = await asyncio.gather(*first[1:], later)
+        assert all(r is principal for r in results)
+        assert first[0].cancelled()
+        assert not lookups._flights  # nothing left behind
+
+    asyncio.run(scenario())
