@@ -34,7 +34,8 @@ At each run's first alarm τ the bench records
 
 Among false alarms (τ < t0, and the ``--null`` cells with no change at all) it reports how often
 each contradicts the claim. ``--bound-table`` prints, per cell and detector, the coverage, the
-median and the 10th percentile of LB_τ and of the bound the verdict leads with, the true value,
+median and the 10th percentile of LB_τ and of the bound the verdict leads with, the true value
+(:func:`true_value`: for ρ-zCDP on the polygon the pair's exact ρ, above θ₁; coverage is read against it),
 the halfway mark (claim + (truth − claim)/2) and whether the lead bound's median reaches it, and
 the median delay (docs/jobs_and_evidence.md §2, "Per-cell bound tables").
 
@@ -116,6 +117,20 @@ def p_of(kind: str, theta: float, q0: float) -> float:
     if kind == "zcdp":
         return exact_zcdp_p(theta, q0) if ZCDP_BOUNDARY["mode"] == "exact" else float(ZCDP(theta).upper(q0))
     return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
+
+
+def true_value(kind: str, theta: float, q0: float) -> float:
+    """The mechanism's own parameter after the change: θ for ε and μ (the pair lies on the boundary of
+    θ, and on no smaller θ's region), and for ρ-zCDP with ``--zcdp-boundary exact``; with p on the
+    service's polygon (the default) the pair's exact ρ, sup_α max(D_α(p‖q), D_α(q‖p))/α, which is
+    larger than θ (the polygon contains the exact region). The fresh confirmation bounds that ρ, so
+    its coverage is read against it; LB_τ, the polygon sequence's, covers θ and so this too."""
+    if kind == "zcdp" and ZCDP_BOUNDARY["mode"] == "polygon":
+        from app.stats.claims import rho_lower_bound
+
+        p = p_of(kind, theta, q0)
+        return float(max(rho_lower_bound(p, q0), rho_lower_bound(1 - q0, 1 - p)))
+    return theta
 
 
 def family_claim(kind: str, claimed: float):
@@ -244,11 +259,13 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
     cs = confidence_sequence(a, b, n, family_claim(kind, claimed), alpha)
     cs_seconds = time.perf_counter() - t0
     claim_obj = claim_of(kind, claimed)[1]
+    true1 = true_value(kind, theta1, q0)
     rows = {}
     for name, det in detector_alarms(kind, a, b, n, claimed, horizon, alpha, gamma, rng).items():
         first, path = det.first, det.window_path
         right = {"alarms": 0, "covered": 0, "cs_contradicts": 0, "old_covered": 0, "old_n": 0, "confirms": 0,
-                 "lb": [], "delay": [], "lead": [], "lead_covered": 0, "led_by": {k: 0 for k in (*LEAD_BOUNDS, "none")}}
+                 "lb": [], "delay": [], "lead": [], "lead_covered": 0, "lb_covered_true": 0,
+                 "led_by": {k: 0 for k in (*LEAD_BOUNDS, "none")}}
         false = {"alarms": 0, "cs_contradicts": 0, "old_contradicts": 0, "old_n": 0, "confirms": 0}
         for r in np.nonzero(first > 0)[0]:
             tau = int(first[r])
@@ -273,7 +290,8 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
                 led_by, lead = lead_bound(verdict)
                 right["led_by"][led_by] += 1
                 right["lead"].append(lead)
-                right["lead_covered"] += lead < truth
+                right["lead_covered"] += lead < true1
+                right["lb_covered_true"] += lb < true1
                 if old is not None:
                     right["old_n"] += 1
                     right["old_covered"] += old < truth
@@ -293,6 +311,8 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             "old_window_coverage_ci": wilson(right["old_covered"], right["old_n"]) if right["old_n"] else None,
             "median_lb": float(np.median(right["lb"])) if right["lb"] else None,
             "median_delay": float(np.median(right["delay"])) if right["delay"] else None,
+            "coverage_true": right["lb_covered_true"] / max(right["alarms"], 1),
+            "coverage_true_ci": wilson(right["lb_covered_true"], right["alarms"]),
             "lb_median": quantile(right["lb"], 0.5), "lb_p10": quantile(right["lb"], 0.1),
             "lead_coverage": right["lead_covered"] / max(right["alarms"], 1),
             "lead_coverage_ci": wilson(right["lead_covered"], right["alarms"]),
@@ -302,7 +322,7 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             "false_confirmation_contradicts": false["confirms"], "false_old_contradicts": false["old_contradicts"],
             "false_old_n": false["old_n"],
         }
-    return {"kind": kind, "claimed": claimed, "theta1": theta1, "p0": p0, "p1": p1,
+    return {"kind": kind, "claimed": claimed, "theta1": theta1, "true_value": true1, "p0": p0, "p1": p1,
             "zcdp_boundary": ZCDP_BOUNDARY["mode"] if kind == "zcdp" else None, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
             "change_at": change_at, "cs_seconds": round(cs_seconds, 1),
             "cs_ever_above_truth_after_change": float(np.mean((cs.lower[:, change_at - 1:] >= theta1).any(axis=1))),
@@ -335,22 +355,22 @@ def _b(x: float | None) -> str:
 
 def fmt_bound_cell(res: dict) -> list[str]:
     """One row per detector: LB_τ and the bound the verdict leads with, against the truth and the halfway mark."""
-    par, claimed, truth = PARAM[res["kind"]], res["claimed"], res["theta1"]
+    par, claimed, theta1, truth = PARAM[res["kind"]], res["claimed"], res["theta1"], res["true_value"]
     halfway = claimed + (truth - claimed) / 2
     lines = []
     for name, row in res["detectors"].items():
         k = row["right_alarms"]
         if k == 0:
-            lines.append(f"| {par} {claimed:g} → {truth:g} | {res['q0']:g} | {res['n']} | {name} | 0 | {truth:g} | "
-                         f"{halfway:g} | — | — | — | — | — | — | — | — | — |")
+            lines.append(f"| {par} {claimed:g} → {theta1:g} | {res['q0']:g} | {res['n']} | {name} | 0 | {truth:.3g} | "
+                         f"{halfway:.3g} | — | — | — | — | — | — | — | — | — |")
             continue
-        lo, hi = row["coverage_ci"]
-        llo, lhi = row["lead_coverage_ci"]
+        lo, hi = (max(0.0, x) for x in row["coverage_true_ci"])
+        llo, lhi = (max(0.0, x) for x in row["lead_coverage_ci"])
         led = row["led_by"]
         reaches = row["lead_median"] is not None and row["lead_median"] >= halfway
         lines.append(
-            f"| {par} {claimed:g} → {truth:g} | {res['q0']:g} | {res['n']} | {name} | {k} | {truth:g} | {halfway:g} | "
-            f"{row['coverage']:.3f} [{lo:.3f}, {hi:.3f}] | {_b(row['lb_median'])} | {_b(row['lb_p10'])} | "
+            f"| {par} {claimed:g} → {theta1:g} | {res['q0']:g} | {res['n']} | {name} | {k} | {truth:.3g} | {halfway:.3g} | "
+            f"{row['coverage_true']:.3f} [{lo:.3f}, {hi:.3f}] | {_b(row['lb_median'])} | {_b(row['lb_p10'])} | "
             f"{led['confirmation'] / k:.2f} / {led['anytime_bound'] / k:.2f} / {led['none'] / k:.2f} | "
             f"{row['lead_coverage']:.3f} [{llo:.3f}, {lhi:.3f}] | {_b(row['lead_median'])} | {_b(row['lead_p10'])} | "
             f"{'yes' if reaches else '**no**'} | {row['median_delay']:g} |")
