@@ -24,10 +24,23 @@ At each run's first alarm τ the bench records
 - the confirmation: the exact Clopper–Pearson test of the claim (each side at α/2) on
   ``--fresh`` fresh outputs per side drawn after τ (app.stats.evidence.confirmation).
 
+- the bound the verdict leads with: the stored evidence of the alarm (the anytime part, the
+  detector's guarantee and statistic, the confirmation, in the shapes the service stores) is read by
+  the service's own app.alarms.verdict.alarm_verdict, and the bound of the estimator its sentence
+  quotes (``Verdict.strongest``: the fresh confirmation when it refutes, else LB_τ when it does,
+  else no bound: the detector's test or nothing) is recorded; "no bound" counts as −∞ (covers,
+  and never reaches the halfway mark). The MPL snapshot is not simulated (it could lead only when
+  neither the confirmation nor LB_τ refutes).
+
 Among false alarms (τ < t0, and the ``--null`` cells with no change at all) it reports how often
-each contradicts the claim.
+each contradicts the claim. ``--bound-table`` prints, per cell and detector, the coverage, the
+median and the 10th percentile of LB_τ and of the bound the verdict leads with, the true value
+(:func:`true_value`: for ρ-zCDP on the polygon the pair's exact ρ, above θ₁; coverage is read against it),
+the halfway mark (claim + (truth − claim)/2) and whether the lead bound's median reaches it, and
+the median delay (docs/jobs_and_evidence.md §2, "Per-cell bound tables").
 
     nice -n 10 .venv/bin/python bench/alarm_coverage.py --runs 1000 --out docs/results/alarm_coverage
+    nice -n 10 .venv/bin/python bench/alarm_coverage.py --runs 500 --kinds dp --bound-table --out docs/results/bound_tables/dp
 """
 
 from __future__ import annotations
@@ -37,16 +50,18 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from app.alarms.verdict import Verdict, alarm_verdict
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
 from app.stats.claim_period import claim_z_path
 from app.stats.claims import ZCDP, GaussianDP, PureDP, parse_claim
 from app.stats.confidence import ESTIMATE_PERIODS, _lines, _past_sums, confidence_sequence, curve_increments
-from app.stats.evidence import confirmation, score_lower_bound
-from app.stats.exact_naive import exact_naive_alarm_period
+from app.stats.evidence import confirmation, detection_guarantee, score_lower_bound
+from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
 from app.stats.period import period_statistic
 from app.stats.sequential import (
     SERVICE_DESIGN,
@@ -104,6 +119,20 @@ def p_of(kind: str, theta: float, q0: float) -> float:
     return min(1.0, math.exp(theta) * q0) if kind == "dp" else float(ndtr(ndtri(q0) + theta))
 
 
+def true_value(kind: str, theta: float, q0: float) -> float:
+    """The mechanism's own parameter after the change: θ for ε and μ (the pair lies on the boundary of
+    θ, and on no smaller θ's region), and for ρ-zCDP with ``--zcdp-boundary exact``; with p on the
+    service's polygon (the default) the pair's exact ρ, sup_α max(D_α(p‖q), D_α(q‖p))/α, which is
+    larger than θ (the polygon contains the exact region). The fresh confirmation bounds that ρ, so
+    its coverage is read against it; LB_τ, the polygon sequence's, covers θ and so this too."""
+    if kind == "zcdp" and ZCDP_BOUNDARY["mode"] == "polygon":
+        from app.stats.claims import rho_lower_bound
+
+        p = p_of(kind, theta, q0)
+        return float(max(rho_lower_bound(p, q0), rho_lower_bound(1 - q0, 1 - p)))
+    return theta
+
+
 def family_claim(kind: str, claimed: float):
     """The claim of the family ``kind`` ("dp", "gdp" or "zcdp") at the claimed value."""
     return {"dp": PureDP, "gdp": GaussianDP, "zcdp": ZCDP}[kind](claimed)
@@ -117,18 +146,32 @@ def claim_of(kind: str, claimed: float):  # the stats claim (detectors) and the 
     return held, held
 
 
+class DetectorRun(NamedTuple):
+    """One detector on a cell's counts: its first alarm per run (0 = none), the path that chose the
+    old window (None: not kept), and the statistic it compares with its threshold (what an alarm stores)."""
+
+    first: np.ndarray
+    window_path: np.ndarray | None
+    statistic: np.ndarray
+    threshold: float
+
+
 def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: float, horizon: int, alpha: float,
-                    gamma: float, rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
-    """First alarm (0 = none) and the statistic's path that chose the old window (None: not kept)."""
-    out: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+                    gamma: float, rng: np.random.Generator) -> dict[str, DetectorRun]:
+    """Each detector's :class:`DetectorRun` on the counts ``a``, ``b`` (runs × periods)."""
+    out: dict[str, DetectorRun] = {}
     if kind == "dp":
         z = period_statistic(a, b, n, claimed).z
     else:
         z = claim_z_path(a, b, n, claim_of(kind, claimed)[0])
     m = weighted_statistic_path(z, horizon, gamma)
-    out["aggregator"] = (first_crossing(m, threshold_for(horizon, gamma, alpha).value), z)
+    m_threshold = threshold_for(horizon, gamma, alpha).value
+    out["aggregator"] = DetectorRun(first_crossing(m, m_threshold), z, m, m_threshold)
     if kind == "dp":
-        out["naive"] = (exact_naive_alarm_period(a, b, n, SupportingLine.pure(claimed), alpha, horizon, rng=rng), None)
+        line = SupportingLine.pure(claimed)
+        test = exact_naive_test(int(n), line, alpha / horizon)
+        out["naive"] = DetectorRun(exact_naive_alarm_period(a, b, n, line, alpha, horizon, rng=rng), None,
+                                   test.statistic(a, b), float(test.threshold))
         s, d = math.exp(claimed), 0.0
     else:
         s, d = _lines(family_claim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
@@ -141,15 +184,53 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
     else:
         log_w = e_process_paths_from_increments(curve_increments(
             a.astype(float), b.astype(float), np.full(a.shape, float(n)), family_claim(kind, claimed), claimed))
-    out["e-process"] = (first_at_least(log_w, math.log(1 / alpha)), log_w)
+    out["e-process"] = DetectorRun(first_at_least(log_w, math.log(1 / alpha)), log_w, log_w, math.log(1 / alpha))
     # the service's e-detector: the same 16 bets on the predictable face (method.md §13.3c, §13.4)
     r = _MixtureBase.ESTIMATE_DISCOUNT
     nn = np.full(a.shape, float(n))
     log_m = e_detector_paths_from_increments(component_parts(
         a.astype(float), b.astype(float), nn, s, d, _discounted_past(a.astype(float), r),
         _discounted_past(b.astype(float), r), _discounted_past(nn, r), "auto", False, bet_grid()))
-    out["e-detector"] = (first_at_least(log_m, math.log(edetector_threshold(alpha, horizon))), None)
+    log_c = math.log(edetector_threshold(alpha, horizon))
+    out["e-detector"] = DetectorRun(first_at_least(log_m, log_c), None, log_m, log_c)
     return out
+
+
+#: The estimators whose figure is a bound on the claim's parameter (the others the verdict may quote,
+#: the detector's test and the e-detector's detection, carry no number on it).
+LEAD_BOUNDS = ("confirmation", "anytime_bound")
+
+
+def stored_alarm(name: str, kind: str, claimed: float, alpha: float, horizon: int, tau: int, statistic: float,
+                 threshold: float, lower: float, contradicts: bool, conf: dict) -> dict:
+    """The alarm as the service stores it (app.alarms.evidence.privacy_evidence, with_confirmation), with
+    the parts the verdict reads: the anytime bound at τ on periods 1..τ, the detector's guarantee and
+    statistic, the confirmation on fresh outputs. The descriptive window bound is left out (never leads)."""
+    claim = family_claim(kind, claimed)
+    claim_record = claim_of(kind, claimed)[1].to_dict()
+    arl = edetector_threshold(alpha, horizon) if name == "e-detector" else None
+    anytime = {"method": "confidence_sequence", "parameter": claim.parameter,
+               "lower_bound": lower if math.isfinite(lower) else None, "confidence": 1 - alpha,
+               "contradicts_claim": bool(contradicts), "periods": tau, "from_t": 1, "to_t": tau,
+               "validity": "across_runs", "restates_alarm": True}
+    check = {"parameter": claim.parameter, "claim": claim_record, "anytime": anytime, "confidence": 1 - alpha,
+             "detection": detection_guarantee(name, alpha=alpha, arl=arl, window=horizon)}
+    return {"kind": "privacy", "statistic": statistic, "threshold": threshold, "t": tau, "horizon_index": 0,
+            "claim": claim_record, "evidence": {"kind": "privacy", "check": check, "confirmation": conf}}
+
+
+def lead_bound(verdict: Verdict) -> tuple[str, float]:
+    """The estimator the verdict's sentence quotes (``Verdict.strongest``) and its bound; ``("none", −∞)``
+    when it quotes no bound on the parameter (the detector's own test, a detection, or nothing refutes)."""
+    if verdict.strongest in LEAD_BOUNDS:
+        value = next(e.value for e in verdict.estimators if e.name == verdict.strongest)
+        return verdict.strongest, -math.inf if value is None else float(value)
+    return "none", -math.inf
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """The empirical q-quantile (a sample value, so −∞ entries are kept as such); None when empty."""
+    return float(np.quantile(np.asarray(values, dtype=float), q, method="inverted_cdf")) if values else None
 
 
 def old_window_bound(name: str, path: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, tau: int, horizon: int,
@@ -178,10 +259,13 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
     cs = confidence_sequence(a, b, n, family_claim(kind, claimed), alpha)
     cs_seconds = time.perf_counter() - t0
     claim_obj = claim_of(kind, claimed)[1]
+    true1 = true_value(kind, theta1, q0)
     rows = {}
-    for name, (first, path) in detector_alarms(kind, a, b, n, claimed, horizon, alpha, gamma, rng).items():
+    for name, det in detector_alarms(kind, a, b, n, claimed, horizon, alpha, gamma, rng).items():
+        first, path = det.first, det.window_path
         right = {"alarms": 0, "covered": 0, "cs_contradicts": 0, "old_covered": 0, "old_n": 0, "confirms": 0,
-                 "lb": [], "delay": []}
+                 "lb": [], "delay": [], "lead": [], "lead_covered": 0, "lb_covered_true": 0,
+                 "led_by": {k: 0 for k in (*LEAD_BOUNDS, "none")}}
         false = {"alarms": 0, "cs_contradicts": 0, "old_contradicts": 0, "old_n": 0, "confirms": 0}
         for r in np.nonzero(first > 0)[0]:
             tau = int(first[r])
@@ -189,7 +273,8 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             truth = theta1 if after else claimed
             lb = float(cs.lower[r, tau - 1])
             fa, fb = rng.binomial(fresh, p1 if after else p0), rng.binomial(fresh, q0)
-            conf = confirmation(int(fa), int(fb), fresh, claim_obj, alpha)["confirms"]
+            conf_record = confirmation(int(fa), int(fb), fresh, claim_obj, alpha)
+            conf = conf_record["confirms"]
             old = (old_window_bound(name, path[r], a[r], b[r], n, tau, horizon, gamma, alpha)
                    if (kind == "dp" and path is not None) else None)
             if after:
@@ -199,6 +284,14 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
                 right["confirms"] += conf
                 right["lb"].append(lb)
                 right["delay"].append(tau - change_at)
+                verdict = alarm_verdict(stored_alarm(
+                    name, kind, claimed, alpha, horizon, tau, float(det.statistic[r, tau - 1]), det.threshold, lb,
+                    bool(cs.claim_rejected[r, tau - 1]), conf_record))
+                led_by, lead = lead_bound(verdict)
+                right["led_by"][led_by] += 1
+                right["lead"].append(lead)
+                right["lead_covered"] += lead < true1
+                right["lb_covered_true"] += lb < true1
                 if old is not None:
                     right["old_n"] += 1
                     right["old_covered"] += old < truth
@@ -218,11 +311,18 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
             "old_window_coverage_ci": wilson(right["old_covered"], right["old_n"]) if right["old_n"] else None,
             "median_lb": float(np.median(right["lb"])) if right["lb"] else None,
             "median_delay": float(np.median(right["delay"])) if right["delay"] else None,
+            "coverage_true": right["lb_covered_true"] / max(right["alarms"], 1),
+            "coverage_true_ci": wilson(right["lb_covered_true"], right["alarms"]),
+            "lb_median": quantile(right["lb"], 0.5), "lb_p10": quantile(right["lb"], 0.1),
+            "lead_coverage": right["lead_covered"] / max(right["alarms"], 1),
+            "lead_coverage_ci": wilson(right["lead_covered"], right["alarms"]),
+            "lead_median": quantile(right["lead"], 0.5), "lead_p10": quantile(right["lead"], 0.1),
+            "led_by": right["led_by"],
             "false_alarms": false["alarms"], "false_cs_contradicts": false["cs_contradicts"],
             "false_confirmation_contradicts": false["confirms"], "false_old_contradicts": false["old_contradicts"],
             "false_old_n": false["old_n"],
         }
-    return {"kind": kind, "claimed": claimed, "theta1": theta1, "p0": p0, "p1": p1,
+    return {"kind": kind, "claimed": claimed, "theta1": theta1, "true_value": true1, "p0": p0, "p1": p1,
             "zcdp_boundary": ZCDP_BOUNDARY["mode"] if kind == "zcdp" else None, "q0": q0, "n": n, "runs": runs, "horizon": horizon,
             "change_at": change_at, "cs_seconds": round(cs_seconds, 1),
             "cs_ever_above_truth_after_change": float(np.mean((cs.lower[:, change_at - 1:] >= theta1).any(axis=1))),
@@ -249,6 +349,40 @@ HEADER = ("| change | q0 | n | detector | right alarms | coverage of LB_τ [95% 
           "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
+def _b(x: float | None) -> str:
+    return "—" if x is None else ("−∞" if x == -math.inf else f"{x:.3g}")
+
+
+def fmt_bound_cell(res: dict) -> list[str]:
+    """One row per detector: LB_τ and the bound the verdict leads with, against the truth and the halfway mark."""
+    par, claimed, theta1, truth = PARAM[res["kind"]], res["claimed"], res["theta1"], res["true_value"]
+    halfway = claimed + (truth - claimed) / 2
+    lines = []
+    for name, row in res["detectors"].items():
+        k = row["right_alarms"]
+        if k == 0:
+            lines.append(f"| {par} {claimed:g} → {theta1:g} | {res['q0']:g} | {res['n']} | {name} | 0 | {truth:.3g} | "
+                         f"{halfway:.3g} | — | — | — | — | — | — | — | — | — |")
+            continue
+        lo, hi = (max(0.0, x) for x in row["coverage_true_ci"])
+        llo, lhi = (max(0.0, x) for x in row["lead_coverage_ci"])
+        led = row["led_by"]
+        reaches = row["lead_median"] is not None and row["lead_median"] >= halfway
+        lines.append(
+            f"| {par} {claimed:g} → {theta1:g} | {res['q0']:g} | {res['n']} | {name} | {k} | {truth:.3g} | {halfway:.3g} | "
+            f"{row['coverage_true']:.3f} [{lo:.3f}, {hi:.3f}] | {_b(row['lb_median'])} | {_b(row['lb_p10'])} | "
+            f"{led['confirmation'] / k:.2f} / {led['anytime_bound'] / k:.2f} / {led['none'] / k:.2f} | "
+            f"{row['lead_coverage']:.3f} [{llo:.3f}, {lhi:.3f}] | {_b(row['lead_median'])} | {_b(row['lead_p10'])} | "
+            f"{'yes' if reaches else '**no**'} | {row['median_delay']:g} |")
+    return lines
+
+
+BOUND_HEADER = ("| change | q0 | n | detector | right alarms | truth | halfway mark | coverage of LB_τ [95% CI] | "
+                "median LB_τ | p10 LB_τ | verdict leads with: fresh / LB_τ / no bound | coverage of the lead bound "
+                "[95% CI] | median lead bound | p10 lead bound | lead median ≥ halfway | median delay |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=1000)
@@ -268,12 +402,14 @@ def main() -> None:
     ap.add_argument("--samples", default="200,1000")
     ap.add_argument("--null-runs", type=int, default=0, help="also run cells with no change (boundary only)")
     ap.add_argument("--seed", type=int, default=20)
+    ap.add_argument("--bound-table", action="store_true", help="print the per-cell bound table (LB_τ and the bound "
+                    "the verdict leads with: coverage, median, p10, the truth, the halfway mark, the delay)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     ZCDP_BOUNDARY["mode"] = args.zcdp_boundary
     results = []
     started = time.time()
-    print(HEADER, flush=True)
+    print(BOUND_HEADER if args.bound_table else HEADER, flush=True)
     for kind in args.kinds.split(","):
         for theta1 in [float(v) for v in (args.zcdp_thetas if kind == "zcdp" else args.thetas).split(",") if v]:
             for q0 in [float(v) for v in args.q0.split(",")]:
@@ -281,7 +417,7 @@ def main() -> None:
                     res = run_cell(kind, CLAIMED[kind], theta1, q0, n, args.runs, args.horizon, args.change_at, args.alpha,
                                    args.gamma, args.fresh, args.seed)
                     results.append(res)
-                    print("\n".join(fmt_cell(res)), flush=True)
+                    print("\n".join((fmt_bound_cell if args.bound_table else fmt_cell)(res)), flush=True)
     if args.null_runs:
         print("\nNo change (every period on the boundary): false alarms and how often the evidence contradicts the claim")
         for kind in args.kinds.split(","):

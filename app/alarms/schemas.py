@@ -79,7 +79,9 @@ class AnytimeBound(BaseModel):
     parameter: Literal["ε", "μ", "ρ"] = "ε"
     lower_bound: float | None = Field(
         None, description="LB_τ: the parameter exceeds it with probability ≥ `confidence` at every period at once, so "
-        "also at the alarm, a stopping time (inverting the e-processes over a grid of the parameter). Null: no loss shown.")
+        "also at the alarm, a stopping time (inverting the e-processes over a grid of the parameter). Valid across "
+        "runs, not given the alarm; not independent evidence: it reads the periods that raised the alarm (`validity`, "
+        "`restates_alarm`); the confirmation on fresh outputs is the bound valid given the alarm. Null: no loss shown.")
     confidence: float
     contradicts_claim: bool = Field(description="The claimed value is outside the confidence sequence (LB_τ ≥ claim).")
     periods: int = Field(description="Periods used: every period of the check in the horizon, up to the alarm.")
@@ -138,7 +140,9 @@ class Confirmation(BaseModel):
     method: Literal["clopper_pearson_fresh"] = "clopper_pearson_fresh"
     counts: EvidenceCounts
     parameter: Literal["ε", "μ", "ρ"] = "ε"
-    lower_bound: float | None = None
+    lower_bound: float | None = Field(
+        None, description="The exact lower bound on the parameter from the fresh outputs (the face named in `face`): "
+        "valid given the alarm, since the detector never saw these outputs. Null: none.")
     confidence: float
     confirms: bool = Field(description="The fresh outputs contradict the claim at `confidence` (exact, each side α/2), "
                            "on the event's face or its complement's (both on the same Clopper–Pearson box).")
@@ -297,8 +301,9 @@ class AlarmRead(BaseModel):
                     "claim": {"epsilon": 1.0, "delta": 1e-05},
                     "evidence": {
                         "kind": "privacy",
-                        "statement": "Over the last 4 period(s) (1650 of 40000 outputs on x and 1190 of 40000 on x' "
-                        "in the event), ε is at least 0.26 at 95% confidence, above the claimed ε = 0.1.",
+                        "statement": "Descriptive: over the last 4 period(s), the window the detector chose on the "
+                        "same data (1650 of 40000 outputs on x and 1190 of 40000 on x' in the event), the score bound "
+                        "on ε is 0.26; not a confidence bound, since the window and the time were chosen by the data.",
                         "check": {
                             "method": "score",
                             "window": {"lag": 4, "from_t": 14, "to_t": 17},
