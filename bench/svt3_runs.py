@@ -43,7 +43,8 @@ def main() -> None:
               f"{time.time() - t0:.0f} s, {(res.best or {}).get('describe')}", flush=True)
         if args.tests:
             for t in res.to_dict().get("tests", []):
-                print(f"  round {t['round']} pair {t['pair']}: {t.get('describe')}: LB {t['held_out']['lower_bound']:.4g}")
+                print(f"  round {t['round']} pair {t['pair']} ({t['family']}): {t.get('describe')}: "
+                      f"LB {t['held_out']['lower_bound']:.4g}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@ choose the threshold that maximises the lower confidence bound) applied to every
   intervals between lattice points hold nothing;
 - vectors and lists: the scalar events above on projections (a coordinate, max, min, argmax,
   argmin, sum, length, the count of nulls, the first non-null entry and its position, the count
-  of a value), sets of whole outputs for discrete vectors, and **learned events**: a logistic
+  of a value), sets of whole outputs for discrete vectors, **first-entry events** on the joint law
+  of the first non-null entry's position and value (:func:`_first_entry`: "the first non-null entry
+  is at a position in [k₁, k₂] and its value lies in an interval or half-line"; SVT 3's first ⊤
+  and its noisy answer), and **learned events**: a logistic
   regression (scikit-learn) of "x or x′ given the output" on the feature map φ of
   :func:`app.stats.events.feature_map`, whose score is thresholded (DP-Sniper §IV-A). The
   classifier is stored as numbers in a ``linear`` projection, never as a pickle;
@@ -67,6 +70,12 @@ __all__ = ["Candidate", "ProposalSettings", "propose", "ranking_score", "scalar_
 ATOM_TIE_FRACTION = 0.5
 #: Distinct values up to which a real statistic is also treated as discrete.
 DISCRETE_MAX_VALUES = 64
+#: First-entry events: the ranges [k₁, k₂] searched are those of the first ``FIRST_ENTRY_MAX_WIDTH``
+#: positions.
+FIRST_ENTRY_MAX_WIDTH = 16
+#: First-entry events searched on one half of the choosing samples and ranked on the other, per
+#: kind (interval, below, above) and orientation.
+FIRST_ENTRY_RESCORED = 32
 #: Keyed outputs: the most released keys whose values are searched (a key's value events), and
 #: the fewest releases (both samples) a key needs for that.
 KEYED_VALUE_KEYS = 16
@@ -393,6 +402,94 @@ def scalar_statistics(x: Any, y: Any, shape: OutputShape) -> list[Projection]:
     return projections
 
 
+def _first_entries(entries: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(position, value) of each output's first non-null entry among its first ``width``; position
+    −1 and value NaN when it has none."""
+    values, valid = entries
+    present = valid[:, :width] & ~np.isnan(values[:, :width])
+    has = present.any(axis=1)
+    first = present.argmax(axis=1)
+    value = values[np.arange(values.shape[0]), first]
+    return np.where(has, first, -1), np.where(has, value, np.nan)
+
+
+def _first_entry(ex: tuple[np.ndarray, np.ndarray], ey: tuple[np.ndarray, np.ndarray],
+                 s: ProposalSettings) -> list[Candidate]:
+    """Events on the joint law of the first non-null entry's position k and value v: ``k ∈ [k₁, k₂]
+    and v ∈ [a, b]`` (or ``v ≤ b``, ``v ≥ a``), for every range of the first
+    ``FIRST_ENTRY_MAX_WIDTH`` positions other than all of them (that is ``first_value`` alone,
+    searched among the scalar statistics) and a, b on a grid of the pooled values' quantiles (more
+    in the tails). SVT 3 answers its first ⊤ with a noisy value: where the ⊤ comes says how the
+    noisy threshold compares with the earlier queries, the value how it compares with that query,
+    and the loss is in the two together (the marginals are the statistics ``first_index`` and
+    ``first_value``). Counts for every (range, interval) come from one table of per-position
+    cumulative counts, so the family costs one sort of each sample.
+
+    The family holds ~10⁵ events, and the best of them on the choosing data is mostly luck (the
+    winner's curse that ``SELECTION_Z`` offsets for the smaller families): the events are searched
+    on the even-indexed half of the choosing samples and ``FIRST_ENTRY_RESCORED`` of each kind and
+    orientation are ranked by their counts on the odd half (:func:`ranking_score` at that half's
+    size), as :func:`_cross_fit` does for outcome sets; the best ``per_statistic`` are returned."""
+    width = min(ex[0].shape[1], ey[0].shape[1], FIRST_ENTRY_MAX_WIDTH)
+    if width < 2:
+        return []
+    kx, vx = _first_entries(ex, width)
+    ky, vy = _first_entries(ey, width)
+    nx, nxp = kx.size, ky.size
+    pooled = np.concatenate([vx[kx >= 0], vy[ky >= 0]])
+    if pooled.size < 4:
+        return []
+    tails = np.array([1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 1.5e-2])  # as in _continuous
+    grid = np.unique(np.quantile(pooled, np.unique(np.concatenate([np.linspace(0, 1, s.grid), tails, 1 - tails]))))
+    g = grid.size
+    k1, k2 = np.triu_indices(width)
+    proper = ~((k1 == 0) & (k2 == width - 1))
+    k1, k2 = k1[proper], k2[proper]
+    i, j = np.triu_indices(g)
+    gi = np.arange(g)
+
+    def families(k: np.ndarray, v: np.ndarray) -> list[np.ndarray]:
+        """Counts (ranges × events) of each kind: intervals [grid_i, grid_j], v ≤ grid, v ≥ grid."""
+        keep = k >= 0
+        kk, vv = k[keep], v[keep]
+        le = np.zeros((width + 1, g))
+        lt = np.zeros((width + 1, g))
+        for pos in range(width):
+            vs = np.sort(vv[kk == pos])
+            le[pos + 1] = np.searchsorted(vs, grid, "right")
+            lt[pos + 1] = np.searchsorted(vs, grid, "left")
+        tot = np.concatenate([[0.0], np.bincount(kk, minlength=width).astype(float)])
+        cle, clt, ctot = np.cumsum(le, axis=0), np.cumsum(lt, axis=0), np.cumsum(tot)
+        r_le, r_lt, r_tot = cle[k2 + 1] - cle[k1], clt[k2 + 1] - clt[k1], ctot[k2 + 1] - ctot[k1]
+        return [r_le[:, j] - r_lt[:, i], r_le, r_tot[:, None] - r_lt]
+
+    kinds = (("interval", i, j), ("below", np.full(g, -1), gi), ("above", gi, np.full(g, -1)))
+    half_x, half_y = np.arange(nx) % 2 == 0, np.arange(nxp) % 2 == 0
+    ax, bx = families(kx[half_x], vx[half_x]), families(kx[~half_x], vx[~half_x])
+    ay, by = families(ky[half_y], vy[half_y]), families(ky[~half_y], vy[~half_y])
+    na_x, na_y, nb_x, nb_y = int(half_x.sum()), int(half_y.sum()), int((~half_x).sum()), int((~half_y).sum())
+    cands: list[Candidate] = []
+    for f, (family, lo, hi) in enumerate(kinds):
+        cols = ax[f].shape[1]
+        search = _oriented(ax[f].ravel(), ay[f].ravel(), na_x, na_y, s)
+        rescore = _oriented(bx[f].ravel(), by[f].ravel(), nb_x, nb_y, s)
+        for o, x_first in ((0, True), (1, False)):
+            top = np.argsort(search[o])[::-1][:FIRST_ENTRY_RESCORED]
+            top = top[np.isfinite(search[o][top])]
+            for t in top[np.argsort(rescore[o][top])[::-1][: s.per_statistic]]:
+                if not np.isfinite(rescore[o][t]):
+                    continue
+                r, c = divmod(int(t), cols)
+                projection = Projection(kind="first_value", low_index=int(k1[r]), high_index=int(k2[r]))
+                event = Interval(low=None if lo[c] < 0 else float(grid[lo[c]]),
+                                 high=None if hi[c] < 0 else float(grid[hi[c]]))
+                cands.append(_candidate(Projected(projection=projection, event=event),
+                                        float(ax[f][r, c] + bx[f][r, c]), float(ay[f][r, c] + by[f][r, c]), nx, nxp,
+                                        x_first, float(rescore[o][t]), "first entry (position, value)",
+                                        f"first entry {family}"))
+    return _best(cands, s.per_statistic)
+
+
 def _atoms(values: np.ndarray) -> bool:
     v = values[~np.isnan(values)]
     if v.size < 10:
@@ -409,6 +506,7 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
     event (e.g. MPL's ``t̂ ± h``) to rank with the others."""
     s = settings
     stats: list[_Stat] = []
+    cands: list[Candidate] = []
     nx, nxp = _n(x), _n(y)
     if shape.container == "keyed":
         return _finish(_keyed(x, y, shape, s), x, y, s, mpl_event)
@@ -444,7 +542,8 @@ def propose(x: Any, y: Any, shape: OutputShape, settings: ProposalSettings, *,
                 stats.append(_Stat("learned score", learned.apply(_take(x, ~hx), (ex[0][~hx], ex[1][~hx])),
                                    learned.apply(_take(y, ~hy), (ey[0][~hy], ey[1][~hy])),
                                    False, _wrap_projection(learned)))
-    cands: list[Candidate] = []
+        if shape.nullable or shape.container == "list":
+            cands.extend(_first_entry(ex, ey, s))
     region = s.region if shape.container == "scalar" else None
     for st in stats:
         found = _discrete(st, s) if st.discrete else _continuous(st, s, region)

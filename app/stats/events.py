@@ -575,6 +575,10 @@ class Projection(BaseModel):
     - ``max``, ``min``, ``sum``, ``argmax``, ``argmin``: over the non-null entries;
     - ``length``; ``count_null``; ``count_value`` (``value``): entries equal to ``value``;
     - ``first_index``, ``first_value``: the position and value of the first non-null entry;
+      ``first_value`` with ``low_index``/``high_index``: that value only when the position lies in
+      ``[low_index, high_index]`` (either end open when absent), null otherwise — so that an event
+      on it is an event on the joint law of the first non-null entry's position and value (SVT 3's
+      first ⊤ and its noisy answer: "the first answer comes at a position ≤ k and is ≥ t");
     - ``linear``: a learned score ``w·(φ(o) − mean)/scale + b`` with the feature map φ of
       :func:`feature_map` (``width`` entries, their null, padding and after-the-first flags, length,
       null count, max, min, sum) — a DP-Sniper-style classifier stored as plain numbers.
@@ -590,11 +594,17 @@ class Projection(BaseModel):
     scale: list[float] | None = None
     weights: list[float] | None = None
     intercept: float = 0.0
+    low_index: int | None = Field(default=None, ge=0)
+    high_index: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> Projection:
         if self.kind == "coordinate" and self.index is None:
             raise ValueError("a coordinate projection needs its index")
+        if (self.low_index is not None or self.high_index is not None) and self.kind != "first_value":
+            raise ValueError("low_index and high_index apply to the first_value projection only")
+        if self.low_index is not None and self.high_index is not None and self.low_index > self.high_index:
+            raise ValueError(f"low_index ({self.low_index}) exceeds high_index ({self.high_index})")
         if self.kind == "count_value" and self.value is None:
             raise ValueError("count_value needs the value to count")
         if self.kind == "linear":
@@ -612,6 +622,10 @@ class Projection(BaseModel):
             return f"#{{j: o[j] = {_fmt(self.value)}}}"  # type: ignore[arg-type]
         if self.kind == "linear":
             return f"score(o) (learned, {len(self.weights or [])} features)"
+        if self.kind == "first_value" and (self.low_index is not None or self.high_index is not None):
+            lo = 0 if self.low_index is None else self.low_index
+            hi = "∞" if self.high_index is None else self.high_index
+            return f"first_value(o) at first_index(o) ∈ [{lo}, {hi}]"
         return f"{self.kind}(o)"
 
     def apply(self, outputs: Any, entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -649,6 +663,10 @@ class Projection(BaseModel):
                 has = present.any(axis=1)
                 first = present.argmax(axis=1)
                 out = first.astype(np.float64) if kind == "first_index" else values[np.arange(n), first]
+                if self.low_index is not None:
+                    has &= first >= self.low_index
+                if self.high_index is not None:
+                    has &= first <= self.high_index
                 return np.where(has, out, np.nan)
             # linear
             phi = feature_map(outputs, int(self.width), entries=(values, valid))  # type: ignore[arg-type]

@@ -675,6 +675,10 @@ class Projection(TypedDict):
     - ``max``, ``min``, ``sum``, ``argmax``, ``argmin``: over the non-null entries;
     - ``length``; ``count_null``; ``count_value`` (``value``): entries equal to ``value``;
     - ``first_index``, ``first_value``: the position and value of the first non-null entry;
+      ``first_value`` with ``low_index``/``high_index``: that value only when the position lies in
+      ``[low_index, high_index]`` (either end open when absent), null otherwise — so that an event
+      on it is an event on the joint law of the first non-null entry's position and value (SVT 3's
+      first ⊤ and its noisy answer: "the first answer comes at a position ≤ k and is ≥ t");
     - ``linear``: a learned score ``w·(φ(o) − mean)/scale + b`` with the feature map φ of
       :func:`feature_map` (``width`` entries, their null, padding and after-the-first flags, length,
       null count, max, min, sum) — a DP-Sniper-style classifier stored as plain numbers.
@@ -688,6 +692,8 @@ class Projection(TypedDict):
     scale: NotRequired[list[float] | None]
     weights: NotRequired[list[float] | None]
     intercept: NotRequired[float]
+    low_index: NotRequired[int | None]
+    high_index: NotRequired[int | None]
 
 
 class QuotaLimits(TypedDict):
