@@ -2,8 +2,8 @@
 
 ``dpwatch audit --sequential`` (docs/audit.md §"One pair, sequentially"). The audit draws the
 mechanism's outputs on x and x' in batches, then bets on them **one pair at a time** with the
-one-pair e-process of ``app.stats.onepair`` (method.md §13.10: a predictable soft payoff and one
-online-Newton-step bet). It rejects the claim at the first pair t with W_t ≥ 1/α. By Ville's
+one-pair e-process of ``app.stats.onepair`` (method.md §13.10: a predictable soft payoff and a
+constant bet). It rejects the claim at the first pair t with W_t ≥ 1/α. By Ville's
 inequality P(ever reject | the claim holds) ≤ α, at every number of pairs, so the audit may stop
 as soon as it rejects, and "not rejected within the budget" is all that a budget that ran out can
 say (it never shows that the claim holds).

@@ -1,4 +1,4 @@
-"""One pair a period: a predictable soft payoff and a plug-in bet (method.md §13.10).
+"""One pair a period: a predictable soft payoff and a constant bet (method.md §13.10).
 
 The audit reads one pair at a time, X_t ~ M(x) and Y_t ~ M(x'), and tests a claim that bounds
 every event E by a line, P(X ∈ E) ≤ s·P(Y ∈ E) + d: (ε, δ)-DP with s = e^ε, d = δ (Kairouz, Oh &
@@ -37,17 +37,24 @@ m_t the pooled median and σ_t the pooled median absolute deviation of pairs 1..
 with knots at 0 and ±1 pooled MAD plus a quadratic term. It contains the exact log-ratio of two
 Gaussian laws and of two Laplace laws with a common centre (scale differences), approximates a
 Laplace shift (kinks at both centres) with its hinges, and approximates anything else, which costs
-power, never level. The penalty ρ·Σ_{k≥1} β_k²/2 shrinks r̂ towards 1 (h = 0: no bet) while data
+power, never level. The penalty ρ·Σ_{k≥1} β_k²/2 (ρ = 3) shrinks r̂ towards 1 (h = 0: no bet) while data
 are few.
 
-**The bet** (eq. OP4): online Newton step (Cutkosky & Orabona 2018, as used for testing by betting
-in Shekhar & Ramdas 2023, Algorithm 1), on the realised (out-of-sample) payoffs:
+**The bet** (eq. OP4). The witness (OP3) is already Kelly-sized: λ·h ≈ min(1/s, g) at λ = 1/s. So the
+bet is the constant
+
+    λ_t = c/(s_t + d_t),  c = 0.9,
+
+the largest that keeps every factor ≥ 1 − c. Against the earlier online Newton step on the
+realised payoffs (OP4', ``bet_rule="ons"``: Cutkosky & Orabona 2018, as used for testing by betting
+in Shekhar & Ramdas 2023, Algorithm 1),
 
     g_t = −Z_t/(1 + λ_t Z_t),  A_t = 1 + Σ_{i≤t} g_i²,
-    λ_{t+1} = clip(λ_t − (2/(2 − log 3))·g_t/A_t, 0, c/(s_{t+1} + d_{t+1})),  λ_1 = 0.
+    λ_{t+1} = clip(λ_t − (2/(2 − log 3))·g_t/A_t, 0, c/(s_{t+1} + d_{t+1})),  λ_1 = 0,
 
-One plug-in bet replaces the grid mixture of §13.3 (which pays up to log 16 nats against its best
-bet) and the start mixture (a one-shot audit starts at pair 1: plain product).
+it saves the pairs the ONS bet spends ramping up from 0 and shrinking after a loss; the ridge
+ρ = 3 (ρ = 1 with OP4') keeps r̂ near 1 (h = 0: no bet) while the past is short, which is what
+sizes the early bets now (docs/sequential.md, "Where the one-pair auditor loses").
 
 **The face** (eq. OP5). With both faces the witness of the second is (OP3) on 1/r̂; the face used
 at t is the one with the larger in-sample score D̂/√V̂ on pairs < t (none while both D̂ ≤ 0).
@@ -70,7 +77,7 @@ from numpy.typing import ArrayLike, NDArray
 from app.stats.sequential import SupportingLine, bet_grid
 
 Faces = Literal["one", "auto"]
-BetRule = Literal["ons", "grid"]
+BetRule = Literal["constant", "ons", "grid"]
 LineOrTangent = SupportingLine | Callable[[float], SupportingLine]
 
 #: Features are clipped to ±U pooled MADs (OP2): far outliers (the DPLaplace mechanism divides by
@@ -188,7 +195,7 @@ def fit_log_ratio(design: NDArray[np.float64], label: NDArray[np.float64], beta:
 
 
 def ons_step(bet: float, payoff: float, a_sum: float, bet_cap: float) -> tuple[float, float]:
-    """One online Newton step on −log(1 + λZ) (eq. OP4): returns (next bet, next A)."""
+    """One online Newton step on −log(1 + λZ) (eq. OP4', the earlier bet): returns (next bet, next A)."""
     g = -payoff / (1.0 + bet * payoff)
     a_sum += g * g
     return min(max(bet - ONS_CONSTANT * g / a_sum, 0.0), bet_cap), a_sum
@@ -210,18 +217,19 @@ class OnePairAuditor:
 
     ``line`` is the claim's line (s, d), or a function q₀ ↦ tangent line of a concave boundary at
     q₀ (taken at q̂ = the past Y-mean of the witness, a fixed point iterated twice; predictable).
-    ``cap`` c < 1 bounds the bet fraction λ(s + d); ``ridge`` is ρ of eq. OP2; ``warmup`` pairs are
-    read without a bet (at least 2, so both sides have outputs to fit on). ``bet_rule="grid"``
-    (an ablation) replaces the ONS bet by the equal-weight mixture of §13.3's 16 constant bets.
+    ``cap`` c < 1 is the bet fraction λ(s + d) (OP4); ``ridge`` is ρ of eq. OP2; ``warmup`` pairs are
+    read without a bet (at least 2, so both sides have outputs to fit on). ``bet_rule="ons"`` with
+    ``ridge=1`` is the earlier ours-v3 (OP4'); ``bet_rule="grid"`` (an ablation) the equal-weight
+    mixture of §13.3's 16 constant bets.
     """
 
     alpha: float
     line: LineOrTangent
-    ridge: float = 1.0
+    ridge: float = 3.0
     cap: float = 0.9
     warmup: int = 2
     faces: Faces = "auto"
-    bet_rule: BetRule = "ons"
+    bet_rule: BetRule = "constant"
     atoms: bool = True  # eq. OP2b for outputs that repeat (False: the spline of OP2 always; an ablation)
     t: int = 0
     log_w: float = 0.0
@@ -324,10 +332,13 @@ class OnePairAuditor:
                 self._grid_log_w += np.log1p(bet_grid() / (s + d) * payoff)
                 top = float(self._grid_log_w.max())
                 self.log_w = top + math.log(float(np.mean(np.exp(self._grid_log_w - top))))
-            else:
+            elif self.bet_rule == "ons":  # the earlier ours-v3: one online Newton step bet (OP4')
                 bet = min(self.bet, self.cap / (s + d))
                 self.log_w += math.log1p(bet * payoff)
                 self.bet, self.a_sum = ons_step(bet, payoff, self.a_sum, self.cap / (s + d))
+            else:  # the constant bet c/(s + d) on the Kelly-sized witness (OP4)
+                bet = self.cap / (s + d)
+                self.log_w += math.log1p(bet * payoff)
         self._store(float(x), float(y))
         if self.rejected_at is None and self.log_w >= self.threshold:
             self.rejected_at = self.t

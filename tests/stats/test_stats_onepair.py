@@ -86,20 +86,27 @@ def test_fit_log_ratio_reaches_the_penalised_optimum() -> None:
     assert lr[1] > lr[0] and lr[2] > lr[0]  # the wider side (x) wins the tails
 
 
-def test_pair_t_is_bet_with_what_pairs_before_t_chose() -> None:
+@pytest.mark.parametrize("bet_rule", ["constant", "ons"])
+def test_pair_t_is_bet_with_what_pairs_before_t_chose(bet_rule: str) -> None:
     rng = np.random.default_rng(2)
     x, y = rng.laplace(0, 20, 60), rng.laplace(0.5, 10, 60)
-    aud = OnePairAuditor(0.05, SupportingLine.pure(0.1))
+    aud = OnePairAuditor(0.05, SupportingLine.pure(0.1), bet_rule=bet_rule)  # type: ignore[arg-type]
+    bets = 0
     for t in range(60):
-        face, line, bet = aud._face, aud._line, aud.bet
+        face, line, bet, log_w = aud._face, aud._line, aud.bet, aud.log_w
         if t >= 2 and face:
             s, d = line.slope, line.intercept
             hx, hy = float(aud.witness(x[t], face, s)), float(aud.witness(y[t], face, s))
             expected = (hx - s * hy - d) if face == 1 else (hy - s * hx - d)
+            # OP4: the constant bet c/(s + d), c = 0.9; OP4': the ONS bet chosen after pair t − 1
+            expected_bet = 0.9 / (s + d) if bet_rule == "constant" else min(bet, 0.9 / (s + d))
             got_bet, got = aud.update(x[t], y[t])
-            assert got == pytest.approx(expected) and got_bet == pytest.approx(min(bet, 0.9 / (s + d)))
+            assert got == pytest.approx(expected) and got_bet == pytest.approx(expected_bet)
+            assert aud.log_w == pytest.approx(log_w + math.log1p(expected_bet * expected))
+            bets += 1
         else:
             assert aud.update(x[t], y[t]) == (0.0, 0.0)
+    assert bets >= 40
     # Changing later pairs does not change the earlier path.
     x2, y2 = x.copy(), y.copy()
     x2[40:], y2[40:] = -x2[40:], 3 * y2[40:]
@@ -170,6 +177,7 @@ def test_extreme_outputs_keep_the_witness_in_range() -> None:
     res = audit_pairs(x, y, SupportingLine.pure(0.5), 0.05, stop=False)
     assert np.all(np.isfinite(res.log_wealth))
     assert np.all((res.bets >= 0) & (res.bets <= 0.9 / math.exp(0.5) + 1e-12))
+    assert np.all((res.bets == 0) | np.isclose(res.bets, 0.9 / math.exp(0.5)))  # OP4: the constant bet
     assert np.all(res.payoffs >= -math.exp(0.5) - 1e-12) and np.all(res.payoffs <= 1.0)
 
 
@@ -208,3 +216,16 @@ def test_atoms_find_a_support_the_smooth_model_cannot_see() -> None:
             return centre + rng.geometric(g, 150) - rng.geometric(g, 150).astype(np.float64)
         rejected += audit_pairs(geometric(0), geometric(1), SupportingLine.pure(eps), 0.05).rejected_at is not None
     assert rejected <= 0.05 * 200 + 3 * math.sqrt(0.05 * 0.95 * 200), rejected  # level α, 3 se of slack
+
+
+def test_seeded_rejection_times_of_the_shipped_defaults() -> None:
+    """NonDPLaplace1 at ε = 0.1 (Lap(0, 20) against 0.5 + Lap(0, 10)), five seeded streams: the shipped
+    auditor (ρ = 3, constant bet 0.9/(s + d), OP2–OP5) and the earlier ours-v3 (ρ = 1, ONS bet)
+    reject at these pairs; a change of the defaults or of the fit shows here."""
+    shipped, v3 = [], []
+    for seed in range(5):
+        rng = np.random.default_rng(100 + seed)
+        x, y = rng.laplace(0.0, 20.0, 600), rng.laplace(0.5, 10.0, 600)
+        shipped.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05).rejected_at)
+        v3.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05, ridge=1.0, bet_rule="ons").rejected_at)
+    assert shipped == [25, 52, 93, 54, 127] and v3 == [90, 57, 35, 55, 163]
