@@ -65,6 +65,45 @@ def seed_periods(url: str, count: int) -> None:
     engine.dispose()
 
 
+def tenant_key(url: str) -> str:
+    """A tenant with one admin key in the database at ``url``; the key."""
+    engine = make_engine(url)
+    with make_session_factory(engine)() as session:
+        _, key = create_tenant_with_key(session, "acme", "k")
+        session.commit()
+    engine.dispose()
+    return key
+
+
+def start_api(tree: Path, url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``dpwatch serve --no-worker`` from the source tree ``tree`` on the database at ``url``, once
+    it answers /healthz; the process and its base URL."""
+    port = free_port()
+    env = {**os.environ, **worker_env(url), "DPWATCH_LOG_LEVEL": "INFO", "PYTHONPATH": str(tree)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-worker", "--port", str(port)],
+                            env=env, cwd=tree, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/healthz", trust_env=False).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return proc, base
+
+
+def create_monitors(base: str, headers: dict[str, str], count: int) -> list[str]:
+    """One mechanism and ``count`` monitors of one check each, through the API; their ids."""
+    mechanism = httpx.post(f"{base}/v1/mechanisms", headers=headers, timeout=60, trust_env=False, json={
+        "name": "m", "sampling_url": "http://127.0.0.1:9/x", "output_kind": "real"}).json()
+    return [httpx.post(f"{base}/v1/monitors", headers=headers, timeout=60, trust_env=False, json={
+        "name": f"m{i}", "mechanism_id": mechanism["id"], "epsilon": 1.0, "horizon": 100,
+        "samples_per_period": 100, "period_seconds": 3600,
+        "checks": [{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]}).json()["id"]
+        for i in range(count)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -82,36 +121,14 @@ def main() -> None:
     results: dict[Path, list[float]] = {t: [] for t in trees}
     with scratch_service("api-cpu", pg=args.pg, keep_logs=False) as scratch:
         url = scratch.db_url
-        engine = make_engine(url)
-        with make_session_factory(engine)() as session:
-            _, key = create_tenant_with_key(session, "acme", "k")
-            session.commit()
-        engine.dispose()
-        headers = {"Authorization": f"Bearer {key}"}
+        headers = {"Authorization": f"Bearer {tenant_key(url)}"}
         ids: list[str] = []
         for round_ in range(args.rounds):
             for tree in trees:
-                port = free_port()
-                env = {**os.environ, **worker_env(url), "DPWATCH_LOG_LEVEL": "INFO", "PYTHONPATH": str(tree)}
-                proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-worker", "--port", str(port)],
-                                        env=env, cwd=tree, stderr=subprocess.DEVNULL)
-                base = f"http://127.0.0.1:{port}"
+                proc, base = start_api(tree, url)
                 try:
-                    for _ in range(300):
-                        try:
-                            if httpx.get(f"{base}/healthz").status_code == 200:
-                                break
-                        except httpx.HTTPError:
-                            pass
-                        time.sleep(0.2)
                     if not ids:
-                        mechanism = httpx.post(f"{base}/v1/mechanisms", headers=headers, timeout=60, json={
-                            "name": "m", "sampling_url": "http://127.0.0.1:9/x", "output_kind": "real"}).json()
-                        ids = [httpx.post(f"{base}/v1/monitors", headers=headers, timeout=60, json={
-                            "name": f"m{i}", "mechanism_id": mechanism["id"], "epsilon": 1.0, "horizon": 100,
-                            "samples_per_period": 100, "period_seconds": 3600,
-                            "checks": [{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]},
-                        ).json()["id"] for i in range(args.monitors)]
+                        ids = create_monitors(base, headers, args.monitors)
                         seed_periods(url, args.periods)
 
                     def path(i: int) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,10 +24,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.auth.service import create_tenant_with_key  # noqa: E402
-from app.db import make_engine, make_session_factory  # noqa: E402
-from bench.api_cpu import cpu_seconds, seed_periods  # noqa: E402
-from bench.service_harness import free_port, scratch_service, worker_env  # noqa: E402
+from bench.api_cpu import cpu_seconds, create_monitors, seed_periods, start_api, tenant_key  # noqa: E402
+from bench.service_harness import scratch_service  # noqa: E402
 
 KINDS = ("get", "status", "list", "periods", "healthz")
 
@@ -66,32 +63,10 @@ def main() -> None:
     args = ap.parse_args()
     with scratch_service("api-read-kinds", pg=args.pg, keep_logs=False) as scratch:
         url = scratch.db_url
-        engine = make_engine(url)
-        with make_session_factory(engine)() as session:
-            _, key = create_tenant_with_key(session, "acme", "k")
-            session.commit()
-        engine.dispose()
-        headers = {"Authorization": f"Bearer {key}"}
-        port = free_port()
-        env = {**os.environ, **worker_env(url), "DPWATCH_LOG_LEVEL": "INFO", "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--no-worker", "--port", str(port)],
-                                env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"Bearer {tenant_key(url)}"}
+        proc, base = start_api(ROOT, url)
         try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"{base}/healthz", trust_env=False).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            mechanism = httpx.post(f"{base}/v1/mechanisms", headers=headers, timeout=60, trust_env=False, json={
-                "name": "m", "sampling_url": "http://127.0.0.1:9/x", "output_kind": "real"}).json()
-            ids = [httpx.post(f"{base}/v1/monitors", headers=headers, timeout=60, trust_env=False, json={
-                "name": f"m{i}", "mechanism_id": mechanism["id"], "epsilon": 1.0, "horizon": 100,
-                "samples_per_period": 100, "period_seconds": 3600,
-                "checks": [{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]}).json()["id"]
-                for i in range(60)]
+            ids = create_monitors(base, headers, 60)
             seed_periods(url, 50)
             print(f"| kind | requests in {args.seconds:g} s | API CPU per request | load average |")
             print("|---|---|---|---|")
