@@ -188,13 +188,9 @@ def monitor_claim(monitor: Monitor) -> Claim | None:
 
 def monitor_claim_api_form(monitor: Monitor | Any) -> dict[str, float] | None:
     """``monitor_claim(monitor).to_dict()``, worked out once per distinct claim."""
-    data = monitor.claim if monitor.claim else (None if monitor.epsilon is None else {"epsilon": float(monitor.epsilon)})
-    if data is None:
+    if not monitor.claim and monitor.epsilon is None:
         return None
-    key = _claim_key(data)
-    if key is None:
-        return parse_claim(data).to_dict()
-    return dict(_claim_api_form(key)[0])
+    return _claim_forms(effective_claim(None, monitor.claim, monitor.epsilon))[0]
 
 
 def check_claim(monitor: Monitor, check: Check) -> Claim:
@@ -204,13 +200,18 @@ def check_claim(monitor: Monitor, check: Check) -> Claim:
 
 def check_claim_fields(monitor: Monitor, check: Check) -> dict[str, Any]:
     """The check's claim in its API form, and in words."""
-    data = effective_claim(check.claim, monitor.claim, monitor.epsilon)
+    api_form, words = _claim_forms(effective_claim(check.claim, monitor.claim, monitor.epsilon))
+    return {"claim": api_form, "claim_description": words}
+
+
+def _claim_forms(data: Any) -> tuple[dict[str, float], str]:
+    """A stored claim's API form and its words: from the cache when its fields are plain scalars."""
     key = _claim_key(data)
     if key is None:
         claim = parse_claim(data)
-        return {"claim": claim.to_dict(), "claim_description": claim.describe()}
+        return claim.to_dict(), claim.describe()
     api_form, words = _claim_api_form(key)
-    return {"claim": dict(api_form), "claim_description": words}
+    return dict(api_form), words
 
 
 def _claim_key(data: Any) -> tuple[tuple[str, type, Any], ...] | None:

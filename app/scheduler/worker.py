@@ -188,18 +188,6 @@ class Worker:
 
     # -- ticks ----------------------------------------------------------------------------
 
-    def _claim(self, states: tuple[str, ...], limit: int, due_only: bool = True,
-               lease_seconds: float | None = None, fair: bool = False) -> list[uuid.UUID]:
-        s = self.settings
-        with self.session_factory() as session:
-            ids = claim_monitors(session, worker_id=s.worker_id, states=states, now=self.clock(),
-                                 lease_seconds=lease_seconds or s.lease_seconds, limit=limit,
-                                 due_only=due_only,
-                                 max_per_tenant=s.max_inflight_per_tenant if fair else None,
-                                 max_per_mechanism=s.max_inflight_per_mechanism if fair else None)
-            session.commit()
-            return ids
-
     def _claim_and_plan(self, limit: int) -> list[tuple[uuid.UUID, PeriodPlan | PeriodOutcome | Exception]]:
         """Claim up to ``limit`` due monitors and read their plans in the same transaction: one
         session, one connection checkout and one thread hop for the k monitors of a claim."""

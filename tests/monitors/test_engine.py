@@ -20,6 +20,7 @@ from standardwebhooks import Webhook
 
 from app.models.alarms import WebhookMessage
 from app.models.monitors import Check, Monitor, PeriodCheck, PeriodRun
+from app.monitors.leases import claim_monitors
 from app.reference.mechanisms import Laplace, LaplaceSmallerScale, RNMReportValue
 from app.reference.server import endpoint_router
 from app.scheduler.worker import Worker
@@ -378,7 +379,10 @@ def test_a_period_is_written_only_under_the_lease(client, db, mechanism_server, 
     base, secret = mechanism_server
     mon = make_monitor(client, base, "/laplace", secret)
     worker, clock = make_worker()
-    ids = worker._claim(("active",), 10)
+    with worker.session_factory() as session:
+        ids = claim_monitors(session, worker_id=worker.settings.worker_id, states=("active",), now=clock(),
+                             lease_seconds=worker.settings.lease_seconds, limit=10)
+        session.commit()
     assert [str(i) for i in ids] == [mon["id"]]
     plan = worker.runner.plan(ids[0], clock())
     outputs = arun(worker.runner.sample(plan))
