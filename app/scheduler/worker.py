@@ -61,6 +61,20 @@ def job_handlers() -> dict[str, Handler]:
 ROLES = ("periods", "jobs")
 
 
+async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended."""
+    for task in list(tasks):
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*list(tasks), return_exceptions=True)
+
+
+async def _drain(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait until ``tasks`` (a set that finished tasks leave and new ones may join) is empty."""
+    while tasks:
+        await asyncio.gather(*list(tasks), return_exceptions=True)
+
+
 class Worker:
     def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *, max_in_flight: int | None = None,
                  clock: Callable[[], datetime] = utcnow, roles: tuple[str, ...] | None = None) -> None:
@@ -164,16 +178,12 @@ class Worker:
                 await asyncio.wait(self._ticks | self._calibrations_in_flight, timeout=STOP_TICK_SECONDS)
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
-        for task in self._calibrations_in_flight:  # its child is killed; the lease expires (another worker takes it)
-            task.cancel()
-        if self._calibrations_in_flight:
-            await asyncio.gather(*self._calibrations_in_flight, return_exceptions=True)
+        # A calibration's child is killed and a job is stopped; their leases expire and another
+        # worker takes them. Periods in flight finish.
+        await _cancel(self._calibrations_in_flight)
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
-        for task in self._jobs_in_flight:  # a job's lease expires and another worker takes it
-            task.cancel()
-        if self._jobs_in_flight:
-            await asyncio.gather(*self._jobs_in_flight, return_exceptions=True)
+        await _cancel(self._jobs_in_flight)
         if self.http is not None:
             await self.http.aclose()
             self.http = None
@@ -298,8 +308,7 @@ class Worker:
 
     async def drain_jobs(self) -> None:
         """Wait for the jobs in flight (tests and benchmarks)."""
-        while self._jobs_in_flight:
-            await asyncio.gather(*list(self._jobs_in_flight), return_exceptions=True)
+        await _drain(self._jobs_in_flight)
 
     async def tick_retention(self) -> int:
         """Delete old periods (app/quotas/retention.py), in short statements off the loop."""
@@ -353,5 +362,4 @@ class Worker:
 
     async def drain_calibrations(self) -> None:
         """Wait for the calibrations in flight (tests and benchmarks)."""
-        while self._calibrations_in_flight:
-            await asyncio.gather(*list(self._calibrations_in_flight), return_exceptions=True)
+        await _drain(self._calibrations_in_flight)
