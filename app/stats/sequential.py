@@ -54,8 +54,11 @@ Which components the e-process mixes, and with what prior, is an :class:`EProces
 the grid on one face (the first design), on both faces with the aGRAPA bet and equal weights
 (:data:`BOTH_FACES_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
 (:func:`predictable_face`) with 0.8 of the prior on the aGRAPA bet (:data:`SERVICE_DESIGN`,
-method.md §13.3c: what new e-process checks run). Any design is a test supermartingale under the
-claim; the service's wastes less evidence (docs/sequential.md, "an e-process that wastes less evidence").
+method.md §13.3c: what new e-process checks without a horizon run). A check with a horizon of H periods
+runs :data:`HORIZON_DESIGN` for H (:func:`service_design`, method.md §13.3d): besides, a bet of fixed
+scale for the gap a window of 0.3·H periods finds (:func:`tuned_fraction`), started uniformly within H,
+with 0.7 of the prior. Any design is a test supermartingale under the claim, for every t; the service's
+waste less evidence (docs/sequential.md, "an e-process that wastes less evidence", "the horizon-tuned bet").
 """
 
 from __future__ import annotations
