@@ -158,6 +158,18 @@ def test_detector_params_pass_the_horizon():
     assert state["version"] == 3 and state["horizon"] == 200
     assert design_of_state(state) == HORIZON_DESIGN.with_horizon(200)
     assert initial_state("e-detector", **kw, design_horizon=200)["kind"] == "e-detector"
+    # a check's stored state steps period by period like the class (reloaded from JSON each time)
+    from app.monitors.detectors import sequential_line, sequential_step
+
+    rng = np.random.default_rng(3)
+    line = SupportingLine.pure(1.0)
+    det = EProcess.from_design(0.05, line, HORIZON_DESIGN.with_horizon(200))
+    for _ in range(30):
+        a, b = int(rng.binomial(200, 0.6)), int(rng.binomial(200, 0.15))
+        step = sequential_step(state, a, b, 200, sequential_line(state, {"epsilon": 1.0}))
+        state = step.state
+        assert step.statistic == pytest.approx(det.update(a, b, 200).statistic, abs=1e-12)
+    assert state["version"] == 3 and len(state["log_r"]) == 18
 
 
 def test_confidence_sequence_inverts_the_horizon_design():
