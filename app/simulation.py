@@ -9,7 +9,8 @@ Every detector sees the same draws (``--detectors``):
 ``aggregator-wald``  the same with the paper's variance, eq. (8) + (16) (the paper as written).
 ``naive``            the fair naive baseline: each period's exact test at α/T (method.md §13.5).
 ``naive-normal``     the paper's naive auditor z_t > Φ⁻¹(1 − α/T) (eq. 11), kept for comparison.
-``e-process``        the service's mixture test martingale (method.md §13.3, §13.3c): P(false alarm, ever) ≤ α.
+``e-process``        the service's mixture test martingale (method.md §13.3, §13.3c; with the horizon-tuned bet for
+                     the horizon T, §13.3d; long runs: without it): P(false alarm, ever) ≤ α.
 ``e-detector``       the mixture e-SR detector (method.md §13.4) at c = T/α: P(false alarm by T) ≤ α.
 
 :func:`run_long` compares them over long runs with the change at t = 5,000 or 50,000, with
@@ -49,7 +50,7 @@ from app.stats.events import event_contains
 from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
 from app.stats.multiple import naive_alarm_period, naive_threshold, renewal_alpha
 from app.stats.period import period_statistic
-from app.stats.sequential import SERVICE_DESIGN, SupportingLine, e_detector_paths, edetector_threshold
+from app.stats.sequential import SERVICE_DESIGN, SupportingLine, e_detector_paths, edetector_threshold, service_design
 from app.stats.thresholds import quantile_with_error, simulate_max_statistic, threshold_for
 
 #: Outputs drawn per call to a mechanism; bounds memory for vector outputs (SVT).
@@ -93,8 +94,8 @@ def alarm_periods(name: str, a: NDArray[np.int64], b: NDArray[np.int64], n: int,
     if name == "naive-normal":
         z = period_statistic(a, b, n, epsilon).z
         return naive_alarm_period(z, cfg.alpha, horizon), naive_threshold(cfg.alpha, horizon)
-    if name == "e-process":  # the service's e-process (method.md §13.3c)
-        log_w = SERVICE_DESIGN.paths(a, b, n, line)
+    if name == "e-process":  # the service's e-process for a check with a horizon of T periods (method.md §13.3d)
+        log_w = service_design(horizon).paths(a, b, n, line, alpha=cfg.alpha)
         return _first_at_least(log_w, math.log(1 / cfg.alpha)), 1 / cfg.alpha
     if name == "e-detector":
         c = edetector_threshold(cfg.alpha, horizon)

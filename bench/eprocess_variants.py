@@ -8,7 +8,8 @@ it) and the false-alarm rate before it, for each variant, on the same draws.
     nice -n 10 .venv/bin/python bench/eprocess_variants.py --runs 500
 
 ``--designs`` compares other mixtures (app.stats.sequential.EProcessDesign labels, method.md §13.3c)
-on the same draws instead of the four variants, e.g.
+on the same draws instead of the four variants (a design with the horizon-tuned bet, ``tuned=τ``,
+method.md §13.3d, runs with the horizon T unless its label gives one), e.g.
 
     nice -n 10 .venv/bin/python bench/eprocess_variants.py --runs 500 \\
         --designs "both,agrapa,grid=16" "auto,agrapa=0.5,grid=16"
@@ -78,7 +79,9 @@ def scenarios(keys: list[str], designs: list[EProcessDesign], runs: int, horizon
         b[:, before:] = rng.binomial(n, q1, (runs, horizon - before))
         line = SupportingLine.pure(sc.epsilon)
         firsts = [first_crossing(weighted_statistic_path(period_statistic(a, b, n, sc.epsilon).z, horizon, gamma), thr)]
-        firsts += [_first(d.paths(a, b, n, line), math.log(1 / alpha)) for d in designs]
+        firsts += [_first((d.with_horizon(horizon) if d.tuned and d.horizon is None else d).paths(a, b, n, line,
+                                                                                             alpha=alpha),
+                          math.log(1 / alpha)) for d in designs]
         firsts += [_first(e_detector_paths(a, b, n, line, faces="auto" if d.faces == "auto" else "one",
                                            payoff=d.payoff, grid=d.grid), c_level) for d in detectors]
         cells = []
@@ -145,7 +148,8 @@ def main() -> None:
         b[:, t0 - 1:] = rng.binomial(n, q1, (r, t_max - t0 + 1))
         row = []
         paths = ([e_process_paths_from_increments(face_increments(a, b, n, line, f, g)) for f, g in VARIANTS]
-                 if designs is None else [d.paths(a, b, n, line) for d in designs])
+                 if designs is None else [(d.with_horizon(t_max) if d.tuned and d.horizon is None else d)
+                                          .paths(a, b, n, line) for d in designs])
         for log_w in paths:
             first = _first(log_w, math.log(20))
             after = first[first >= t0] - t0

@@ -19,6 +19,12 @@ a-priori line in period 1). A run is a false alarm when the detector fires withi
 
     nice -n 10 .venv/bin/python bench/far_grid.py --runs 2000 --only-designs --designs "auto,agrapa=0.8,grid=16"
 
+A design with the horizon-tuned bet (``tuned=τ``, method.md §13.3d) runs with the horizon T unless its
+label gives one; the FAR grid of the service's horizon design (docs/sequential.md, "the horizon-tuned bet"):
+
+    nice -n 10 .venv/bin/python bench/far_grid.py --runs 4000 --ns 50,200 --sparse --only-designs --no-reference \
+        --designs "auto,agrapa=0.8,grid=16" "auto,agrapa=0.2,grid=16,tuned=0.7"
+
 ``--no-reference`` leaves the both-faces e-process out of ``--only-designs``; ``--edetector`` adds, for
 each design on one face or the predictable face, the e-detector (c = T/α) on that design's grid bets
 (the shipped e-detector is the one of ``auto,…``); ``--sparse`` adds the boundary point q = 0.01;
@@ -95,12 +101,13 @@ def lines_path(claim: Claim, a: np.ndarray, b: np.ndarray, n: int):
 
 
 def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool, grid_size: int = 16,
-               payoff: str = "per-sample") -> np.ndarray:
-    """Every component's log e-value (app.stats.sequential.component_parts) in each period's orientation."""
+               payoff: str = "per-sample", tuned: float | None = None) -> np.ndarray:
+    """Every component's log e-value (app.stats.sequential.component_parts) in each period's orientation;
+    ``tuned``: the rate κ of the horizon-tuned bet (method.md §13.3d)."""
     nn = np.full(a.shape, float(n))
     ca, cb = np.where(swap, b, a).astype(float), np.where(swap, a, b).astype(float)
     pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
-    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size), payoff)
+    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size), payoff, tuned)
 
 
 def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alpha: float, gamma: float,
@@ -128,20 +135,21 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
         s, d, swap, sa, sb, sn = lines_path(claim, a, b, n)
     level = math.log(1 / alpha)
     c_level = math.log(edetector_threshold(alpha, horizon))
-    for design in designs:  # on the same draws (method.md §13.3c)
-        lp = None if design.agrapa_weight is None else design.log_prior()
+    for design in designs:  # on the same draws (method.md §13.3c); a tuned design without a horizon gets T
+        label = design.label
+        design = design.with_horizon(horizon) if design.tuned and design.horizon is None else design
         hits = det_hits = 0
         for lo in range(0, runs, chunk):
             rows = slice(lo, min(runs, lo + chunk))
             inc = increments(a[rows], b[rows], n, s[rows], d[rows], swap[rows], sa[rows], sb[rows], sn[rows],
-                             design.faces, design.agrapa, design.grid_size, design.payoff)
-            hits += int(np.sum((e_process_paths_from_increments(inc, log_prior=lp) >= level).any(axis=1)))
+                             design.faces, design.agrapa, design.grid_size, design.payoff, design.tuned_rate(alpha))
+            hits += int(np.sum((design.paths_from_increments(inc) >= level).any(axis=1)))
             if edetector and design.faces in ("one", "auto"):  # its first grid_size components: the grid bets
                 grid_inc = np.ascontiguousarray(inc[..., :design.grid_size])
                 det_hits += int(np.sum((e_detector_paths_from_increments(grid_inc) >= c_level).any(axis=1)))
-        out[f"e-process [{design.label}]"] = hits
+        out[f"e-process [{label}]"] = hits
         if edetector and design.faces in ("one", "auto"):
-            out[f"e-detector [{design.label}]"] = det_hits
+            out[f"e-detector [{label}]"] = det_hits
     if only_designs:
         return out
     thr = threshold_for(horizon, gamma, alpha).value

@@ -8,6 +8,9 @@ A monitor chooses with ``detector`` (docs/sequential.md, method.md §13):
                 P(any false alarm, ever) ≤ α; no horizon, never renewed (``horizon`` is ignored).
                 New checks run :data:`SERVICE_DESIGN` (the predictable face, the grid and the aGRAPA
                 bet with 0.8 of the prior, method.md §13.3c); states written before keep their design.
+                :func:`initial_state` with ``design_horizon=H`` runs :data:`HORIZON_DESIGN` for H instead
+                (§13.3d); monitors do not pass one yet: their ``horizon`` is ignored by the e-process and
+                stored as 1000 when not given, so a given horizon cannot be told from none.
 ``e-detector``  :class:`app.stats.sequential.EDetector` (mixture e-SR) with c = T·m/α
                 (:func:`edetector_threshold` at α/m over a window of T periods): P(false alarm
                 within T periods) ≤ α and ARL ≥ T·m/α. It keeps running after T (never renewed);
@@ -85,20 +88,22 @@ def _pure_line(claim: Claim | dict[str, Any]) -> SupportingLine | None:
 
 
 def initial_state(detector: str, *, horizon: int, gamma: float, threshold: float, level: float | None,
-                  claim: dict[str, Any]) -> dict[str, Any]:
+                  claim: dict[str, Any], design_horizon: int | None = None) -> dict[str, Any]:
     """A fresh detector's state. ``threshold`` is the aggregator's q, or the log threshold of the others.
 
     New e-process checks run :data:`app.stats.sequential.SERVICE_DESIGN` (the predictable face, the grid
     and the aGRAPA bet with 0.8 of the prior, method.md §13.3c), new e-detector checks bet on the
     predictable face (§13.3c, §13.4); checks created before keep their stored design (version-1
-    states). The stored line is the claim's line for pure ε; other claims get one per period
+    states). ``design_horizon``: an e-process with a horizon of H periods runs
+    :data:`app.stats.sequential.HORIZON_DESIGN` for H instead (method.md §13.3d); None keeps the design
+    without a horizon. The stored line is the claim's line for pure ε; other claims get one per period
     (:func:`sequential_line`)."""
     if detector not in DETECTORS:
         raise ValueError(f"unknown detector {detector!r}")
     # Only the e-values read the claim's line (the aggregator's claim may be empty: rediscovery).
     line = _pure_line(claim) if detector_class(detector).horizon_free else None
     params = DetectorParams(horizon=int(horizon), gamma=float(gamma), threshold=float(threshold), level=level,
-                            line=line)
+                            line=line, design_horizon=None if design_horizon is None else int(design_horizon))
     return create(detector, params).to_state()
 
 

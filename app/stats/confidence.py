@@ -88,7 +88,6 @@ from app.stats.sequential import (
     agrapa_fraction,
     bet_grid,
     e_process_paths_from_increments,
-    face_increments,
     log_evalues_sd,
 )
 
@@ -246,15 +245,13 @@ def confidence_sequence(a: ArrayLike, b: ArrayLike, n: ArrayLike, claim: Claim, 
     xa, xb = np.where(swap, b2, a2), np.where(swap, a2, b2)
     bets = bet_grid()
     des = SERVICE_DESIGN if design is None else design
-    lp = None if des.agrapa_weight is None else des.log_prior()
     log_level = math.log(1.0 / alpha)
     lower = np.full(a2.shape, -np.inf)
     alive = np.ones(a2.shape, dtype=bool)
     for theta in thetas:
         if delta is not None:  # the service's e-process at θ (method.md §13.3b, §13.3c)
-            inc = face_increments(xa, xb, n2, SupportingLine.approximate(float(theta), delta), des.faces,
-                                  des.agrapa, des.grid, des.payoff)
-            log_w = e_process_paths_from_increments(inc, log_prior=lp)
+            log_w = des.paths_from_increments(
+                des.increments(xa, xb, n2, SupportingLine.approximate(float(theta), delta), alpha))
         else:  # μ-GDP, ρ-zCDP: both faces, grid + aGRAPA, on the supporting lines at the past estimates
             log_w = e_process_paths_from_increments(curve_increments(xa, xb, n2, claim, float(theta), bets))
         rejected = np.maximum.accumulate(log_w, axis=1) >= log_level

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from app.stats.aggregator import WeightedAggregator
 from app.stats.exact_naive import exact_naive_test
-from app.stats.sequential import SERVICE_DESIGN, EDetector, EProcess, OrientedLine, SupportingLine, edetector_threshold
+from app.stats.sequential import EDetector, EProcess, OrientedLine, SupportingLine, edetector_threshold, service_design
 
 #: Discount of the running (a, b, n) counts every state keeps for the sparse-event advice (the
 #: e-detectors' own ``ESTIMATE_DISCOUNT``): about the last ten periods.
@@ -73,7 +73,9 @@ class DetectorParams:
     ``horizon``: T (the aggregator's and naive test's horizon; the e-detector's window); ``gamma``: γ of
     eq. (13); ``threshold``: the aggregator's q, or the log threshold of an e-value detector (None: from
     ``level``, :meth:`Detector.log_threshold_for`); ``level``: the check's α/m (the naive test's α over
-    the horizon); ``line``: the claim's supporting line (e-values, naive test).
+    the horizon); ``line``: the claim's supporting line (e-values, naive test); ``design_horizon``: the
+    horizon of H periods an e-process sizes its bets for (method.md §13.3d,
+    :func:`app.stats.sequential.service_design`), None for an e-process without one (§13.3c).
     """
 
     horizon: int
@@ -81,6 +83,7 @@ class DetectorParams:
     threshold: float | None = None
     level: float | None = None
     line: SupportingLine | None = None
+    design_horizon: int | None = None
 
 
 @dataclass(frozen=True)
@@ -243,8 +246,10 @@ class EValueDetector(ABC):
 
     @classmethod
     @abstractmethod
-    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EValueDetector:
-        """A fresh detector of this kind at ``log_threshold`` on ``line``."""
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine,
+             design_horizon: int | None = None) -> EValueDetector:
+        """A fresh detector of this kind at ``log_threshold`` on ``line`` (``design_horizon``: the
+        e-process's horizon, method.md §13.3d; the e-detector has none)."""
 
     @classmethod
     def from_params(cls, params: DetectorParams) -> EValueDetector:
@@ -255,7 +260,7 @@ class EValueDetector(ABC):
             raise ValueError("level: a horizon-free check needs its level")
         log_threshold = (cls.log_threshold_for(params.level, params.horizon) if params.threshold is None
                          else float(params.threshold))
-        det = cls._new(log_threshold, params.level, params.line or SupportingLine.pure(0.0))
+        det = cls._new(log_threshold, params.level, params.line or SupportingLine.pure(0.0), params.design_horizon)
         det._det.log_threshold = log_threshold
         return det
 
@@ -283,10 +288,11 @@ class EProcessDetector(EValueDetector):
     kind: ClassVar[str] = EProcess.kind
 
     @classmethod
-    def create(cls, level: float, line: SupportingLine) -> EProcessDetector:
-        """A new check's e-process at ``level``: :data:`SERVICE_DESIGN` (the predictable face, the grid and
-        the aGRAPA bet with 0.8 of the prior, method.md §13.3c)."""
-        return cls(EProcess.from_design(level, line, SERVICE_DESIGN))
+    def create(cls, level: float, line: SupportingLine, horizon: int | None = None) -> EProcessDetector:
+        """A new check's e-process at ``level``: without a horizon :data:`SERVICE_DESIGN` (the predictable
+        face, the grid and the aGRAPA bet with 0.8 of the prior, method.md §13.3c); with a horizon of H
+        periods :data:`HORIZON_DESIGN` for H (the horizon-tuned bet besides them, §13.3d)."""
+        return cls(EProcess.from_design(level, line, service_design(horizon)))
 
     @classmethod
     def _inner_from_state(cls, state: dict[str, Any]) -> EProcess:
@@ -298,8 +304,9 @@ class EProcessDetector(EValueDetector):
         return math.log(1.0 / level)
 
     @classmethod
-    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EProcessDetector:
-        return cls.create(level, line)
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine,
+             design_horizon: int | None = None) -> EProcessDetector:
+        return cls.create(level, line, design_horizon)
 
 
 class EDetectorDetector(EValueDetector):
@@ -321,7 +328,8 @@ class EDetectorDetector(EValueDetector):
         return math.log(edetector_threshold(level, window))
 
     @classmethod
-    def _new(cls, log_threshold: float, level: float, line: SupportingLine) -> EDetectorDetector:
+    def _new(cls, log_threshold: float, level: float, line: SupportingLine,
+             design_horizon: int | None = None) -> EDetectorDetector:
         return cls.create(math.exp(log_threshold), line)
 
 

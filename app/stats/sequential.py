@@ -54,15 +54,18 @@ Which components the e-process mixes, and with what prior, is an :class:`EProces
 the grid on one face (the first design), on both faces with the aGRAPA bet and equal weights
 (:data:`BOTH_FACES_DESIGN`, method.md §13.3b), or on the face chosen each period from the past counts
 (:func:`predictable_face`) with 0.8 of the prior on the aGRAPA bet (:data:`SERVICE_DESIGN`,
-method.md §13.3c: what new e-process checks run). Any design is a test supermartingale under the
-claim; the service's wastes less evidence (docs/sequential.md, "an e-process that wastes less evidence").
+method.md §13.3c: what new e-process checks without a horizon run). A check with a horizon of H periods
+runs :data:`HORIZON_DESIGN` for H (:func:`service_design`, method.md §13.3d): besides, a bet of fixed
+scale for the gap a window of 0.3·H periods finds (:func:`tuned_fraction`), started uniformly within H,
+with 0.7 of the prior. Any design is a test supermartingale under the claim, for every t; the service's
+waste less evidence (docs/sequential.md, "an e-process that wastes less evidence", "the horizon-tuned bet").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 import numba
@@ -101,6 +104,42 @@ def start_weight(k: int, starts: Starts = "mixture") -> float:
     if starts != "mixture":
         raise ValueError(f"starts must be 'mixture' or 'first', got {starts!r}")
     return 1.0 / (START_WEIGHT_NORMALISER * (k + 1) * math.log(k + 1) ** 2)
+
+
+#: The horizon-tuned bet's start weights keep this share for the periods after the horizon (method.md §13.3d).
+TUNED_AFTER_HORIZON = 0.1
+#: Its window, as a share of the horizon: the bet is Kelly's for the gap that this window finds (§13.3d).
+TUNED_WINDOW = 0.3
+
+
+def horizon_start_weight(k: int, horizon: int) -> float:
+    """ω^H_k, the start weight of the horizon-tuned bet at period k ≥ 1 (method.md §13.3d).
+
+    (1 − 0.1)/H for each k ≤ H; the j-th horizon after it (H·j < k ≤ H·(j + 1)) shares
+    0.1·6/(π² j²) evenly. Σ_k ω^H_k = 1, so with finite H the bet re-arms after H, at a higher price.
+    """
+    if k < 1:
+        raise ValueError("periods are numbered from 1")
+    if horizon < 1:
+        raise ValueError(f"the horizon must be >= 1 period, got {horizon!r}")
+    j = (k - 1) // horizon
+    if j == 0:
+        return (1.0 - TUNED_AFTER_HORIZON) / horizon
+    return TUNED_AFTER_HORIZON * 6.0 / (math.pi ** 2 * j * j) / horizon
+
+
+def tuned_rate(alpha: float, horizon: int, weight: float, window: float = TUNED_WINDOW) -> float:
+    """κ, the evidence per period the horizon-tuned bet is sized for (method.md §13.3d):
+
+        κ = (log(1/α) + log H + log(1/τ)) / (window·H)
+
+    the nats that its component, of prior weight τ and start weight 1/H, needs to reach 1/α, spread
+    over a window of ``window``·H periods."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if horizon < 1 or not (0.0 < weight <= 1.0) or not (0.0 < window <= 1.0):
+        raise ValueError(f"need horizon >= 1, weight in (0, 1] and window in (0, 1], got {horizon}, {weight}, {window}")
+    return (math.log(1.0 / alpha) + math.log(horizon) + math.log(1.0 / weight)) / (window * horizon)
 
 
 @dataclass(frozen=True)
@@ -350,6 +389,8 @@ class _MixtureBase:
         #: the faces bet on and the aGRAPA bet (method.md §13.3b, §13.3c); the subclasses set them
         self.faces: Faces = "one"
         self.agrapa = False
+        #: κ of the horizon-tuned bet (method.md §13.3d), None without one; the e-process sets it
+        self._tuned_rate: float | None = None
 
     def estimate(self) -> tuple[float, float]:
         """(p̃, q̃) from the past periods' counts (discounted, add-½ smoothed): predictable.
@@ -382,7 +423,7 @@ class _MixtureBase:
             sa, sb, sn = self._sums
             pa, pb = (sb, sa) if swap else (sa, sb)  # the past, in this period's orientation (predictable)
             inc = component_parts(ca, cb, n, use.slope, use.intercept, pa, pb, sn, self.faces, self.agrapa,
-                                  self.grid, self.payoff)
+                                  self.grid, self.payoff, self._tuned_rate)
         r = self.ESTIMATE_DISCOUNT
         self._sums = [r * self._sums[0] + a, r * self._sums[1] + b, r * self._sums[2] + n]
         return inc
@@ -436,7 +477,8 @@ class EProcess(_MixtureBase):
     def __init__(self, alpha: float, line: SupportingLine, grid_size: int = DEFAULT_GRID_SIZE,
                  grid_low: float = DEFAULT_GRID_LOW, grid_high: float = DEFAULT_GRID_HIGH,
                  payoff: Payoff = "per-sample", starts: Starts = "mixture", faces: Faces = "one",
-                 agrapa: bool = False, agrapa_weight: float | None = None) -> None:
+                 agrapa: bool = False, agrapa_weight: float | None = None, tuned_weight: float | None = None,
+                 horizon: int | None = None, window: float = TUNED_WINDOW) -> None:
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         start_weight(1, starts)  # validates
@@ -450,10 +492,23 @@ class EProcess(_MixtureBase):
         self.faces: Faces = faces
         self.agrapa = bool(agrapa)
         self.agrapa_weight = None if agrapa_weight is None else float(agrapa_weight)
-        #: Components of the mixture (method.md §13.3b, §13.3c): per face, the grid's bets (+ aGRAPA).
-        self.components = component_count(self.grid.size, faces, self.agrapa)
+        #: The horizon-tuned bet (method.md §13.3d): its share τ of the prior, the horizon H and the window.
+        self.tuned_weight = None if tuned_weight is None else float(tuned_weight)
+        self.horizon = None if horizon is None else int(horizon)
+        self.window = float(window)
+        if self.tuned_weight is not None:
+            if self.horizon is None or self.horizon < 1:
+                raise ValueError("the horizon-tuned bet needs a horizon of >= 1 period")
+        #: κ of the horizon-tuned bet (None without one).
+        self._tuned_rate = (None if self.tuned_weight is None or self.horizon is None
+                            else tuned_rate(self.alpha, self.horizon, self.tuned_weight, self.window))
+        #: Components of the mixture (method.md §13.3b, §13.3c, §13.3d): per face, the grid's bets
+        #: (+ aGRAPA, + the horizon-tuned bet).
+        self.components = component_count(self.grid.size, faces, self.agrapa, self.tuned_weight is not None)
         #: log π_j (method.md §13.3c); equal weights unless ``agrapa_weight`` is given.
-        self._log_pi = component_log_prior(self.grid.size, faces, self.agrapa, self.agrapa_weight)
+        self._log_pi = component_log_prior(self.grid.size, faces, self.agrapa, self.agrapa_weight, self.tuned_weight)
+        self._pi = np.exp(self._log_pi)
+        self._tuned_mask = self.design.tuned_mask()
         self._log_prior = -math.log(self.components)
         self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
         self._started = 0.0  # Σ_{k≤t} ω_k
@@ -463,12 +518,14 @@ class EProcess(_MixtureBase):
                     starts: Starts = "mixture") -> EProcess:
         """The e-process of an :class:`EProcessDesign` (e.g. :data:`SERVICE_DESIGN`)."""
         return cls(alpha, line, design.grid_size, payoff=design.payoff, starts=starts, faces=design.faces,
-                   agrapa=design.agrapa, agrapa_weight=design.agrapa_weight)
+                   agrapa=design.agrapa, agrapa_weight=design.agrapa_weight, tuned_weight=design.tuned_weight,
+                   horizon=design.horizon, window=design.window)
 
     @property
     def design(self) -> EProcessDesign:
         return EProcessDesign(self.faces, self.agrapa, self.agrapa_weight, self.grid.size,
-                              self.payoff if self.payoff in PER_SAMPLE_PAYOFFS else "per-sample")
+                              self.payoff if self.payoff in PER_SAMPLE_PAYOFFS else "per-sample",
+                              self.tuned_weight, self.horizon if self.tuned_weight is not None else None, self.window)
 
 
     @property
@@ -493,16 +550,25 @@ class EProcess(_MixtureBase):
         before = self.log_wealth
         inc = self._log_increments(a, b, n, line)
         w = start_weight(self.t + 1, self.starts)
-        log_w = math.log(w) if w > 0 else -math.inf
         prev = np.full(self.components, -np.inf) if self._log_r is None else self._log_r
+        log_w: float | NDArray[np.float64]
+        if self._tuned_rate is None:
+            log_w = math.log(w) if w > 0 else -math.inf
+            self._started += w
+        else:  # the horizon-tuned bets start with ω^H_t (method.md §13.3d)
+            assert self.horizon is not None
+            ws = np.where(self._tuned_mask, horizon_start_weight(self.t + 1, self.horizon), w)
+            with np.errstate(divide="ignore"):
+                log_w = np.log(ws)
+            self._started += float(self._pi @ ws)  # Σ_j π_j ω_{j,t}
         self._log_r = inc + np.logaddexp(prev, log_w)  # R_t = F_t·(R_{t−1} + ω_t)
-        self._started += w
         after = self.log_wealth
         return self._finish(after, after - before)
 
     def to_state(self) -> dict[str, Any]:
         """JSON state. Version 1 for the designs with equal weights (one or both faces,
-        no face ``"auto"``); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c)."""
+        no face ``"auto"``); version 2 adds ``agrapa_weight`` and the face ``"auto"`` (method.md §13.3c);
+        version 3 the horizon-tuned bet's ``tuned_weight``, ``horizon`` and ``window`` (§13.3d)."""
         state = self._base_state()
         state["alpha"] = self.alpha
         state["starts"] = self.starts
@@ -511,18 +577,31 @@ class EProcess(_MixtureBase):
         if self.faces == "auto" or self.agrapa_weight is not None:
             state["version"] = 2
             state["agrapa_weight"] = self.agrapa_weight
+        if self.tuned_weight is not None:
+            state["version"] = 3
+            state["tuned_weight"] = self.tuned_weight
+            state["horizon"] = self.horizon
+            state["window"] = self.window
         state["started"] = self._started
         state["log_r"] = None if self._log_r is None else [float(v) for v in self._log_r]
         return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> EProcess:
-        cls._check_state(state, cls.kind, versions=(1, 2))
-        weight = state.get("agrapa_weight") if state["version"] == 2 else None
+        cls._check_state(state, cls.kind, versions=(1, 2, 3))
+        missing = [k for k in ("alpha", "slope", "intercept", "grid_size", "grid_low", "grid_high", "payoff", "t")
+                   if k not in state]
+        if state["version"] == 3 and state.get("tuned_weight") is not None and state.get("horizon") is None:
+            missing.append("horizon")
+        if missing:
+            raise ValueError(f"invalid e-process state: missing {', '.join(missing)}")
+        weight = state.get("agrapa_weight") if state["version"] in (2, 3) else None
+        tuned = state.get("tuned_weight") if state["version"] == 3 else None
         obj = cls(state["alpha"], SupportingLine(state["slope"], state["intercept"]), state["grid_size"],
                   state["grid_low"], state["grid_high"], state["payoff"], state.get("starts", "mixture"),
                   state.get("faces", "one"), bool(state.get("agrapa", False)),  # states of the first design: one face
-                  None if weight is None else float(weight))
+                  None if weight is None else float(weight), None if tuned is None else float(tuned),
+                  None if tuned is None else int(state["horizon"]), float(state.get("window", TUNED_WINDOW)))
         if state.get("log_r") is not None:
             lr = np.asarray(state["log_r"], dtype=np.float64)
             if lr.shape != (obj.components,) or not np.all(np.isfinite(lr)):
@@ -627,17 +706,18 @@ def _mixture_recursion(inc: np.ndarray, log_r: np.ndarray, log_w: np.ndarray, ca
                        log_prior: np.ndarray) -> None:  # pragma: no cover - compiled
     """Run R_t^j = F_t^j·(R_{t−1}^j + w_t) (or CUSUM: F_t^j·max(R_{t−1}^j, w_t)) over a chunk.
 
-    ``inc`` is (R, C, K) of log F, ``log_r`` (R, K) the carried log R (−inf for 0), ``log_w`` (C,)
-    the log start weights, ``cash`` (C,) the uninvested weight after each period, ``log_prior`` (K,)
+    ``inc`` is (R, C, K) of log F, ``log_r`` (R, K) the carried log R (−inf for 0), ``log_w`` (C, K)
+    the log start weights of each component (method.md §13.3d: the horizon-tuned bet's differ),
+    ``cash`` (C,) the uninvested weight after each period, ``log_prior`` (K,)
     the components' log weights log π_j (−log K each for equal weights; method.md §13.3, §13.3c).
     Writes log(Σ_j π_j R_t^j + cash_t) into ``out[:, offset + c]``.
     """
     n_rows, n_cols, k = inc.shape
     for r in range(n_rows):
         for c in range(n_cols):
-            lw = log_w[c]
             best = -np.inf
             for j in range(k):
+                lw = log_w[c, j]
                 prev = log_r[r, j]
                 if sr:
                     hi = prev if prev > lw else lw
@@ -684,34 +764,44 @@ def _batch(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, grid: Array
             started += wt
             cash[i] = cash_of(started)
         with np.errstate(divide="ignore"):
-            log_w = np.log(w)
+            log_w = np.ascontiguousarray(np.repeat(np.log(w)[:, None], g.size, axis=1))
         _mixture_recursion(inc, log_r, log_w, cash, sr, out, lo, _equal_prior(g.size))
     return out
 
 
 def e_process_paths_from_increments(inc: ArrayLike, starts: Starts = "mixture",
-                                    log_prior: ArrayLike | None = None) -> NDArray[np.float64]:
+                                    log_prior: ArrayLike | None = None,
+                                    tuned: NDArray[np.bool_] | None = None, horizon: int | None = None
+                                    ) -> NDArray[np.float64]:
     """log W_1..log W_T of the e-process (method.md §13.3) from per-period log e-values ``inc`` of
     shape (R, T, K) (e.g. :func:`log_evalues_sd` with one line per period); result (R, T).
 
     ``log_prior``: log π_j of the K components (Σ π_j = 1, :func:`component_log_prior`); None for
-    equal weights."""
+    equal weights. ``tuned`` (K,) marks the horizon-tuned components, which start with the weights
+    :func:`horizon_start_weight` of ``horizon`` instead of ω_k (method.md §13.3d)."""
     inc_arr = np.ascontiguousarray(np.asarray(inc, dtype=np.float64))
     if inc_arr.ndim != 3:
         raise ValueError("inc must have shape (R, T, K)")
-    r, horizon, k = inc_arr.shape
-    out = np.empty((r, horizon))
+    r, periods, k = inc_arr.shape
+    out = np.empty((r, periods))
     log_r = np.full((r, k), -np.inf)
-    w = np.array([start_weight(t, starts) for t in range(1, horizon + 1)])
-    cash = np.maximum(1.0 - np.cumsum(w), 0.0)
-    with np.errstate(divide="ignore"):
-        log_w = np.log(w)
     if log_prior is None:
         lp = _equal_prior(k)
     else:
         lp = np.ascontiguousarray(np.asarray(log_prior, dtype=np.float64))
         if lp.shape != (k,) or not math.isclose(float(logsumexp(lp)), 0.0, abs_tol=1e-9):
             raise ValueError("log_prior must hold K log weights summing to 1")
+    w = np.repeat(np.array([start_weight(t, starts) for t in range(1, periods + 1)])[:, None], k, axis=1)
+    if tuned is not None and np.any(tuned):
+        mask = np.asarray(tuned, dtype=bool)
+        if mask.shape != (k,) or horizon is None:
+            raise ValueError("tuned must mark K components, and the tuned components need the horizon")
+        w[:, mask] = np.array([horizon_start_weight(t, horizon) for t in range(1, periods + 1)])[:, None]
+    # the uninvested weight 1 − Σ_{k≤t} Σ_j π_j ω_{j,k} (1 − Σ_{k≤t} ω_k when every component starts alike)
+    invested = w[:, 0] if tuned is None or not np.any(tuned) else w @ np.exp(lp)
+    cash = np.maximum(1.0 - np.cumsum(invested), 0.0)
+    with np.errstate(divide="ignore"):
+        log_w = np.ascontiguousarray(np.log(w))
     _mixture_recursion(inc_arr, log_r, log_w, cash, True, out, 0, lp)
     return out
 
@@ -741,6 +831,23 @@ def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrA
     mu = p - slope * q - intercept
     var = p * (1 - p) + slope * slope * q * (1 - q)
     lam = np.where(mu > 0, mu / np.maximum(var + mu * mu, 1e-12), 0.0)
+    return np.clip(lam * (slope + intercept), 0.0, AGRAPA_CAP)
+
+
+def tuned_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, n: ArrayLike, slope: FloatOrArray,
+                   intercept: FloatOrArray, rate: float) -> NDArray[np.float64]:
+    """The horizon-tuned bet as a fraction c = λ·(s + d) ∈ (0, 0.8] (method.md §13.3d).
+
+    λ = √(2κ/(n·σ̂²)) is Kelly's bet λ* = D/σ² for the gap D whose growth n·D²/(2σ²) is κ nats per
+    period (:func:`tuned_rate`): it does not read the gap's estimate, only its variance σ̂² =
+    p̃(1 − p̃) + s²q̃(1 − q̃) from the past (discounted, ½-smoothed) counts, as :func:`agrapa_fraction`.
+    Predictable when the sums stop at the previous period; n is the period's number of pairs, fixed
+    before its outputs are drawn."""
+    sa, sb, sn, n = (np.asarray(v, dtype=np.float64) for v in (sa, sb, sn, n))
+    p = (sa + 0.5) / (sn + 1.0)
+    q = (sb + 0.5) / (sn + 1.0)
+    var = p * (1 - p) + slope * slope * q * (1 - q)
+    lam = np.sqrt(2.0 * rate / (n * np.maximum(var, 1e-12)))
     return np.clip(lam * (slope + intercept), 0.0, AGRAPA_CAP)
 
 
@@ -776,7 +883,7 @@ def predictable_face(pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, slope: ArrayLi
 
 def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLike, intercept: ArrayLike,
                     pa: ArrayLike, pb: ArrayLike, pn: ArrayLike, faces: Faces, agrapa: bool,
-                    grid: ArrayLike, payoff: Payoff = "per-sample") -> NDArray[np.float64]:
+                    grid: ArrayLike, payoff: Payoff = "per-sample", tuned: float | None = None) -> NDArray[np.float64]:
     """log e-values of every mixture component for counts (ca, cb) of n in this period's orientation.
 
     ``pa``, ``pb``, ``pn`` are the past periods' discounted counts in the same orientation (what the
@@ -784,7 +891,8 @@ def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLik
     (shape S). Result S + (C,), the components in the order of :func:`component_log_prior`: per face
     (the first, then the complement), the grid's bets, then the aGRAPA bet (method.md §13.3b); with
     ``faces="auto"`` one set of components on the face :func:`predictable_face` picks (§13.3c).
-    ``payoff``: the per-sample e-value of §13.2, exact (default) or its Jensen bound.
+    ``payoff``: the per-sample e-value of §13.2, exact (default) or its Jensen bound. ``tuned``: the
+    rate κ of :func:`tuned_rate`; adds the horizon-tuned bet after the aGRAPA bet on each face (§13.3d).
     """
     if payoff not in PER_SAMPLE_PAYOFFS:
         raise ValueError(f"the components bet per sample: payoff must be one of {PER_SAMPLE_PAYOFFS}, got {payoff!r}")
@@ -808,41 +916,52 @@ def component_parts(ca: ArrayLike, cb: ArrayLike, nn: ArrayLike, slope: ArrayLik
         if agrapa:
             c = agrapa_fraction(qa, qb, pn, s, d)
             parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c, payoff)[..., None])
+        if tuned is not None:
+            c = tuned_fraction(qa, qb, pn, nn, s, d, tuned)
+            parts.append(_log_evalue_fraction(fa, fb, nn, s, d, c, payoff)[..., None])
     return np.concatenate(parts, axis=-1)
 
 
-def component_count(grid_size: int, faces: Faces, agrapa: bool) -> int:
-    """C, the number of mixture components (method.md §13.3b, §13.3c)."""
-    return (2 if faces == "both" else 1) * (int(grid_size) + (1 if agrapa else 0))
+def component_count(grid_size: int, faces: Faces, agrapa: bool, tuned: bool = False) -> int:
+    """C, the number of mixture components (method.md §13.3b, §13.3c, §13.3d)."""
+    return (2 if faces == "both" else 1) * (int(grid_size) + (1 if agrapa else 0) + (1 if tuned else 0))
 
 
-def component_log_prior(grid_size: int, faces: Faces, agrapa: bool, agrapa_weight: float | None = None
-                        ) -> NDArray[np.float64]:
-    """log π_j of the components, in the order of :func:`component_parts` (method.md §13.3c).
+def component_log_prior(grid_size: int, faces: Faces, agrapa: bool, agrapa_weight: float | None = None,
+                        tuned_weight: float | None = None) -> NDArray[np.float64]:
+    """log π_j of the components, in the order of :func:`component_parts` (method.md §13.3c, §13.3d).
 
     ``agrapa_weight=None``: equal weights 1/C (the e-process of §13.3b). A number ρ ∈ (0, 1): the
-    aGRAPA bets share ρ (equally between the faces) and the grid's bets share 1 − ρ. Σ_j π_j = 1.
+    aGRAPA bets share ρ (equally between the faces) and the grid's bets share 1 − ρ. With
+    ``tuned_weight`` τ as well, the horizon-tuned bets share τ and the grid's 1 − ρ − τ > 0. Σ_j π_j = 1.
     """
-    c = component_count(grid_size, faces, agrapa)
+    c = component_count(grid_size, faces, agrapa, tuned_weight is not None)
     if agrapa_weight is None:
+        if tuned_weight is not None:
+            raise ValueError("tuned_weight needs agrapa_weight")
         return np.full(c, -math.log(c))
     rho = float(agrapa_weight)
     if not agrapa or not (0.0 < rho < 1.0):
         raise ValueError(f"agrapa_weight needs the aGRAPA bet and a value in (0, 1), got {agrapa_weight!r}")
+    tau = 0.0 if tuned_weight is None else float(tuned_weight)
+    if tuned_weight is not None and not (0.0 < tau and rho + tau < 1.0):
+        raise ValueError(f"tuned_weight needs a value in (0, 1 − agrapa_weight), got {tuned_weight!r}")
     n_faces = 2 if faces == "both" else 1
-    per_face = np.concatenate([np.full(int(grid_size), (1.0 - rho) / (n_faces * grid_size)), [rho / n_faces]])
+    per_face = np.concatenate([np.full(int(grid_size), (1.0 - rho - tau) / (n_faces * grid_size)), [rho / n_faces],
+                               [tau / n_faces] if tuned_weight is not None else []])
     return np.log(np.tile(per_face, n_faces))
 
 
 def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine, faces: Faces = "both",
-                    agrapa: bool = True, grid: ArrayLike | None = None, payoff: Payoff = "per-sample"
-                    ) -> NDArray[np.float64]:
+                    agrapa: bool = True, grid: ArrayLike | None = None, payoff: Payoff = "per-sample",
+                    tuned: float | None = None) -> NDArray[np.float64]:
     """log e-values of every component, shape (R, T, C), for the batch e-process (method.md §13.3b, §13.3c).
 
     Components: the grid bets on the face p ≤ s·q + d, then (``agrapa``) the aGRAPA bet on it; with
     ``faces="both"`` the same on the mirrored face 1 − q ≤ s(1 − p) + d, i.e. the counts (n − b, n − a)
     (Kairouz, Oh & Viswanath 2015: the claim bounds the event's complement too); with ``faces="auto"``
-    one set on the face :func:`predictable_face` picks each period. Weights: :func:`component_log_prior`.
+    one set on the face :func:`predictable_face` picks each period; ``tuned`` (a rate κ) adds the
+    horizon-tuned bet on each face (§13.3d). Weights: :func:`component_log_prior`.
     """
     a2 = np.atleast_2d(np.asarray(a, dtype=np.float64))
     b2 = np.atleast_2d(np.asarray(b, dtype=np.float64))
@@ -852,7 +971,7 @@ def face_increments(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLi
         raise ValueError(f"faces must be 'one', 'both' or 'auto', got {faces!r}")
     r = _MixtureBase.ESTIMATE_DISCOUNT
     return component_parts(a2, b2, nn, line.slope, line.intercept, _discounted_past(a2, r), _discounted_past(b2, r),
-                           _discounted_past(nn, r), faces, agrapa, g, payoff)
+                           _discounted_past(nn, r), faces, agrapa, g, payoff, tuned)
 
 
 def _log_evalue_fraction(a: NDArray[np.float64], b: NDArray[np.float64], n: NDArray[np.float64], s: FloatOrArray,
@@ -870,8 +989,8 @@ def e_detector_paths_from_increments(inc: ArrayLike, variant: EDetectorKind = "s
         raise ValueError("inc must have shape (R, T, K)")
     r, horizon, k = inc_arr.shape
     out = np.empty((r, horizon))
-    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros(horizon), np.zeros(horizon), variant == "sr", out, 0,
-                       _equal_prior(k))
+    _mixture_recursion(inc_arr, np.full((r, k), -np.inf), np.zeros((horizon, k)), np.zeros(horizon), variant == "sr",
+                       out, 0, _equal_prior(k))
     return out
 
 
@@ -908,14 +1027,16 @@ def e_detector_paths(a: ArrayLike, b: ArrayLike, n: int, line: SupportingLine, v
 
 @dataclass(frozen=True)
 class EProcessDesign:
-    """Which components an e-process mixes and with what weights (method.md §13.3b, §13.3c).
+    """Which components an e-process mixes and with what weights (method.md §13.3b, §13.3c, §13.3d).
 
     ``faces``: "one", "both" (each face its own components) or "auto" (one set of components on the
     face :func:`predictable_face` picks each period); ``agrapa``: the aGRAPA bet besides the grid;
     ``agrapa_weight``: None for equal weights over the components, else the aGRAPA bets' share ρ;
     ``grid_size``: bets of the geometric grid from 0.005 to 0.8; ``payoff``: the period e-value of
     §13.2, exact (``"per-sample"``, default) or its Jensen bound (``"per-sample-jensen"``, label item
-    ``jensen``).
+    ``jensen``). ``tuned_weight``: the share τ of the horizon-tuned bet (§13.3d; the grid keeps
+    1 − ρ − τ), which needs ``horizon`` H (periods; :meth:`with_horizon`) and sizes its bet for a
+    window of ``window``·H periods.
     """
 
     faces: Faces = "both"
@@ -923,28 +1044,63 @@ class EProcessDesign:
     agrapa_weight: float | None = None
     grid_size: int = DEFAULT_GRID_SIZE
     payoff: Payoff = "per-sample"
+    tuned_weight: float | None = None
+    horizon: int | None = None
+    window: float = TUNED_WINDOW
 
     def __post_init__(self) -> None:
         if self.faces not in ("one", "both", "auto"):
             raise ValueError(f"faces must be 'one', 'both' or 'auto', got {self.faces!r}")
         if self.payoff not in PER_SAMPLE_PAYOFFS:
             raise ValueError(f"a design bets per sample: payoff must be one of {PER_SAMPLE_PAYOFFS}, got {self.payoff!r}")
-        component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight)  # validates
+        if self.horizon is not None and (isinstance(self.horizon, bool) or int(self.horizon) != self.horizon
+                                         or self.horizon < 1):
+            raise ValueError(f"the horizon must be an integer >= 1, got {self.horizon!r}")
+        if not (0.0 < self.window <= 1.0):
+            raise ValueError(f"window must lie in (0, 1], got {self.window!r}")
+        component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight, self.tuned_weight)  # validates
 
     @property
     def grid(self) -> NDArray[np.float64]:
         return bet_grid(self.grid_size)
 
+    @property
+    def tuned(self) -> bool:
+        """Whether the design has the horizon-tuned bet (method.md §13.3d)."""
+        return self.tuned_weight is not None
+
+    def with_horizon(self, horizon: int | None) -> EProcessDesign:
+        """The same design for a horizon of ``horizon`` periods (None: no horizon)."""
+        return replace(self, horizon=None if horizon is None else int(horizon))
+
     def log_prior(self) -> NDArray[np.float64]:
-        return component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight)
+        return component_log_prior(self.grid_size, self.faces, self.agrapa, self.agrapa_weight, self.tuned_weight)
+
+    def tuned_mask(self) -> NDArray[np.bool_]:
+        """Which components (in :func:`component_parts` order) are the horizon-tuned bets."""
+        per_face = [False] * (self.grid_size + (1 if self.agrapa else 0)) + ([True] if self.tuned else [])
+        return np.array(per_face * (2 if self.faces == "both" else 1), dtype=bool)
+
+    def tuned_rate(self, alpha: float) -> float | None:
+        """κ of the horizon-tuned bet at level α (:func:`tuned_rate`), None without one."""
+        if not self.tuned:
+            return None
+        if self.horizon is None:
+            raise ValueError(f"the design {self.label!r} needs a horizon (with_horizon)")
+        assert self.tuned_weight is not None
+        return tuned_rate(alpha, self.horizon, self.tuned_weight, self.window)
 
     @property
     def label(self) -> str:
-        """E.g. ``both,agrapa,grid=16``, ``auto,agrapa=0.5,grid=16`` or ``auto,agrapa=0.8,grid=16,jensen``
-        (what :meth:`parse` reads)."""
+        """E.g. ``both,agrapa,grid=16``, ``auto,agrapa=0.5,grid=16``, ``auto,agrapa=0.8,grid=16,jensen`` or
+        ``auto,agrapa=0.2,grid=16,tuned=0.7,horizon=200`` (what :meth:`parse` reads)."""
         ag = "" if not self.agrapa else (",agrapa" if self.agrapa_weight is None else f",agrapa={self.agrapa_weight:g}")
         jensen = ",jensen" if self.payoff == "per-sample-jensen" else ""
-        return f"{self.faces}{ag},grid={self.grid_size}{jensen}"
+        tuned = "" if not self.tuned else f",tuned={self.tuned_weight:g}"
+        if self.tuned and self.window != TUNED_WINDOW:
+            tuned += f",window={self.window:g}"
+        horizon = "" if self.horizon is None else f",horizon={self.horizon}"
+        return f"{self.faces}{ag},grid={self.grid_size}{jensen}{tuned}{horizon}"
 
     @classmethod
     def parse(cls, text: str) -> EProcessDesign:
@@ -959,41 +1115,74 @@ class EProcessDesign:
                 kw["grid_size"] = int(val)
             elif key == "jensen" and not val:
                 kw["payoff"] = "per-sample-jensen"
+            elif key == "tuned" and val:
+                kw["tuned_weight"] = float(val)
+            elif key == "window" and val:
+                kw["window"] = float(val)
+            elif key == "horizon" and val:
+                kw["horizon"] = int(val)
             else:
                 raise ValueError(f"unknown design item {item!r} in {text!r}")
         return cls(**kw)
 
+    def increments(self, a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine,
+                   alpha: float = 0.05) -> NDArray[np.float64]:
+        """log e-values of every component, (R, T, C), for counts (R, T) and a fixed line (:func:`face_increments`)."""
+        return face_increments(a, b, n, line, self.faces, self.agrapa, self.grid, self.payoff, self.tuned_rate(alpha))
+
+    def paths_from_increments(self, inc: ArrayLike, starts: Starts = "mixture") -> NDArray[np.float64]:
+        """log W_1..log W_T of this e-process from its components' log e-values (R, T, C)."""
+        lp = None if self.agrapa_weight is None else self.log_prior()
+        return e_process_paths_from_increments(inc, starts, lp, self.tuned_mask() if self.tuned else None,
+                                               self.horizon)
+
     def paths(self, a: ArrayLike, b: ArrayLike, n: ArrayLike, line: SupportingLine,
-              starts: Starts = "mixture", cells: int = 1 << 24) -> NDArray[np.float64]:
+              starts: Starts = "mixture", cells: int = 1 << 24, alpha: float = 0.05) -> NDArray[np.float64]:
         """log W_1..log W_T of this e-process for counts of shape (R, T) and a fixed line (a scalar n,
-        or one per run and period); runs are taken in blocks of about ``cells`` numbers per component."""
+        or one per run and period); runs are taken in blocks of about ``cells`` numbers per component.
+        ``alpha`` sizes the horizon-tuned bet (§13.3d) and is read only by designs that have one."""
         a2 = np.atleast_2d(np.asarray(a))
         b2 = np.atleast_2d(np.asarray(b))
         n2 = np.broadcast_to(np.asarray(n), a2.shape)
-        lp = None if self.agrapa_weight is None else self.log_prior()
-        rows = max(1, cells // max(1, a2.shape[1] * component_count(self.grid_size, self.faces, self.agrapa)))
+        rows = max(1, cells // max(1, a2.shape[1] * component_count(self.grid_size, self.faces, self.agrapa,
+                                                                     self.tuned)))
         out = np.empty(a2.shape)
         for lo in range(0, a2.shape[0], rows):
             hi = min(a2.shape[0], lo + rows)
-            inc = face_increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, self.faces, self.agrapa, self.grid,
-                                  self.payoff)
-            out[lo:hi] = e_process_paths_from_increments(inc, starts, lp)
+            out[lo:hi] = self.paths_from_increments(self.increments(a2[lo:hi], b2[lo:hi], n2[lo:hi], line, alpha),
+                                                    starts)
         return out
 
 
 #: The e-process on both faces (method.md §13.3b): the grid and aGRAPA, equal weights 1/34.
 BOTH_FACES_DESIGN = EProcessDesign("both", True, None, DEFAULT_GRID_SIZE)
-#: The service's e-process (method.md §13.3c): the predictable face, the grid and aGRAPA, with 0.8
-#: of the prior on the aGRAPA bet (docs/sequential.md, "an e-process that wastes less evidence").
+#: The service's e-process without a horizon (method.md §13.3c): the predictable face, the grid and
+#: aGRAPA, with 0.8 of the prior on the aGRAPA bet (docs/sequential.md, "an e-process that wastes less
+#: evidence").
 SERVICE_DESIGN = EProcessDesign("auto", True, 0.8, DEFAULT_GRID_SIZE)
+#: The service's e-process for a check with a horizon of H periods (method.md §13.3d;
+#: ``HORIZON_DESIGN.with_horizon(H)``): the predictable face, the horizon-tuned bet with 0.7 of the
+#: prior, the aGRAPA bet with 0.2 and the grid with 0.1 (docs/sequential.md, "the horizon-tuned bet").
+HORIZON_DESIGN = EProcessDesign("auto", True, 0.2, DEFAULT_GRID_SIZE, tuned_weight=0.7)
+
+
+def service_design(horizon: int | None) -> EProcessDesign:
+    """The design a new e-process check runs: :data:`HORIZON_DESIGN` for its horizon of H periods,
+    :data:`SERVICE_DESIGN` without one (method.md §13.3c, §13.3d)."""
+    return SERVICE_DESIGN if horizon is None else HORIZON_DESIGN.with_horizon(horizon)
 
 
 def design_of_state(state: dict[str, Any] | None) -> EProcessDesign | None:
     """The :class:`EProcessDesign` a stored e-process state runs (None for other detectors' states)."""
     if not state or state.get("kind") != EProcess.kind:
         return None
-    weight = state.get("agrapa_weight") if state.get("version") == 2 else None
+    version = state.get("version")
+    weight = state.get("agrapa_weight") if version in (2, 3) else None
+    tuned = state.get("tuned_weight") if version == 3 else None
     payoff = state.get("payoff", "per-sample")
     return EProcessDesign(state.get("faces", "one"), bool(state.get("agrapa", False)),
                           None if weight is None else float(weight), int(state.get("grid_size", DEFAULT_GRID_SIZE)),
-                          payoff if payoff in PER_SAMPLE_PAYOFFS else "per-sample")
+                          payoff if payoff in PER_SAMPLE_PAYOFFS else "per-sample",
+                          None if tuned is None else float(tuned),
+                          None if tuned is None else int(state["horizon"]),
+                          float(state.get("window", TUNED_WINDOW)) if tuned is not None else TUNED_WINDOW)

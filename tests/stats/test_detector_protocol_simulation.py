@@ -17,8 +17,10 @@ def _stepped(kind: str, a, b, n: int, eps: float, cfg: SimulationConfig, thresho
     z = period_statistic(a, b, n, eps, variance="score").z
     u = np.random.default_rng([cfg.seed, 7919, n, horizon]).random(a.shape)  # the simulation's naive uniforms
     level = cfg.alpha
+    # the simulation's e-process is a check's with a horizon of T periods (method.md §13.3d)
     params = DetectorParams(horizon=horizon, gamma=cfg.gamma, level=level, line=line,
-                            threshold=threshold if kind == "aggregator" else None)
+                            threshold=threshold if kind == "aggregator" else None,
+                            design_horizon=horizon if kind == "e-process" else None)
     first = np.zeros(a.shape[0], dtype=np.int64)
     for r in range(a.shape[0]):
         state, prefix = create(kind, params).to_state(), []
