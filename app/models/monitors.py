@@ -69,6 +69,10 @@ class Monitor(Base):
     # Which sequential test each check runs (app/monitors/detectors.py): the horizon-T aggregator,
     # or a horizon-free e-process / e-detector (method.md §13), which never renew.
     detector: Mapped[str] = mapped_column(String(16), default="aggregator", server_default="aggregator")
+    # The horizon H an e-process monitor was created with: its checks run the horizon-tuned design
+    # for H (method.md §13.3d), valid for ever. None: no horizon was given (``horizon`` then holds
+    # the default window and the checks run the design without one), or another detector.
+    design_horizon: Mapped[int | None]
 
     # Raw outputs are kept for the last ``outputs_window`` periods (0 keeps none) for MPL
     # snapshots; a snapshot runs every ``snapshot_every`` periods (None: never on a schedule) and

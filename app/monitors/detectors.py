@@ -9,8 +9,8 @@ A monitor chooses with ``detector`` (docs/sequential.md, method.md §13):
                 New checks run :data:`SERVICE_DESIGN` (the predictable face, the grid and the aGRAPA
                 bet with 0.8 of the prior, method.md §13.3c); states written before keep their design.
                 :func:`initial_state` with ``design_horizon=H`` runs :data:`HORIZON_DESIGN` for H instead
-                (§13.3d); monitors do not pass one yet: their ``horizon`` is ignored by the e-process and
-                stored as 1000 when not given, so a given horizon cannot be told from none.
+                (§13.3d): a monitor created with a ``horizon`` passes it (``monitors.design_horizon``);
+                one created without keeps the design without a horizon (its stored 1000 is unused).
 ``e-detector``  :class:`app.stats.sequential.EDetector` (mixture e-SR) with c = T·m/α
                 (:func:`edetector_threshold` at α/m over a window of T periods): P(false alarm
                 within T periods) ≤ α and ARL ≥ T·m/α. It keeps running after T (never renewed);

@@ -34,7 +34,9 @@ DETECTOR_DESCRIPTION = (
     "The sequential test each check runs (docs/sequential.md, method.md §13). `aggregator` (default): the weighted "
     "aggregator over a horizon of T = `horizon` periods, P(false alarm by T) ≤ α; the monitor completes after T, or "
     "renews with `renew`. `e-process`: a test supermartingale, alarm when W_t ≥ m/α; P(any false alarm, ever) ≤ α; "
-    "no horizon: it runs until an alarm, `horizon` is ignored. `e-detector`: a mixture e-SR change detector, "
+    "no horizon to its guarantee: it runs until an alarm. With a `horizon` of H periods its bets are tuned to detect "
+    "within H (method.md §13.3d), and the guarantee still holds for ever; without one it runs the design without a "
+    "horizon. `e-detector`: a mixture e-SR change detector, "
     "alarm when M_t ≥ T·m/α; P(false alarm within T = `horizon` periods) ≤ α and mean time to a false alarm ≥ T·m/α; "
     "it keeps running after T. The horizon-free detectors keep a few numbers of state per check, never renew "
     "(`renew` must be false) and do not re-discover events (`rediscover_every` must be 0 or absent)."
@@ -165,7 +167,8 @@ class MonitorCreate(BaseModel):
     horizon: int | None = Field(
         None, ge=2, le=100_000,
         description="T, the number of periods of one horizon. Required for the `aggregator`; for the `e-detector` "
-        "the window of its false-alarm guarantee (default 1000); ignored by the `e-process`.",
+        "the window of its false-alarm guarantee (default 1000); for the `e-process` the periods within which its "
+        "bets are tuned to detect (optional: its guarantee holds for ever either way).",
     )
     samples_per_period: int = Field(ge=1, le=10_000_000, description="n, outputs drawn on each of x and x' per period.")
     period_seconds: int | None = Field(
@@ -392,6 +395,10 @@ class MonitorRead(BaseModel):
     symmetric: bool
     renew: bool
     detector: Detector = Field("aggregator", description=DETECTOR_DESCRIPTION)
+    design_horizon: int | None = Field(
+        None, description="An `e-process` created with a `horizon`: the H its bets are tuned to (method.md §13.3d). "
+        "Null for an e-process without one (its `horizon` is then the default window, unused) and for the other "
+        "detectors.")
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int

@@ -105,7 +105,8 @@ def initial_detector_state(monitor: Monitor, check: Check | None = None) -> dict
     assert monitor.threshold is not None
     claim = check_claim(monitor, check) if check is not None else (monitor_claim(monitor) or PureDP(1.0))
     return initial_state(monitor.detector or "aggregator", horizon=monitor.horizon, gamma=monitor.gamma,
-                         threshold=monitor.threshold, level=check.level if check is not None else None, claim=claim)
+                         threshold=monitor.threshold, level=check.level if check is not None else None, claim=claim,
+                         design_horizon=monitor.design_horizon if monitor.detector == "e-process" else None)
 
 
 def horizon_free_estimate(monitor: Monitor, level: float) -> Any:
@@ -458,6 +459,7 @@ def create_monitor(
         gamma=data.gamma,
         horizon=_horizon_of(data),
         detector=data.detector,
+        design_horizon=data.horizon if data.detector == "e-process" else None,
         samples_per_period=data.samples_per_period,
         period_seconds=data.period_seconds,
         cron=data.cron,
@@ -529,6 +531,10 @@ def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> st
         return (f"horizon cannot change in place ({current!r} → {value!r}): T is the e-detector's window, which sets "
                 "its threshold c = T/α and so its guarantee (ARL ≥ c). Create a new monitor with the new value "
                 "(dpwatch apply --allow-replace does that), and delete this one")
+    if name == "horizon" and monitor.detector == "e-process":
+        return (f"horizon cannot change in place ({current!r} → {value!r}): the e-process's checks run a design tuned "
+                f"to the horizon it was created with ({monitor.design_horizon} periods; docs/method.md §13.3d). Create a "
+                "new monitor with the new value (dpwatch apply --allow-replace does that), and delete this one")
     why = {
         "mechanism_id": "the monitor tests one mechanism",
         "alpha": "α sets every check's level α_j/m and so the threshold",
@@ -555,9 +561,10 @@ def update_monitor(session: Session, monitor: Monitor, data: MonitorUpdate, *,
     anchor when none ran), and the next period is its first slot from now."""
     now = now or utcnow()
     given = data.model_fields_set
-    # the e-process has no horizon: T is stored and ignored, so for it `horizon` is a safe field
+    # an e-process created without a horizon ignores the stored T, so for it `horizon` is a safe field;
+    # one created with a horizon runs a design tuned to it (method.md §13.3d): for it T is the test's
     test_fields, safe_fields = TEST_FIELDS, SAFE_FIELDS
-    if monitor.detector == "e-process":
+    if monitor.detector == "e-process" and monitor.design_horizon is None:
         test_fields = tuple(f for f in TEST_FIELDS if f != "horizon")
         safe_fields = (*SAFE_FIELDS, "horizon")
     conflicts = [(name, why) for name in test_fields if name in given

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.models.monitors import Check, Monitor
 from app.stats.multiple import renewal_alpha
+from app.stats.sequential import SERVICE_DESIGN, design_of_state, service_design
 from app.stats.thresholds import threshold_from_table
 from tests.support.api_helpers import MONITOR, create_mechanism, create_monitor, record_period
 
@@ -538,14 +539,26 @@ def test_the_hot_reads_answer_404_to_another_tenant_and_401_to_a_revoked_key(
         assert client.get(path, headers=other_headers).status_code == 401, path
 
 
-def test_patch_horizon_follows_the_detector(client: TestClient, mechanism: dict) -> None:
-    """The horizon of an e-process monitor is ignored, so it changes in place; an
-    e-detector's is its window (c = T/α), refused with that reason, not the aggregator's."""
-    eproc = create_monitor(client, mechanism["id"], detector="e-process")
+def test_patch_horizon_follows_the_detector(client: TestClient, mechanism: dict, db: DB) -> None:
+    """The horizon of an e-process monitor created without one is unused, so it changes in place; one
+    created with a horizon runs a design tuned to it, refused with that reason; an e-detector's is
+    its window (c = T/α), refused with that reason, not the aggregator's."""
+    eproc = create_monitor(client, mechanism["id"], detector="e-process", horizon=None)
+    assert eproc["design_horizon"] is None
     changed = client.patch(f"/v1/monitors/{eproc['id']}", json={"horizon": eproc["horizon"] + 7})
     assert changed.status_code == 200, changed.text
     assert changed.json()["horizon"] == eproc["horizon"] + 7
     assert changed.json()["checks"][0]["level"] == eproc["checks"][0]["level"]
+    tuned = create_monitor(client, mechanism["id"], detector="e-process", horizon=200)
+    assert tuned["design_horizon"] == 200
+    refused = client.patch(f"/v1/monitors/{tuned['id']}", json={"horizon": 300})
+    assert refused.status_code == 409 and "tuned to the horizon it was created with (200" in refused.json()["detail"]
+    assert client.patch(f"/v1/monitors/{tuned['id']}", json={"horizon": 200}).status_code == 200
+    with db() as session:  # the checks run the design of their monitor (method.md §13.3d)
+        designs = {m["id"]: design_of_state(session.scalars(select(Check.detector_state).where(
+            Check.monitor_id == uuid.UUID(m["id"]))).one()) for m in (eproc, tuned)}
+    assert designs[eproc["id"]] == SERVICE_DESIGN
+    assert designs[tuned["id"]] == service_design(200) and designs[tuned["id"]].horizon == 200
     edet = create_monitor(client, mechanism["id"], detector="e-detector")
     refused = client.patch(f"/v1/monitors/{edet['id']}", json={"horizon": edet["horizon"] + 7})
     assert refused.status_code == 409

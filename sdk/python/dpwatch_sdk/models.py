@@ -527,6 +527,7 @@ class MonitorRead(TypedDict):
     symmetric: bool
     renew: bool
     detector: NotRequired[Literal['aggregator', 'e-process', 'e-detector']]
+    design_horizon: NotRequired[int | None]
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
@@ -1229,6 +1230,7 @@ class MonitorCreated(TypedDict):
     symmetric: bool
     renew: bool
     detector: NotRequired[Literal['aggregator', 'e-process', 'e-detector']]
+    design_horizon: NotRequired[int | None]
     outputs_window: int
     snapshot_every: int | None
     alarm_snapshot_samples: int
