@@ -64,7 +64,6 @@ from app.stats.evidence import confirmation, detection_guarantee, score_lower_bo
 from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
 from app.stats.period import period_statistic
 from app.stats.sequential import (
-    SERVICE_DESIGN,
     SupportingLine,
     _discounted_past,
     _MixtureBase,
@@ -73,6 +72,7 @@ from app.stats.sequential import (
     e_detector_paths_from_increments,
     e_process_paths_from_increments,
     edetector_threshold,
+    service_design,
 )
 from app.stats.thresholds import threshold_for
 
@@ -176,11 +176,12 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
     else:
         s, d = _lines(family_claim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
                       _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
-    # The e-process as the service ships it: pure ε, the design the anytime bound inverts (method.md §13.3c);
+    # The e-process as the service ships it for a monitor with this horizon: pure ε, the design tuned to it,
+    # which the anytime bound inverts (method.md §13.3d);
     # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
     # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: the grid on the predictable face.
     if kind == "dp":
-        log_w = SERVICE_DESIGN.paths(a, b, n, SupportingLine.pure(claimed))
+        log_w = service_design(horizon).paths(a, b, n, SupportingLine.pure(claimed))
     else:
         log_w = e_process_paths_from_increments(curve_increments(
             a.astype(float), b.astype(float), np.full(a.shape, float(n)), family_claim(kind, claimed), claimed))
@@ -256,7 +257,10 @@ def run_cell(kind: str, claimed: float, theta1: float, q0: float, n: int, runs: 
     a[:, change_at - 1:] = rng.binomial(n, p1, size=(runs, horizon - change_at + 1))
     b = rng.binomial(n, q0, size=(runs, horizon))
     t0 = time.perf_counter()
-    cs = confidence_sequence(a, b, n, family_claim(kind, claimed), alpha)
+    # the check of a monitor created with this horizon: the design tuned to it (method.md §13.3d) for ε and
+    # (ε, δ), which the anytime bound inverts too; the other claims' sequence is the curve's (one design)
+    cs = confidence_sequence(a, b, n, family_claim(kind, claimed), alpha,
+                             design=service_design(horizon) if kind == "dp" else None)
     cs_seconds = time.perf_counter() - t0
     claim_obj = claim_of(kind, claimed)[1]
     true1 = true_value(kind, theta1, q0)
