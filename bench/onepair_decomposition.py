@@ -17,7 +17,7 @@ layout), every run is audited once per combination of
            (λ_t = argmax_λ E log(1 + λ(h_t(X) − s·h_t(Y) − d)) under the true P, Q, for the h_t in use,
            capped at 0.9/(s + d)).
 
-``--ridge`` is ρ of the learned witness (1: ours-v3, 3: the shipped auditor). The oracle bet knows
+``--ridge`` is ρ of the learned witness (1: ours-v3, 3: ours-v4; the spline witness of OP2/OP3 either way). The oracle bet knows
 P and Q, so ``*/oracle`` rows are not tests: they only split the gap. Prints
 the mean pairs to rejection (sd) per cell and combination.
 """
@@ -88,7 +88,7 @@ def oracle_bet(hx: np.ndarray, hy: np.ndarray, pw: np.ndarray, qw: np.ndarray, s
 def run_one(x: np.ndarray, y: np.ndarray, line: SupportingLine, alpha: float, true_lr, mids, pw, qw,  # type: ignore[no-untyped-def]
             witness: str, bet_rule: str) -> int:
     s, d = line.slope, line.intercept
-    learner = OnePairAuditor(alpha, line, ridge=RIDGE[0])
+    learner = OnePairAuditor(alpha, line, ridge=RIDGE[0], model="spline", shape="op3", ramp=0)
     log_w, lam, a_sum = 0.0, (START[0] / (s + d) if bet_rule == "onsw" else 0.0), 1.0
     thr = math.log(1.0 / alpha)
     lam_cache: dict[int, float] = {}

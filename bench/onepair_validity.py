@@ -8,7 +8,8 @@
 layout: run r of a cell there is run r here) for up to ``--max-pairs`` pairs, and appends one line per
 run, ``r rejected_at`` (0: never), flushed as it goes, so a split or interrupted study keeps what it
 did. ``summary`` pools the files per (mechanism, ε) and prints the rejection rate with its 95%
-Clopper–Pearson interval. ``--method ours-v3`` audits with the earlier auditor (ρ = 1, ONS bet).
+Clopper–Pearson interval. ``--method ours-v4`` / ``ours-v3`` audit with the earlier auditors (the spline
+witness with ρ = 3 and the constant bet / ρ = 1 and the ONS bet).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, "bench")
-from sequential_audit import MECHANISMS, X_DB, X_PRIME_DB, claim_for, clopper_pearson  # noqa: E402
+from sequential_audit import MECHANISMS, ONEPAIR_OPTIONS, X_DB, X_PRIME_DB, claim_for, clopper_pearson  # noqa: E402
 
 from app.stats.onepair import audit_pairs  # noqa: E402
 
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> None:
     mech = MECHANISMS[args.mechanism]
     eps = args.epsilon
     line = claim_for("dp", mech, eps).tangent(0.5)
-    opts: dict[str, float | str] = {"ridge": 1.0, "bet_rule": "ons"} if args.method == "ours-v3" else {}
+    opts = ONEPAIR_OPTIONS[args.method]
     with open(args.out, "a") as fh:
         fh.write(f"# {mech.name} {eps} {args.method} max_pairs={args.max_pairs} seed={args.seed}\n")
         for r in range(args.first, args.last):
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--max-pairs", type=int, default=5000)
     r.add_argument("--alpha", type=float, default=0.05)
     r.add_argument("--seed", type=int, default=2025)
-    r.add_argument("--method", choices=["ours-v4", "ours-v3"], default="ours-v4")
+    r.add_argument("--method", choices=["ours-v5", "ours-v4", "ours-v3"], default="ours-v5")
     r.add_argument("--out", required=True)
     s = sub.add_parser("summary")
     s.add_argument("paths", nargs="+")

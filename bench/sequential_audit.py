@@ -38,9 +38,12 @@ method reads the same stream; a method rejects at the first t with wealth ≥ 1/
                  the pooled-standardised output), the face (x against x' or x' against x) with the
                  larger past score, one ONS bet (no grid, plain product), bets from pair 3.
 ``ours-v3-oneface``  the same on the first face only.
-``ours-v4``      app.stats.onepair as shipped (method.md §13.10): ours-v3's witness with a stronger ridge
-                 (ρ = 3 instead of 1) and the constant bet 0.9/(s + d) instead of the ONS bet (the
+``ours-v4``      app.stats.onepair's earlier default (method.md §13.10): ours-v3's witness with a stronger
+                 ridge (ρ = 3 instead of 1) and the constant bet 0.9/(s + d) instead of the ONS bet (the
                  witness OP3 is already Kelly-sized). ``ours-v4-oneface``: the first face only.
+``ours-v5``      app.stats.onepair as shipped: r̂ from Laplace or Gaussian location-scale fits of each side
+                 (eq. OP2c), the witness h = (1 − 0.8·s/r̂)₊ capped at (t − 1)/10 (eq. OP3'), the
+                 constant bet 0.9/(s + d). ``ours-v5-oneface``: the first face only.
 ``ours-v3-grid``, ``ours-v3-warm10``  ablations of ``ours-v3``: §13.3's 16-bet grid mixture instead of
                  the ONS bet; no bet before pair 11 (as ``ours``).
 
@@ -79,6 +82,13 @@ from scipy.stats import norm
 
 from app.stats.onepair import audit_pairs
 from app.stats.sequential import EProcess, SupportingLine
+
+#: app.stats.onepair.OnePairAuditor's options of each one-pair version (ours-v5: the shipped defaults).
+ONEPAIR_OPTIONS: dict[str, dict[str, float | str]] = {
+    "ours-v3": {"model": "spline", "shape": "op3", "ramp": 0, "ridge": 1.0, "bet_rule": "ons"},
+    "ours-v4": {"model": "spline", "shape": "op3", "ramp": 0},
+    "ours-v5": {},
+}
 
 X_DB = (0.0,)
 X_PRIME_DB = (0.0, 1.0)
@@ -438,10 +448,11 @@ def run_cell(mech: Mechanism, epsilon: float, methods: list[str], runs: int, max
         for m in methods:
             if m == "ours":
                 out[m].append(ours_stopping_time(x, y, claim_for(claim_kind, mech, epsilon), alpha))
-            elif m.startswith("ours-v3") or m.startswith("ours-v4"):
+            elif m.startswith(("ours-v3", "ours-v4", "ours-v5")):
                 claim = claim_for(claim_kind, mech, epsilon)
-                v3: dict[str, float | str] = ({"ridge": 1.0, "bet_rule": "grid" if m == "ours-v3-grid" else "ons"}
-                                              if m.startswith("ours-v3") else {})
+                v3: dict[str, float | str] = dict(ONEPAIR_OPTIONS[m.split("-oneface")[0].replace("-grid", "").replace("-warm10", "")])
+                if m == "ours-v3-grid":
+                    v3["bet_rule"] = "grid"
                 res = audit_pairs(x, y, claim.tangent(0.5) if claim_kind == "dp" else claim.tangent, alpha,
                                   faces="one" if m.endswith("-oneface") else "auto",
                                   warmup=10 if m == "ours-v3-warm10" else 2, **v3)
@@ -480,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--methods", nargs="+", default=["ours", "mmd"],
                     choices=["ours", "ours-first", "ours-v2", "ours-v2-mixture", "ours-v3", "ours-v3-oneface", "ours-v3-grid", "ours-v3-warm10",
-                             "ours-v4", "ours-v4-oneface", "mmd", "mmd-tau2", "mmd-notebook",
+                             "ours-v4", "ours-v4-oneface", "ours-v5", "ours-v5-oneface", "mmd", "mmd-tau2", "mmd-notebook",
                              "mmd-notebook-sqrt2"])
     ap.add_argument("--claims", nargs="+", default=["dp"], choices=["dp", "apt"],
                     help="dp: (eps, delta)-DP (all methods); apt: Kutta et al.'s claims (ours, ours-v3, ours-v3-oneface)")
@@ -499,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, eps, kind in cells:
         mech = MECHANISMS[name]
         methods = args.methods if kind == "dp" else ([m for m in args.methods if m in ("ours", "ours-v3", "ours-v3-oneface", "ours-v4",
-                                                                            "ours-v4-oneface")]
+                                                                            "ours-v4-oneface", "ours-v5", "ours-v5-oneface")]
                                                       or ["ours"])
         t0 = time.perf_counter()
         cell = run_cell(mech, eps, methods, args.runs, args.max_pairs, args.alpha, args.seed, kind)

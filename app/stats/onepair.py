@@ -21,11 +21,30 @@ every t, with no horizon. An (ε, δ) claim and the symmetric trade-off curves u
 the pair in the other order, P(Y ∈ E) ≤ s·P(X ∈ E) + d, so the "second face"
 Z_t = h_t(Y_t) − s_t·h_t(X_t) − d_t is valid too; the face is chosen from the past (eq. OP5).
 
-**The witness h_t** (eqs. OP2, OP3). With one pair a period and h fixed, the bet λ maximising
-E log(1 + λZ) ≈ λD − λ²V/2 is D/V; maximising over h point by point, dropping the covariance of
-h(X) and h(Y), gives the pointwise Kelly witness g(v) = (r(v) − s)₊/(r(v) + s²), r = p/q the
-likelihood ratio of the two outputs. We bet λ·h with h = min(1, s·g) (g ≤ 1/s is the largest bet
-that keeps a factor positive):
+**The witness h_t** (eqs. OP2c, OP3'; shipped, ours-v5). r̂_t is the likelihood ratio of two laws
+of one location-scale family fitted to the past outputs of each side (eq. OP2c):
+
+    log r̂_t(v) = log f((v − m̃_x)/b̃_x)/b̃_x − log f((v − m̃_y)/b̃_y)/b̃_y,                             (OP2c)
+
+f the Laplace or the Gaussian density, whichever has the larger maximised log-likelihood of both
+sides' pairs < t; (m, b) each side's maximum-likelihood centre and scale (median and mean absolute
+deviation, or mean and root mean square deviation), shrunk towards the pooled fit (m₀, b₀) with a
+pseudo-count κ = 1: m̃ = (n·m + κ·m₀)/(n + κ), b̃ = (n·b + κ·b₀)/(n + κ) (Laplace; b̃² likewise for
+the Gaussian). Two parameters a side, each estimated at the parametric rate, where the spline of
+OP2 has six learnt from a classification. The witness is
+
+    h_t(v) = min((t − 1)/T₀, (1 − a·s/r̂_t(v))₊),  a = 0.8,  T₀ = 10,                              (OP3')
+
+the Kelly fraction of a bet on "came from X" against the line, started a little below r̂ = s (a < 1:
+the growth-optimal soft witness is positive below r = s, since the payoff pairs h(X) with h(Y);
+`bench/onepair_oracle.py`), and capped while fewer than T₀ pairs are past, where a witness fitted
+on 2–9 pairs can put h = 1 where Y still lands and lose most of the wealth in one pair. Both are
+functions of the past and of t, so (OP1) holds. A wrong family costs power, never level.
+
+**The earlier witness** (eqs. OP2, OP3; ours-v3, ours-v4: ``model="spline", shape="op3", ramp=0``).
+With one pair a period and h fixed, the bet λ maximising E log(1 + λZ) ≈ λD − λ²V/2 is D/V;
+maximising over h point by point, dropping the covariance of h(X) and h(Y), gives the pointwise
+Kelly witness g(v) = (r(v) − s)₊/(r(v) + s²). We bet λ·h with h = min(1, s·g):
 
     h_t(v) = min(1, s·(r̂_t(v) − s)₊ / (r̂_t(v) + s²)),                                  (OP3)
 
@@ -34,34 +53,31 @@ with r̂_t a ridge-penalised logistic regression of "came from X" on past output
     log r̂_t(v) = β₀ + β₁u + β₂|u| + β₃|u − 1| + β₄|u + 1| + β₅u²,  u = clip((v − m_t)/σ_t, ±10),   (OP2)
 
 m_t the pooled median and σ_t the pooled median absolute deviation of pairs 1..t−1: a linear spline
-with knots at 0 and ±1 pooled MAD plus a quadratic term. It contains the exact log-ratio of two
-Gaussian laws and of two Laplace laws with a common centre (scale differences), approximates a
-Laplace shift (kinks at both centres) with its hinges, and approximates anything else, which costs
-power, never level. The penalty ρ·Σ_{k≥1} β_k²/2 (ρ = 3) shrinks r̂ towards 1 (h = 0: no bet) while data
-are few.
+with knots at 0 and ±1 pooled MAD plus a quadratic term. The penalty ρ·Σ_{k≥1} β_k²/2 (ρ = 3; 1 in
+ours-v3) shrinks r̂ towards 1 (h = 0: no bet) while data are few.
 
-**The bet** (eq. OP4). The witness (OP3) is already Kelly-sized: λ·h ≈ min(1/s, g) at λ = 1/s. So the
-bet is the constant
+**The bet** (eq. OP4). The bet is the constant
 
     λ_t = c/(s_t + d_t),  c = 0.9,
 
-the largest that keeps every factor ≥ 1 − c. Against the earlier online Newton step on the
-realised payoffs (OP4', ``bet_rule="ons"``: Cutkosky & Orabona 2018, as used for testing by betting
-in Shekhar & Ramdas 2023, Algorithm 1),
+the largest that keeps every factor ≥ 1 − c; how much is at stake is decided by h_t. Against the
+earlier online Newton step on the realised payoffs (OP4', ``bet_rule="ons"``: Cutkosky & Orabona
+2018, as used for testing by betting in Shekhar & Ramdas 2023, Algorithm 1),
 
     g_t = −Z_t/(1 + λ_t Z_t),  A_t = 1 + Σ_{i≤t} g_i²,
     λ_{t+1} = clip(λ_t − (2/(2 − log 3))·g_t/A_t, 0, c/(s_{t+1} + d_{t+1})),  λ_1 = 0,
 
-it saves the pairs the ONS bet spends ramping up from 0 and shrinking after a loss; the ridge
-ρ = 3 (ρ = 1 with OP4') keeps r̂ near 1 (h = 0: no bet) while the past is short, which is what
-sizes the early bets now (docs/sequential.md, "Where the one-pair auditor loses").
+it saves the pairs the ONS bet spends ramping up from 0 and shrinking after a loss
+(docs/sequential.md, "Where the one-pair auditor loses").
 
-**The face** (eq. OP5). With both faces the witness of the second is (OP3) on 1/r̂; the face used
-at t is the one with the larger in-sample score D̂/√V̂ on pairs < t (none while both D̂ ≤ 0).
+**The face** (eq. OP5). With both faces the witness of the second is the same shape on 1/r̂; the
+face used at t is the one with the larger in-sample score D̂/√V̂ of the uncapped witness on pairs < t
+(none while both D̂ ≤ 0).
 
 The state is the past outputs (the witness is re-fitted on them after every pair up to 128, then
 after every ⌈t/64⌉-th pair; in between the last fitted witness is used, still a function of the
-past), the six coefficients, the face, the line and the bet.
+past), the fitted laws (or the six coefficients of OP2, or the atoms of OP2b), the face, the line
+and the bet.
 """
 
 from __future__ import annotations
@@ -78,6 +94,8 @@ from app.stats.sequential import SupportingLine, bet_grid
 
 Faces = Literal["one", "auto"]
 BetRule = Literal["constant", "ons", "grid"]
+RatioModel = Literal["location-scale", "spline"]
+WitnessShape = Literal["shifted-kelly", "op3"]
 LineOrTangent = SupportingLine | Callable[[float], SupportingLine]
 
 #: Features are clipped to ±U pooled MADs (OP2): far outliers (the DPLaplace mechanism divides by
@@ -104,6 +122,98 @@ def kelly_witness(log_ratio: ArrayLike, slope: float) -> NDArray[np.float64]:
     em = np.exp(-np.clip(lr, -700.0, 700.0))
     g = np.maximum(1.0 - slope * em, 0.0) / (1.0 + slope * slope * em)
     return np.minimum(1.0, slope * g)
+
+
+#: a of eq. OP3': the witness bets from r̂ > a·s on, a little below the line's slope.
+SHIFT = 0.8
+#: T₀ of eq. OP3': the witness is capped at (t − 1)/T₀ while fewer than T₀ pairs are past.
+RAMP = 10
+
+
+def shifted_kelly_witness(log_ratio: ArrayLike, slope: float, shift: float = SHIFT) -> NDArray[np.float64]:
+    """h = (1 − a·s/r)₊ in [0, 1], r = exp(log_ratio) (method.md §13.10, eq. OP3')."""
+    lr = np.asarray(log_ratio, dtype=np.float64)
+    return np.clip(1.0 - shift * slope * np.exp(-np.clip(lr, -700.0, 700.0)), 0.0, 1.0)
+
+
+def ramp_cap(past: int, ramp: int = RAMP) -> float:
+    """The cap min(1, (t − 1)/T₀) on the witness at pair t, ``past`` = t − 1 (eq. OP3'); 1 when T₀ = 0."""
+    return 1.0 if ramp <= 0 else min(1.0, past / ramp)
+
+
+#: Pseudo-count κ of the pooled fit in each side's location and scale (eq. OP2c).
+KAPPA = 1.0
+Family = Literal["laplace", "gaussian"]
+
+
+def _centre_scale(a: NDArray[np.float64], family: Family) -> tuple[float, float]:
+    """Maximum-likelihood (centre, scale): (median, mean |a − median|) or (mean, root mean square deviation)."""
+    if family == "laplace":
+        m = float(np.median(a))
+        return m, float(np.mean(np.abs(a - m)))
+    m = float(np.mean(a))
+    return m, float(np.sqrt(np.mean((a - m) ** 2)))
+
+
+def _log_density(v: NDArray[np.float64], m: float, b: float, family: Family) -> NDArray[np.float64]:
+    if family == "laplace":
+        return -math.log(2.0 * b) - np.abs(v - m) / b
+    return -0.5 * math.log(2.0 * math.pi) - math.log(b) - 0.5 * ((v - m) / b) ** 2
+
+
+def _positive(b: float, fallback: float) -> float:
+    return b if (b > 0 and math.isfinite(b)) else fallback
+
+
+@dataclass(frozen=True)
+class LocationScaleFit:
+    """A fitted pair of laws of one family, X ~ f((v − m_x)/b_x)/b_x and Y ~ f((v − m_y)/b_y)/b_y (eq. OP2c)."""
+
+    family: Family
+    mx: float
+    bx: float
+    my: float
+    by: float
+
+    def log_ratio(self, v: ArrayLike) -> NDArray[np.float64]:
+        """log r̂(v) = log f_X(v) − log f_Y(v) (eq. OP2c)."""
+        va = np.asarray(v, dtype=np.float64)
+        return _log_density(va, self.mx, self.bx, self.family) - _log_density(va, self.my, self.by, self.family)
+
+
+def fit_location_scale(xs: ArrayLike, ys: ArrayLike, kappa: float = KAPPA) -> LocationScaleFit:
+    """The Laplace or Gaussian pair of laws fitted to the past outputs of each side (method.md §13.10, eq. OP2c).
+
+    Each family is fitted to each side by maximum likelihood; the family with the larger maximised
+    log-likelihood of both sides is kept. Each side's centre and scale are then shrunk towards the
+    pooled fit with a pseudo-count κ: m̃ = (n·m + κ·m₀)/(n + κ), b̃ = (n·b + κ·b₀)/(n + κ) (Laplace)
+    or b̃² = (n·b² + κ·b₀²)/(n + κ) (Gaussian), which keeps r̂ near 1 while n is small and b̃ > 0."""
+    xa, ya = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+    n = xa.size
+    pooled = np.concatenate([xa, ya])
+    best: tuple[float, Family] | None = None
+    for family in ("laplace", "gaussian"):
+        fam: Family = family  # type: ignore[assignment]
+        m0, b0 = _centre_scale(pooled, fam)
+        b0 = _positive(b0, 1.0)
+        ll = 0.0
+        for side in (xa, ya):
+            m, b = _centre_scale(side, fam)
+            ll += float(np.sum(_log_density(side, m, _positive(b, b0 * 1e-6), fam)))
+        if best is None or ll > best[0]:
+            best = (ll, fam)
+    assert best is not None
+    family = best[1]
+    m0, b0 = _centre_scale(pooled, family)
+    b0 = _positive(b0, 1.0)
+    params = []
+    for side in (xa, ya):
+        m, b = _centre_scale(side, family)
+        mt = (n * m + kappa * m0) / (n + kappa)
+        bt = ((n * b + kappa * b0) / (n + kappa) if family == "laplace"
+              else math.sqrt((n * b * b + kappa * b0 * b0) / (n + kappa)))
+        params += [mt, _positive(bt, b0)]
+    return LocationScaleFit(family, *params)
 
 
 def features(u: ArrayLike) -> NDArray[np.float64]:
@@ -217,10 +327,15 @@ class OnePairAuditor:
 
     ``line`` is the claim's line (s, d), or a function q₀ ↦ tangent line of a concave boundary at
     q₀ (taken at q̂ = the past Y-mean of the witness, a fixed point iterated twice; predictable).
-    ``cap`` c < 1 is the bet fraction λ(s + d) (OP4); ``ridge`` is ρ of eq. OP2; ``warmup`` pairs are
-    read without a bet (at least 2, so both sides have outputs to fit on). ``bet_rule="ons"`` with
-    ``ridge=1`` is the earlier ours-v3 (OP4'); ``bet_rule="grid"`` (an ablation) the equal-weight
-    mixture of §13.3's 16 constant bets.
+    ``cap`` c < 1 is the bet fraction λ(s + d) (OP4); ``warmup`` pairs are read without a bet (at
+    least 2, so both sides have outputs to fit on).
+
+    The shipped witness (ours-v5) is ``model="location-scale"`` (r̂ from Laplace or Gaussian fits of
+    each side, eq. OP2c, pseudo-count ``kappa``) with ``shape="shifted-kelly"`` (eq. OP3': h =
+    (1 − a·s/r̂)₊, a = ``shift``, capped at (t − 1)/T₀ for T₀ = ``ramp`` pairs). The earlier ours-v4
+    is ``model="spline", shape="op3", ramp=0`` (OP2, OP3; ``ridge`` is ρ of OP2); with ``ridge=1``
+    and ``bet_rule="ons"`` it is ours-v3 (OP4'); ``bet_rule="grid"`` (an ablation) bets the
+    equal-weight mixture of §13.3's 16 constant bets.
     """
 
     alpha: float
@@ -230,7 +345,12 @@ class OnePairAuditor:
     warmup: int = 2
     faces: Faces = "auto"
     bet_rule: BetRule = "constant"
-    atoms: bool = True  # eq. OP2b for outputs that repeat (False: the spline of OP2 always; an ablation)
+    atoms: bool = True  # eq. OP2b for outputs that repeat (False: the smooth model always; an ablation)
+    model: RatioModel = "location-scale"  # eq. OP2c (shipped) or the spline of OP2 (ours-v3, ours-v4)
+    shape: WitnessShape = "shifted-kelly"  # eq. OP3' (shipped) or OP3 (ours-v3, ours-v4)
+    shift: float = SHIFT  # a of eq. OP3'
+    ramp: int = RAMP  # T₀ of eq. OP3' (0: no cap)
+    kappa: float = KAPPA  # κ of eq. OP2c
     t: int = 0
     log_w: float = 0.0
     bet: float = 0.0
@@ -241,6 +361,7 @@ class OnePairAuditor:
     _beta: NDArray[np.float64] = field(default_factory=lambda: np.zeros(N_FEATURES))
     _std: tuple[float, float] = (0.0, 1.0)
     _atoms: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None  # eq. OP2b when outputs repeat
+    _fit: LocationScaleFit | None = None  # eq. OP2c
     _face: int = 0  # 0: none, 1: Z = h(X) − s h(Y) − d, 2: Z = h(Y) − s h(X) − d
     _line: SupportingLine | None = None
     _grid_log_w: NDArray[np.float64] = field(default_factory=lambda: np.zeros(16))
@@ -252,6 +373,10 @@ class OnePairAuditor:
             raise ValueError("cap must be in (0, 1)")
         if self.warmup < 2:
             raise ValueError("warmup must be at least 2")
+        if self.model not in ("location-scale", "spline") or self.shape not in ("shifted-kelly", "op3"):
+            raise ValueError("model must be 'location-scale' or 'spline', shape 'shifted-kelly' or 'op3'")
+        if not (0 < self.shift and self.kappa > 0 and self.ramp >= 0):
+            raise ValueError("shift and kappa must be positive, ramp non-negative")
         self._line = self._tangent(0.5)
 
     @property
@@ -264,13 +389,21 @@ class OnePairAuditor:
     def _log_ratio(self, v: ArrayLike) -> NDArray[np.float64]:
         if self._atoms is not None:
             return atom_lookup(*self._atoms, v)
+        if self._fit is not None:
+            return self._fit.log_ratio(v)
         m, sc = self._std
         return features((np.asarray(v, dtype=np.float64) - m) / sc) @ self._beta
 
+    def _shape(self, log_ratio: NDArray[np.float64], slope: float) -> NDArray[np.float64]:
+        """The witness of a log-ratio before the ramp's cap: OP3' or OP3."""
+        if self.shape == "op3":
+            return kelly_witness(log_ratio, slope)
+        return shifted_kelly_witness(log_ratio, slope, self.shift)
+
     def witness(self, v: ArrayLike, face: int, slope: float) -> NDArray[np.float64]:
-        """h_t of the current face (OP3); the second face uses the ratio the other way round."""
+        """h_t of the current face (OP3' or OP3, capped by the ramp); the second face uses 1/r̂."""
         lr = self._log_ratio(v)
-        return kelly_witness(lr if face == 1 else -lr, slope)
+        return np.minimum(self._shape(lr if face == 1 else -lr, slope), ramp_cap(self.t, self.ramp))
 
     def _refit(self) -> None:
         t = self.t
@@ -281,6 +414,10 @@ class OnePairAuditor:
             atom_lr = _atom_counts_log_ratio(inv, t, vals.size)
             self._atoms = (vals, atom_lr)
             lr = atom_lr[inv]
+        elif self.model == "location-scale":  # eq. OP2c
+            self._atoms = None
+            self._fit = fit_location_scale(xs, ys, self.kappa)
+            lr = self._fit.log_ratio(pooled)
         else:
             self._atoms = None
             self._std = standardiser(pooled)
@@ -297,10 +434,10 @@ class OnePairAuditor:
             line = self._line if self._line is not None else self._tangent(0.5)
             if not isinstance(self.line, SupportingLine):
                 for _ in range(2):  # q̂ = past Y-mean of the witness, the tangent there
-                    q_hat = float(kelly_witness(lr_b, line.slope).mean())
+                    q_hat = float(self._shape(lr_b, line.slope).mean())
                     line = self._tangent(min(max(q_hat, 1e-6), 1 - 1e-6))
-            ha = kelly_witness(lr_a, line.slope)
-            hb = kelly_witness(lr_b, line.slope)
+            ha = self._shape(lr_a, line.slope)
+            hb = self._shape(lr_b, line.slope)
             ma, mb = float(ha.mean()), float(hb.mean())
             d_hat = ma - line.slope * mb - line.intercept
             v_hat = float(ha @ ha) / t - ma * ma + line.slope ** 2 * (float(hb @ hb) / t - mb * mb) + 1.0 / t

@@ -10,12 +10,16 @@ import pytest
 
 from app.stats.onepair import (
     ONS_CONSTANT,
+    LocationScaleFit,
     OnePairAuditor,
     audit_pairs,
     features,
+    fit_location_scale,
     fit_log_ratio,
     kelly_witness,
     ons_step,
+    ramp_cap,
+    shifted_kelly_witness,
     soft_payoff,
     standardiser,
 )
@@ -166,6 +170,10 @@ def test_options_are_checked() -> None:
         audit_pairs(np.zeros(3), np.zeros(4), SupportingLine.pure(0.1), 0.05)
     with pytest.raises(ValueError):
         OnePairAuditor(0.05, SupportingLine.pure(0.1)).update(float("nan"), 0.0)
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1), model="kde")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        OnePairAuditor(0.05, SupportingLine.pure(0.1), kappa=0.0)
 
 
 def test_extreme_outputs_keep_the_witness_in_range() -> None:
@@ -220,12 +228,78 @@ def test_atoms_find_a_support_the_smooth_model_cannot_see() -> None:
 
 def test_seeded_rejection_times_of_the_shipped_defaults() -> None:
     """NonDPLaplace1 at ε = 0.1 (Lap(0, 20) against 0.5 + Lap(0, 10)), five seeded streams: the shipped
-    auditor (ρ = 3, constant bet 0.9/(s + d), OP2–OP5) and the earlier ours-v3 (ρ = 1, ONS bet)
-    reject at these pairs; a change of the defaults or of the fit shows here."""
-    shipped, v3 = [], []
+    auditor (ours-v5: OP2c, OP3', constant bet), the earlier ours-v4 (spline OP2 with ρ = 3, OP3,
+    constant bet) and ours-v3 (ρ = 1, ONS bet) reject at these pairs; a change of the defaults or of
+    a fit shows here."""
+    shipped, v4, v3 = [], [], []
+    spline: dict[str, object] = {"model": "spline", "shape": "op3", "ramp": 0}
     for seed in range(5):
         rng = np.random.default_rng(100 + seed)
         x, y = rng.laplace(0.0, 20.0, 600), rng.laplace(0.5, 10.0, 600)
         shipped.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05).rejected_at)
-        v3.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05, ridge=1.0, bet_rule="ons").rejected_at)
-    assert shipped == [25, 52, 93, 54, 127] and v3 == [90, 57, 35, 55, 163]
+        v4.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05, **spline).rejected_at)  # type: ignore[arg-type]
+        v3.append(audit_pairs(x, y, SupportingLine.pure(0.1), 0.05, ridge=1.0, bet_rule="ons",
+                              **spline).rejected_at)  # type: ignore[arg-type]
+    assert shipped == [48, 44, 38, 51, 163]
+    assert v4 == [25, 52, 93, 54, 127] and v3 == [90, 57, 35, 55, 163]
+
+
+def test_shifted_kelly_witness_and_ramp_hand_values() -> None:
+    # h = (1 − a·s/r)₊ in [0, 1] (eq. OP3'), a = 0.8 by default
+    assert shifted_kelly_witness(math.log(2.0), 1.0) == pytest.approx(0.6)          # 1 − 0.8/2
+    assert shifted_kelly_witness(math.log(4.0), 1.5, 0.5) == pytest.approx(0.8125)  # 1 − 0.5·1.5/4
+    assert shifted_kelly_witness(math.log(0.5), 1.0) == 0.0                         # r ≤ a·s: no bet
+    assert shifted_kelly_witness(800.0, 1.2) == pytest.approx(1.0)
+    assert shifted_kelly_witness(-800.0, 1.2) == 0.0
+    # the cap min(1, (t − 1)/T₀) at pair t (eq. OP3'), T₀ = 10
+    assert [ramp_cap(k) for k in (0, 2, 5, 10, 50)] == [0.0, 0.2, 0.5, 1.0, 1.0]
+    assert ramp_cap(3, 0) == 1.0
+
+
+def test_location_scale_fit_hand_values() -> None:
+    """eq. OP2c on x = (−1, 0, 1), y = (−2, 0, 2): the Gaussian family has the larger likelihood
+    (−9.377 against −9.806 for Laplace), the pooled fit is (0, 10/6), and κ = 1 shrinks the
+    variances to (3·2/3 + 10/6)/4 and (3·8/3 + 10/6)/4."""
+    ll_lap = -3 * math.log(4 / 3) - 3 * math.log(8 / 3) - 6.0
+    ll_gau = -3 * math.log(2 * math.pi) - 1.5 * math.log(2 / 3) - 1.5 * math.log(8 / 3) - 3.0
+    assert ll_gau > ll_lap
+    fit = fit_location_scale([-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0])
+    bx, by = math.sqrt((2 + 10 / 6) / 4), math.sqrt((8 + 10 / 6) / 4)
+    assert fit.family == "gaussian"
+    assert (fit.mx, fit.my) == (0.0, 0.0) and fit.bx == pytest.approx(bx) and fit.by == pytest.approx(by)
+    v = np.array([0.0, 1.5, -3.0])
+    np.testing.assert_allclose(fit.log_ratio(v), math.log(by / bx) - v**2 / (2 * bx**2) + v**2 / (2 * by**2))
+    # Laplace laws (1, 2) and (0, 1): log r = log(1/2) − |v − 1|/2 + |v|
+    lap = LocationScaleFit("laplace", 1.0, 2.0, 0.0, 1.0)
+    np.testing.assert_allclose(lap.log_ratio(np.array([1.0, 5.0])),
+                               [math.log(1 / 2) - 0.0 + 1.0, math.log(1 / 2) - 2.0 + 5.0])
+
+
+def test_location_scale_fit_recovers_the_laws() -> None:
+    """Seeded: 4,000 pairs of Lap(0, 2) against Lap(1, 1) give the Laplace family and the laws
+    within a few percent; the same with N(0, 2²) against N(1, 1) the Gaussian family."""
+    rng = np.random.default_rng(31)
+    fit = fit_location_scale(rng.laplace(0, 2, 4000), rng.laplace(1, 1, 4000))
+    assert fit.family == "laplace"
+    assert fit.mx == pytest.approx(0.0, abs=0.1) and fit.my == pytest.approx(1.0, abs=0.05)
+    assert fit.bx == pytest.approx(2.0, rel=0.05) and fit.by == pytest.approx(1.0, rel=0.05)
+    fit = fit_location_scale(rng.normal(0, 2, 4000), rng.normal(1, 1, 4000))
+    assert fit.family == "gaussian"
+    assert fit.bx == pytest.approx(2.0, rel=0.05) and fit.by == pytest.approx(1.0, rel=0.05)
+    # one distinct value on each side: the pooled scale keeps both scales positive
+    tiny = fit_location_scale([3.0, 3.0], [5.0, 5.0])
+    assert tiny.bx > 0 and tiny.by > 0 and np.all(np.isfinite(tiny.log_ratio(np.array([0.0, 4.0]))))
+
+
+def test_shipped_witness_is_capped_by_the_ramp() -> None:
+    """At pair t the shipped witness is at most (t − 1)/10 (eq. OP3'): a bet on pair 3 risks at most
+    0.9·0.2·s/(s + d) of the wealth."""
+    rng = np.random.default_rng(32)
+    x, y = rng.laplace(0, 20, 30), rng.laplace(0.5, 10, 30)
+    aud = OnePairAuditor(0.05, SupportingLine.pure(0.1))
+    for t in range(30):
+        if aud._face:
+            grid = np.linspace(-200, 200, 401)
+            assert float(aud.witness(grid, aud._face, math.exp(0.1)).max()) <= min(1.0, aud.t / 10) + 1e-12
+        aud.update(x[t], y[t])
+    assert aud.t == 30
