@@ -137,7 +137,9 @@ def monitor_entry(read: Mapping[str, Any], mechanism_names: Mapping[str, str]) -
     for key in MONITOR_FIELDS:
         entry[key] = read.get(key)
     if read.get("detector") == "e-process":
-        entry.pop("horizon", None)
+        # its horizon is the one it was created with, whose design its checks run, or none (the stored
+        # default is unused)
+        entry["horizon"] = read.get("design_horizon")
     if not any(c["event"] == {"kind": "auto"} for c in checks):
         entry.pop("rediscover_every", None)
     entry["paused"] = read.get("state") == "paused"

@@ -219,6 +219,20 @@ def test_values_the_service_ignores_do_not_make_changes(service, tmp_path):
     assert "0 to create, 0 to update, 0 to replace, 0 to destroy, 6 unchanged" in again.stdout, again.stdout
 
 
+def test_an_e_process_horizon_is_part_of_its_test(service, tmp_path):
+    """An e-process monitor created with a horizon runs a design tuned to it: applying the same file
+    again changes nothing, and another horizon replaces the monitor (PATCH would be a 409)."""
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["monitors"][2]["horizon"] = 200
+    assert apply(service, manifest, tmp_path=tmp_path).exit_code == 0
+    assert state(service)["monitors"]["histogram bins"]["design_horizon"] == 200
+    again = apply(service, manifest, tmp_path=tmp_path)
+    assert "0 to create, 0 to update, 0 to replace, 0 to destroy, 6 unchanged" in again.stdout, again.stdout
+    manifest["monitors"][2]["horizon"] = 300
+    plan = apply(service, manifest, "--dry-run", tmp_path=tmp_path)
+    assert "1 to replace" in plan.stdout and "horizon: 200 → 300" in plan.stdout, plan.stdout
+
+
 def test_bad_files_are_usage_errors(service, tmp_path):
     unknown = {"monitors": [{**MANIFEST["monitors"][0], "mechanism": "nope"}]}
     result = apply(service, unknown, tmp_path=tmp_path)
