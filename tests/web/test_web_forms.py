@@ -475,3 +475,11 @@ def test_a_pause_is_drawn_between_the_periods_it_fell_between() -> None:
     for end in (109.0, 109.001):  # the rounded time of period 4, below and above the stored one
         assert _t_at(stamps, ts, 103.0) == 3.5 and _t_at(stamps, ts, end) == 4.0
     assert _t_at(stamps, ts, 99.0) == 0.5 and _t_at(stamps, ts, 120.0) == 5.5
+
+
+def test_an_e_process_monitor_page_says_what_its_horizon_does(web, client):  # noqa: ANN001
+    mechanism = create_mechanism(client)
+    tuned = create_monitor(client, mechanism["id"], detector="e-process", horizon=200)
+    plain = create_monitor(client, mechanism["id"], detector="e-process", horizon=None)
+    assert "e-process: tuned to 200 periods, valid for ever" in web.get(f"/ui/monitors/{tuned['id']}").text
+    assert "e-process: no horizon" in web.get(f"/ui/monitors/{plain['id']}").text
