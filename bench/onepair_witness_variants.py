@@ -352,37 +352,19 @@ def build(p, x, y, line):
         return v4_path(x, y, line, **kw)
     if kind == "orc":
         return oracle_path(x, y, line, CELL[0], float(opts.get("c", 0.9)))
+    f: Select | Pred | Param
     if kind == "sel":
         f = Select(float(opts.get("k", 2)), "shared" in opts, float(opts["kl"]) if "kl" in opts else None)
-        return run_witness_path(
-            x,
-            y,
-            line,
-            f,
-            cap=float(opts.get("c", 0.9)),
-            warmup=int(opts.get("w", 2)),
-            faces="one" if "one" in opts else "auto",
-            gate=float(opts.get("g", 0)),
-        )
-    if kind in ("plap", "pgau", "psel"):
+    elif kind in ("plap", "pgau", "psel"):
         f = Pred(
             {"plap": "laplace", "pgau": "gauss", "psel": None}[kind],
             float(opts.get("k", 2)),
             kind == "psel",
             float(opts["kl"]) if "kl" in opts else None,
         )
-        return run_witness_path(
-            x,
-            y,
-            line,
-            f,
-            cap=float(opts.get("c", 0.9)),
-            warmup=int(opts.get("w", 2)),
-            faces="one" if "one" in opts else "auto",
-            gate=float(opts.get("g", 0)),
-        )
-    fam = {"lap": "laplace", "gau": "gauss"}[kind]
-    f = Param(fam, float(opts.get("k", 2)), float(opts["kl"]) if "kl" in opts else None, "shared" in opts)
+    else:
+        fam = {"lap": "laplace", "gau": "gauss"}[kind]
+        f = Param(fam, float(opts.get("k", 2)), float(opts["kl"]) if "kl" in opts else None, "shared" in opts)
     return run_witness_path(
         x,
         y,
