@@ -93,15 +93,19 @@ class Select:
         self.g = Param("gauss", kappa, kl, shared_loc=shared)
 
     def fit(self, xs, ys):
-        ll = {}
-        for fam in ("laplace", "gauss"):
-            tot = 0.0
-            for a in (xs, ys):
-                m, b = fit_loc_scale(a, fam)
-                b = max(b, 1e-300)
-                tot += float(np.sum(logpdf(a, m, b, fam)))
-            ll[fam] = tot
-        return (self.l if ll["laplace"] > ll["gauss"] else self.g).fit(xs, ys)
+        return (self.l if likelier_family(xs, ys) == "laplace" else self.g).fit(xs, ys)
+
+
+def likelier_family(xs, ys):
+    """The family whose maximum-likelihood fits of each side give the larger likelihood (OP2c's choice)."""
+    ll = {}
+    for fam in ("laplace", "gauss"):
+        tot = 0.0
+        for a in (xs, ys):
+            m, b = fit_loc_scale(a, fam)
+            tot += float(np.sum(logpdf(a, m, max(b, 1e-300), fam)))
+        ll[fam] = tot
+    return "laplace" if ll["laplace"] > ll["gauss"] else "gauss"
 
 
 from scipy.special import gammaln
@@ -114,17 +118,7 @@ class Pred:
         self.fam, self.kappa, self.sel, self.kl = fam, kappa, sel, kl
 
     def fit(self, xs, ys):
-        fam = self.fam
-        if self.sel:
-            ll = {}
-            for f in ("laplace", "gauss"):
-                tot = 0.0
-                for a in (xs, ys):
-                    m, b = fit_loc_scale(a, f)
-                    b = max(b, 1e-300)
-                    tot += float(np.sum(logpdf(a, m, b, f)))
-                ll[f] = tot
-            fam = "laplace" if ll["laplace"] > ll["gauss"] else "gauss"
+        fam = likelier_family(xs, ys) if self.sel else self.fam
         pooled = np.concatenate([xs, ys])
         k = self.kappa
         n = xs.size
