@@ -30,23 +30,7 @@ import numpy as np
 
 sys.path.insert(0, "bench")
 from sequential_audit import MECHANISMS, X_DB, X_PRIME_DB, claim_for  # noqa
-from app.stats.onepair import kelly_witness, audit_pairs
-
-
-def fit_loc_scale(a, fam):
-    if fam == "laplace":
-        m = float(np.median(a))
-        b = float(np.mean(np.abs(a - m)))
-    else:
-        m = float(np.mean(a))
-        b = float(np.sqrt(np.mean((a - m) ** 2)))
-    return m, b
-
-
-def logpdf(v, m, b, fam):
-    if fam == "laplace":
-        return -math.log(2 * b) - np.abs(v - m) / b
-    return -0.5 * math.log(2 * math.pi) - math.log(b) - 0.5 * ((v - m) / b) ** 2
+from app.stats.onepair import _centre_scale, _log_density, audit_pairs, kelly_witness
 
 
 class Param:
@@ -58,11 +42,11 @@ class Param:
     def fit(self, xs, ys):
         fam, k, kl = self.fam, self.kappa, self.kloc
         n = xs.size
-        mp, bp = fit_loc_scale(np.concatenate([xs, ys]), fam)
+        mp, bp = _centre_scale(np.concatenate([xs, ys]), fam)
         if not bp > 0:
             bp = 1.0
-        mx, bx = fit_loc_scale(xs, fam)
-        my, by = fit_loc_scale(ys, fam)
+        mx, bx = _centre_scale(xs, fam)
+        my, by = _centre_scale(ys, fam)
         if self.shared:
             mx = my = mp
             # scale about the shared centre
@@ -82,7 +66,7 @@ class Param:
             bx = math.sqrt((n * bx**2 + k * bp**2) / (n + k))
             by = math.sqrt((n * by**2 + k * bp**2) / (n + k))
         bx, by = max(bx, 1e-300), max(by, 1e-300)
-        return lambda v: logpdf(v, mx, bx, fam) - logpdf(v, my, by, fam)
+        return lambda v: _log_density(v, mx, bx, fam) - _log_density(v, my, by, fam)
 
 
 class Select:
@@ -90,7 +74,7 @@ class Select:
 
     def __init__(self, kappa, shared, kl=None):
         self.l = Param("laplace", kappa, kl, shared_loc=shared)
-        self.g = Param("gauss", kappa, kl, shared_loc=shared)
+        self.g = Param("gaussian", kappa, kl, shared_loc=shared)
 
     def fit(self, xs, ys):
         return (self.l if likelier_family(xs, ys) == "laplace" else self.g).fit(xs, ys)
@@ -99,13 +83,13 @@ class Select:
 def likelier_family(xs, ys):
     """The family whose maximum-likelihood fits of each side give the larger likelihood (OP2c's choice)."""
     ll = {}
-    for fam in ("laplace", "gauss"):
+    for fam in ("laplace", "gaussian"):
         tot = 0.0
         for a in (xs, ys):
-            m, b = fit_loc_scale(a, fam)
-            tot += float(np.sum(logpdf(a, m, max(b, 1e-300), fam)))
+            m, b = _centre_scale(a, fam)
+            tot += float(np.sum(_log_density(a, m, max(b, 1e-300), fam)))
         ll[fam] = tot
-    return "laplace" if ll["laplace"] > ll["gauss"] else "gauss"
+    return "laplace" if ll["laplace"] > ll["gaussian"] else "gaussian"
 
 
 from scipy.special import gammaln
@@ -351,13 +335,13 @@ def build(p, x, y, line):
         f = Select(float(opts.get("k", 2)), "shared" in opts, float(opts["kl"]) if "kl" in opts else None)
     elif kind in ("plap", "pgau", "psel"):
         f = Pred(
-            {"plap": "laplace", "pgau": "gauss", "psel": None}[kind],
+            {"plap": "laplace", "pgau": "gaussian", "psel": None}[kind],
             float(opts.get("k", 2)),
             kind == "psel",
             float(opts["kl"]) if "kl" in opts else None,
         )
     else:
-        fam = {"lap": "laplace", "gau": "gauss"}[kind]
+        fam = {"lap": "laplace", "gau": "gaussian"}[kind]
         f = Param(fam, float(opts.get("k", 2)), float(opts["kl"]) if "kl" in opts else None, "shared" in opts)
     return run_witness_path(
         x,

@@ -106,7 +106,7 @@ def initial_detector_state(monitor: Monitor, check: Check | None = None) -> dict
     claim = check_claim(monitor, check) if check is not None else (monitor_claim(monitor) or PureDP(1.0))
     return initial_state(monitor.detector or "aggregator", horizon=monitor.horizon, gamma=monitor.gamma,
                          threshold=monitor.threshold, level=check.level if check is not None else None, claim=claim,
-                         design_horizon=monitor.design_horizon if monitor.detector == "e-process" else None)
+                         design_horizon=monitor.design_horizon)
 
 
 def horizon_free_estimate(monitor: Monitor, level: float) -> Any:

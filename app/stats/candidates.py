@@ -61,6 +61,7 @@ from app.stats.events import (
     RowSet,
     feature_map,
     feature_size,
+    first_entries,
 )
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape
 
@@ -405,11 +406,8 @@ def scalar_statistics(x: Any, y: Any, shape: OutputShape) -> list[Projection]:
 def _first_entries(entries: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
     """(position, value) of each output's first non-null entry among its first ``width``; position
     −1 and value NaN when it has none."""
-    values, valid = entries
-    present = valid[:, :width] & ~np.isnan(values[:, :width])
-    has = present.any(axis=1)
-    first = present.argmax(axis=1)
-    value = values[np.arange(values.shape[0]), first]
+    values, valid = entries[0][:, :width], entries[1][:, :width]
+    has, first, value = first_entries(values, valid & ~np.isnan(values))
     return np.where(has, first, -1), np.where(has, value, np.nan)
 
 

@@ -87,6 +87,7 @@ __all__ = [
     "RowSet",
     "feature_map",
     "feature_size",
+    "first_entries",
     "DiscreteSet",
     "Event",
     "EventAdapter",
@@ -568,6 +569,14 @@ ProjectionKind = Literal["coordinate", "max", "min", "sum", "argmax", "argmin", 
                          "count_value", "first_index", "first_value", "linear"]
 
 
+def first_entries(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each output's first present entry (rows of ``values``, ``present`` its mask): whether it has
+    one, its position and its value (position 0 and that entry's value where it has none)."""
+    has = np.asarray(present.any(axis=1))
+    first = present.argmax(axis=1)
+    return has, first, values[np.arange(values.shape[0]), first]
+
+
 class Projection(BaseModel):
     """A scalar statistic of a vector or list output (NaN, i.e. null, when undefined).
 
@@ -660,9 +669,8 @@ class Projection(BaseModel):
             if kind == "count_value":
                 return (present & (values == self.value)).sum(axis=1).astype(np.float64)
             if kind in ("first_index", "first_value"):
-                has = present.any(axis=1)
-                first = present.argmax(axis=1)
-                out = first.astype(np.float64) if kind == "first_index" else values[np.arange(n), first]
+                has, first, value = first_entries(values, present)
+                out = first.astype(np.float64) if kind == "first_index" else value
                 if self.low_index is not None:
                     has &= first >= self.low_index
                 if self.high_index is not None:

@@ -191,24 +191,20 @@ def fit_location_scale(xs: ArrayLike, ys: ArrayLike, kappa: float = KAPPA) -> Lo
     xa, ya = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
     n = xa.size
     pooled = np.concatenate([xa, ya])
-    best: tuple[float, Family] | None = None
-    for family in ("laplace", "gaussian"):
-        fam: Family = family  # type: ignore[assignment]
+    # each family's fits: (log-likelihood of both sides, the pooled (m₀, b₀), each side's (m, b))
+    fits: dict[Family, tuple[float, tuple[float, float], list[tuple[float, float]]]] = {}
+    for name in ("laplace", "gaussian"):
+        fam: Family = name  # type: ignore[assignment]
         m0, b0 = _centre_scale(pooled, fam)
         b0 = _positive(b0, 1.0)
-        ll = 0.0
-        for side in (xa, ya):
-            m, b = _centre_scale(side, fam)
-            ll += float(np.sum(_log_density(side, m, _positive(b, b0 * 1e-6), fam)))
-        if best is None or ll > best[0]:
-            best = (ll, fam)
-    assert best is not None
-    family = best[1]
-    m0, b0 = _centre_scale(pooled, family)
-    b0 = _positive(b0, 1.0)
+        sides = [_centre_scale(side, fam) for side in (xa, ya)]
+        ll = sum(float(np.sum(_log_density(side, m, _positive(b, b0 * 1e-6), fam)))
+                 for side, (m, b) in zip((xa, ya), sides, strict=True))
+        fits[fam] = (ll, (m0, b0), sides)
+    family: Family = "laplace" if fits["laplace"][0] >= fits["gaussian"][0] else "gaussian"
+    _, (m0, b0), sides = fits[family]
     params = []
-    for side in (xa, ya):
-        m, b = _centre_scale(side, family)
+    for m, b in sides:
         mt = (n * m + kappa * m0) / (n + kappa)
         bt = ((n * b + kappa * b0) / (n + kappa) if family == "laplace"
               else math.sqrt((n * b * b + kappa * b0 * b0) / (n + kappa)))

@@ -496,19 +496,16 @@ class EProcess(_MixtureBase):
         self.tuned_weight = None if tuned_weight is None else float(tuned_weight)
         self.horizon = None if horizon is None else int(horizon)
         self.window = float(window)
-        if self.tuned_weight is not None:
-            if self.horizon is None or self.horizon < 1:
-                raise ValueError("the horizon-tuned bet needs a horizon of >= 1 period")
-        #: κ of the horizon-tuned bet (None without one).
-        self._tuned_rate = (None if self.tuned_weight is None or self.horizon is None
-                            else tuned_rate(self.alpha, self.horizon, self.tuned_weight, self.window))
+        design = self.design  # validates the weights and the horizon
+        #: κ of the horizon-tuned bet (None without one; a tuned bet without a horizon is refused).
+        self._tuned_rate = design.tuned_rate(self.alpha)
         #: Components of the mixture (method.md §13.3b, §13.3c, §13.3d): per face, the grid's bets
         #: (+ aGRAPA, + the horizon-tuned bet).
-        self.components = component_count(self.grid.size, faces, self.agrapa, self.tuned_weight is not None)
+        self.components = component_count(self.grid.size, faces, self.agrapa, design.tuned)
         #: log π_j (method.md §13.3c); equal weights unless ``agrapa_weight`` is given.
-        self._log_pi = component_log_prior(self.grid.size, faces, self.agrapa, self.agrapa_weight, self.tuned_weight)
+        self._log_pi = design.log_prior()
         self._pi = np.exp(self._log_pi)
-        self._tuned_mask = self.design.tuned_mask()
+        self._tuned_mask = design.tuned_mask()
         self._log_prior = -math.log(self.components)
         self._log_r: np.ndarray | None = None  # log R_t^j; None while R = 0 (before period 1)
         self._started = 0.0  # Σ_{k≤t} ω_k
@@ -816,6 +813,16 @@ Faces = Literal["one", "both", "auto"]
 FloatOrArray = float | NDArray[np.float64]
 
 
+def _payoff_moments(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrArray
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(p̃, q̃, σ̂²) from past (discounted) counts: p̃ = (Σa + ½)/(Σn + 1), q̃ likewise, and the
+    per-pair payoff's variance σ̂² = p̃(1 − p̃) + s²q̃(1 − q̃) (X, Y independent; method.md §13.3b)."""
+    sa, sb, sn = (np.asarray(v, dtype=np.float64) for v in (sa, sb, sn))
+    p = (sa + 0.5) / (sn + 1.0)
+    q = (sb + 0.5) / (sn + 1.0)
+    return p, q, p * (1 - p) + slope * slope * q * (1 - q)
+
+
 def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrArray, intercept: FloatOrArray
                     ) -> NDArray[np.float64]:
     """The aGRAPA bet as a fraction c = λ·(s + d) ∈ [0, 0.8] from past (discounted) counts (method.md §13.3b).
@@ -825,11 +832,8 @@ def agrapa_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, slope: FloatOrA
     X − sY − d. From the counts: μ̂ = p̃ − s·q̃ − d, σ̂² = p̃(1 − p̃) + s²q̃(1 − q̃) (X, Y independent),
     p̃ = (Σa + ½)/(Σn + 1), q̃ likewise. Predictable when the sums stop at the previous period.
     """
-    sa, sb, sn = (np.asarray(v, dtype=np.float64) for v in (sa, sb, sn))
-    p = (sa + 0.5) / (sn + 1.0)
-    q = (sb + 0.5) / (sn + 1.0)
+    p, q, var = _payoff_moments(sa, sb, sn, slope)
     mu = p - slope * q - intercept
-    var = p * (1 - p) + slope * slope * q * (1 - q)
     lam = np.where(mu > 0, mu / np.maximum(var + mu * mu, 1e-12), 0.0)
     return np.clip(lam * (slope + intercept), 0.0, AGRAPA_CAP)
 
@@ -843,11 +847,8 @@ def tuned_fraction(sa: ArrayLike, sb: ArrayLike, sn: ArrayLike, n: ArrayLike, sl
     p̃(1 − p̃) + s²q̃(1 − q̃) from the past (discounted, ½-smoothed) counts, as :func:`agrapa_fraction`.
     Predictable when the sums stop at the previous period; n is the period's number of pairs, fixed
     before its outputs are drawn."""
-    sa, sb, sn, n = (np.asarray(v, dtype=np.float64) for v in (sa, sb, sn, n))
-    p = (sa + 0.5) / (sn + 1.0)
-    q = (sb + 0.5) / (sn + 1.0)
-    var = p * (1 - p) + slope * slope * q * (1 - q)
-    lam = np.sqrt(2.0 * rate / (n * np.maximum(var, 1e-12)))
+    var = _payoff_moments(sa, sb, sn, slope)[2]
+    lam = np.sqrt(2.0 * rate / (np.asarray(n, dtype=np.float64) * np.maximum(var, 1e-12)))
     return np.clip(lam * (slope + intercept), 0.0, AGRAPA_CAP)
 
 
