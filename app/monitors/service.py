@@ -527,20 +527,18 @@ def _test_field_conflict(monitor: Monitor, name: str, data: MonitorUpdate) -> st
     value, current = getattr(data, name), getattr(monitor, name)
     if value == current:
         return None
-    if name == "horizon" and monitor.detector == "e-detector":
-        return (f"horizon cannot change in place ({current!r} → {value!r}): T is the e-detector's window, which sets "
-                "its threshold c = T/α and so its guarantee (ARL ≥ c). Create a new monitor with the new value "
-                "(dpwatch apply --allow-replace does that), and delete this one")
-    if name == "horizon" and monitor.detector == "e-process":
-        return (f"horizon cannot change in place ({current!r} → {value!r}): the e-process's checks run a design tuned "
-                f"to the horizon it was created with ({monitor.design_horizon} periods; docs/method.md §13.3d). Create a "
-                "new monitor with the new value (dpwatch apply --allow-replace does that), and delete this one")
+    # T's part in the test depends on the detector (an e-process created without one never gets here)
+    horizon_why = {
+        "e-detector": "T is the e-detector's window, which sets its threshold c = T/α and so its guarantee (ARL ≥ c)",
+        "e-process": f"the e-process's checks run a design tuned to the horizon it was created with "
+                     f"({monitor.design_horizon} periods; docs/method.md §13.3d)",
+    }.get(monitor.detector, "T sets the threshold q(T, γ, α) and the length of the horizon the detectors run over")
     why = {
         "mechanism_id": "the monitor tests one mechanism",
         "alpha": "α sets every check's level α_j/m and so the threshold",
         "gamma": "γ sets the aggregator's weights and its threshold q(T, γ, α)",
         "detector": "the detector is the sequential test itself",
-        "horizon": "T sets the threshold q(T, γ, α) and the length of the horizon the detectors run over",
+        "horizon": horizon_why,
         "variance": "the variance estimator defines σ̂ and so each period's z",
         "kappa": "κ is the variance floor of each period's z",
         "symmetric": "symmetric decides which checks exist and their Bonferroni share of α",
