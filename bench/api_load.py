@@ -22,7 +22,7 @@ The worker's loss is 1 − (periods/s with clients) / (periods/s alone). CPU sec
 API process during phase 2 (flame graph SVG and speedscope JSON).
 
     .venv/bin/python bench/api_load.py [--monitors 200] [--period 5] [--clients 50 [N ...]] [--warmup 15]
-        [--duration 60] [--rate R] [--dbname NAME] [--port-base P] [--py-spy DIR]
+        [--duration 60] [--rate R] [--dbname NAME] [--port-base P] [--py-spy DIR] [--path /healthz]
 
 Besides the latencies, the API process's CPU per request (its CPU seconds over the phase / requests
 answered) is printed per phase.
@@ -83,7 +83,14 @@ def child_pids(pid: int) -> list[int]:
         return []
 
 
+#: With ``--path P``: every request is a GET of P instead of the rotation (e.g. ``/healthz``, which
+#: reads no key and no row: the framework's own floor under the same clients).
+FIXED_PATH: str | None = None
+
+
 def request_of(i: int, mid: uuid.UUID) -> tuple[str, str]:
+    if FIXED_PATH is not None:
+        return ("path", FIXED_PATH)
     return (("get", f"/v1/monitors/{mid}"), ("status", f"/v1/monitors/{mid}/status"),
             ("list", "/v1/monitors?limit=50"), ("periods", f"/v1/monitors/{mid}/periods?limit=50"))[i % 4]
 
@@ -141,7 +148,11 @@ def main() -> None:
     ap.add_argument("--api-env", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--api-workers", type=int, default=1,
                     help="API processes (dpwatch serve --workers N); their CPU is added up")
+    ap.add_argument("--path", default=None, metavar="PATH",
+                    help="GET only this path (e.g. /healthz) instead of the rotation of four monitor reads")
     args = ap.parse_args()
+    global FIXED_PATH
+    FIXED_PATH = args.path
 
     import logging
 
