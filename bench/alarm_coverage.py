@@ -57,20 +57,17 @@ from scipy.special import ndtr, ndtri
 
 from app.alarms.verdict import Verdict, alarm_verdict
 from app.stats.aggregator import first_crossing, lag_weights, weighted_statistic_path
-from app.stats.claim_period import claim_z_path
+from app.stats.claim_period import claim_z_path, sequential_lines
 from app.stats.claims import ZCDP, GaussianDP, PureDP, parse_claim
-from app.stats.confidence import ESTIMATE_PERIODS, _lines, _past_sums, confidence_sequence, curve_increments
+from app.stats.confidence import confidence_sequence
 from app.stats.evidence import confirmation, detection_guarantee, score_lower_bound
 from app.stats.exact_naive import exact_naive_alarm_period, exact_naive_test
 from app.stats.period import period_statistic
 from app.stats.sequential import (
     SupportingLine,
-    _discounted_past,
-    _MixtureBase,
     bet_grid,
     component_parts,
     e_detector_paths_from_increments,
-    e_process_paths_from_increments,
     edetector_threshold,
     service_design,
 )
@@ -172,26 +169,18 @@ def detector_alarms(kind: str, a: np.ndarray, b: np.ndarray, n: int, claimed: fl
         test = exact_naive_test(int(n), line, alpha / horizon)
         out["naive"] = DetectorRun(exact_naive_alarm_period(a, b, n, line, alpha, horizon, rng=rng), None,
                                    test.statistic(a, b), float(test.threshold))
-        s, d = math.exp(claimed), 0.0
-    else:
-        s, d = _lines(family_claim(kind, claimed), claimed, _past_sums(b.astype(float), ESTIMATE_PERIODS),
-                      _past_sums(np.full(a.shape, float(n)), ESTIMATE_PERIODS))
-    # The e-process as the service ships it for a monitor with this horizon: pure ε, the design tuned to it,
-    # which the anytime bound inverts (method.md §13.3d);
-    # μ-GDP and ρ-zCDP: both faces, grid + aGRAPA on the supporting lines at the past estimates (the
-    # sequence at the claim, app.stats.confidence.curve_increments). The e-detector: the grid on the predictable face.
-    if kind == "dp":
-        log_w = service_design(horizon).paths(a, b, n, SupportingLine.pure(claimed))
-    else:
-        log_w = e_process_paths_from_increments(curve_increments(
-            a.astype(float), b.astype(float), np.full(a.shape, float(n)), family_claim(kind, claimed), claimed))
-    out["e-process"] = DetectorRun(first_at_least(log_w, math.log(1 / alpha)), log_w, log_w, math.log(1 / alpha))
-    # the service's e-detector: the same 16 bets on the predictable face (method.md §13.3c, §13.4)
-    r = _MixtureBase.ESTIMATE_DISCOUNT
+    # Each period's line and counts as the service's horizon-free checks take them (sequential_lines): the
+    # claim's line for pure ε; for μ-GDP and ρ-zCDP the line at the discounted past counts, in its orientation.
+    ca, cb, s, d, pa, pb, pn = sequential_lines(claim_of(kind, claimed)[1], a, b, n)
     nn = np.full(a.shape, float(n))
-    log_m = e_detector_paths_from_increments(component_parts(
-        a.astype(float), b.astype(float), nn, s, d, _discounted_past(a.astype(float), r),
-        _discounted_past(b.astype(float), r), _discounted_past(nn, r), "auto", False, bet_grid()))
+    # The e-process as the service ships it for a monitor with this horizon: the design tuned to it
+    # (method.md §13.3d), on the period's line.
+    design = service_design(horizon)
+    log_w = design.paths_from_increments(component_parts(ca, cb, nn, s, d, pa, pb, pn, design.faces, design.agrapa,
+                                                         design.grid, design.payoff, design.tuned_rate(alpha)))
+    out["e-process"] = DetectorRun(first_at_least(log_w, math.log(1 / alpha)), log_w, log_w, math.log(1 / alpha))
+    # the service's e-detector: the 16 bets on the predictable face (method.md §13.3c, §13.4), same lines
+    log_m = e_detector_paths_from_increments(component_parts(ca, cb, nn, s, d, pa, pb, pn, "auto", False, bet_grid()))
     log_c = math.log(edetector_threshold(alpha, horizon))
     out["e-detector"] = DetectorRun(first_at_least(log_m, log_c), None, log_m, log_c)
     return out

@@ -45,15 +45,13 @@ import numpy as np
 from scipy import optimize
 
 from app.stats.aggregator import first_crossing, weighted_statistic_path
-from app.stats.claim_period import a_priori_line, anchor_line, claim_z_path
+from app.stats.claim_period import SequentialLines, claim_z_path, sequential_lines
 from app.stats.claims import ZCDP, ApproxDP, Claim, GaussianDP, clopper_pearson, parse_claim
 from app.stats.exact_naive import exact_naive_alarm_period
 from app.stats.period import period_statistic
 from app.stats.sequential import (
     EProcessDesign,
     SupportingLine,
-    _discounted_past,
-    _MixtureBase,
     bet_grid,
     component_parts,
     e_detector_paths_from_increments,
@@ -86,28 +84,13 @@ def points(claim: Claim, sparse: bool = False) -> list[tuple[str, float, float]]
     return out
 
 
-def lines_path(claim: Claim, a: np.ndarray, b: np.ndarray, n: int):
-    """(s, d, swap) of each period: the anchor at the discounted past counts, a priori at t = 1."""
-    r = _MixtureBase.ESTIMATE_DISCOUNT
-    sa, sb = _discounted_past(a.astype(float), r), _discounted_past(b.astype(float), r)
-    sn = _discounted_past(np.full(a.shape, float(n)), r)
-    line = anchor_line(claim, sa, sb, sn)
-    prior = a_priori_line(claim)
-    s = np.array(np.broadcast_to(line.slope, a.shape), dtype=float)
-    d = np.array(np.broadcast_to(line.intercept, a.shape), dtype=float)
-    swap = np.array(np.broadcast_to(line.orientation == "lower", a.shape))
-    s[:, 0], d[:, 0], swap[:, 0] = float(prior.slope), float(prior.intercept), str(prior.orientation) == "lower"
-    return s, d, swap, sa, sb, sn
-
-
-def increments(a, b, n, s, d, swap, sa, sb, sn, faces: str, agrapa: bool, grid_size: int = 16,
+def increments(lines: SequentialLines, n: int, faces: str, agrapa: bool, grid_size: int = 16,
                payoff: str = "per-sample", tuned: float | None = None) -> np.ndarray:
-    """Every component's log e-value (app.stats.sequential.component_parts) in each period's orientation;
-    ``tuned``: the rate κ of the horizon-tuned bet (method.md §13.3d)."""
-    nn = np.full(a.shape, float(n))
-    ca, cb = np.where(swap, b, a).astype(float), np.where(swap, a, b).astype(float)
-    pa, pb = np.where(swap, sb, sa), np.where(swap, sa, sb)
-    return component_parts(ca, cb, nn, s, d, pa, pb, sn, faces, agrapa, bet_grid(grid_size), payoff, tuned)
+    """Every component's log e-value (app.stats.sequential.component_parts) on each period's line, in its
+    orientation (``sequential_lines``); ``tuned``: the rate κ of the horizon-tuned bet (method.md §13.3d)."""
+    nn = np.full(lines.a.shape, float(n))
+    return component_parts(lines.a, lines.b, nn, lines.slope, lines.intercept, lines.past_a, lines.past_b,
+                           lines.past_n, faces, agrapa, bet_grid(grid_size), payoff, tuned)
 
 
 def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alpha: float, gamma: float,
@@ -118,21 +101,15 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
     b = rng.binomial(n, min(max(q, 0.0), 1.0), size=(runs, horizon))
     pure = getattr(claim, "delta", None) == 0.0 or claim.kind == "epsilon"
     out = {}
+    lines = sequential_lines(claim, a, b, n)  # each period's line, as the service's checks take it
     if pure:
         eps = float(claim.epsilon)
         z = None if only_designs else period_statistic(a, b, n, eps).z
-        s = np.full(a.shape, math.exp(eps))
-        d = np.zeros(a.shape)
-        swap = np.zeros(a.shape, bool)
-        r = _MixtureBase.ESTIMATE_DISCOUNT
-        sa, sb = _discounted_past(a.astype(float), r), _discounted_past(b.astype(float), r)
-        sn = _discounted_past(np.full(a.shape, float(n)), r)
         if not only_designs:
             out["naive"] = int(np.sum(exact_naive_alarm_period(a, b, n, SupportingLine.pure(eps), alpha, horizon,
                                                               rng=rng) > 0))
     else:
         z = None if only_designs else claim_z_path(a, b, n, claim)
-        s, d, swap, sa, sb, sn = lines_path(claim, a, b, n)
     level = math.log(1 / alpha)
     c_level = math.log(edetector_threshold(alpha, horizon))
     for design in designs:  # on the same draws (method.md §13.3c); a tuned design without a horizon gets T
@@ -141,8 +118,8 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
         hits = det_hits = 0
         for lo in range(0, runs, chunk):
             rows = slice(lo, min(runs, lo + chunk))
-            inc = increments(a[rows], b[rows], n, s[rows], d[rows], swap[rows], sa[rows], sb[rows], sn[rows],
-                             design.faces, design.agrapa, design.grid_size, design.payoff, design.tuned_rate(alpha))
+            inc = increments(SequentialLines(*(x[rows] for x in lines)), n, design.faces, design.agrapa,
+                             design.grid_size, design.payoff, design.tuned_rate(alpha))
             hits += int(np.sum((design.paths_from_increments(inc) >= level).any(axis=1)))
             if edetector and design.faces in ("one", "auto"):  # its first grid_size components: the grid bets
                 grid_inc = np.ascontiguousarray(inc[..., :design.grid_size])
@@ -154,9 +131,9 @@ def cell(claim: Claim, p: float, q: float, n: int, runs: int, horizon: int, alph
         return out
     thr = threshold_for(horizon, gamma, alpha).value
     out["aggregator"] = int(np.sum(first_crossing(weighted_statistic_path(z, horizon, gamma), thr) > 0))
-    new = e_process_paths_from_increments(increments(a, b, n, s, d, swap, sa, sb, sn, "both", True))
+    new = e_process_paths_from_increments(increments(lines, n, "both", True))
     out["e-process"] = int(np.sum((new >= level).any(axis=1)))
-    one = increments(a, b, n, s, d, swap, sa, sb, sn, "one", False)
+    one = increments(lines, n, "one", False)
     out["e-process (one face, grid)"] = int(np.sum((e_process_paths_from_increments(one) >= level).any(axis=1)))
     c = math.log(edetector_threshold(alpha, horizon))
     out["e-detector"] = int(np.sum((e_detector_paths_from_increments(one) >= c).any(axis=1)))

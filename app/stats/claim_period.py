@@ -36,13 +36,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from app.stats.claims import ApproxDP, Claim, Line, PureDP, boundary_mle, line_mle
 from app.stats.period import DEFAULT_KAPPA, PeriodStatistic
+from app.stats.sequential import _discounted_past, _MixtureBase
 
 __all__ = [
     "ANCHOR_PERIODS",
@@ -127,6 +128,43 @@ def a_priori_line(claim: Claim) -> Line:
     if isinstance(claim, ApproxDP):
         return Line.upper(np.exp(float(claim.epsilon)), float(claim.delta))
     return anchor_line(claim, 0.0, 0.0, 0.0)
+
+
+class SequentialLines(NamedTuple):
+    """Each period's line and counts as a horizon-free check takes them, for runs × periods of counts:
+    the counts and the discounted past sums in the line's orientation ("lower" swaps x and x'), and
+    the line ``a − s·b ≤ d`` in that orientation."""
+
+    a: NDArray[np.float64]
+    b: NDArray[np.float64]
+    slope: NDArray[np.float64]
+    intercept: NDArray[np.float64]
+    past_a: NDArray[np.float64]
+    past_b: NDArray[np.float64]
+    past_n: NDArray[np.float64]
+
+
+def sequential_lines(claim: Claim, a: ArrayLike, b: ArrayLike, n: ArrayLike) -> SequentialLines:
+    """The lines the e-process and the e-detector of a check test, period by period, for counts of
+    shape (runs, periods): what ``app.monitors.detectors.sequential_line`` chooses one period at a
+    time (method.md §13.1), for simulations. A pure-ε claim: its own line ``p ≤ e^ε q``. Any other
+    claim: :func:`anchor_line` at the past counts discounted by 0.9 per period (the detectors'
+    ``anchor_counts``), :func:`a_priori_line` in a run's first period. All of it is predictable."""
+    af = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    bf = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    nf = np.broadcast_to(np.asarray(n, dtype=np.float64), af.shape).astype(np.float64)
+    r = _MixtureBase.ESTIMATE_DISCOUNT
+    sa, sb, sn = (_discounted_past(x, r) for x in (af, bf, nf))
+    if isinstance(claim, PureDP):
+        full = np.ones_like(af)
+        return SequentialLines(af, bf, np.exp(claim.epsilon) * full, 0.0 * full, sa, sb, sn)
+    line, first = anchor_line(claim, sa, sb, sn), a_priori_line(claim)
+    has_past = sn > 0
+    swap = np.where(has_past, line.orientation, first.orientation) == "lower"
+    return SequentialLines(np.where(swap, bf, af), np.where(swap, af, bf),
+                           np.where(has_past, line.slope, first.slope),
+                           np.where(has_past, line.intercept, first.intercept),
+                           np.where(swap, sb, sa), np.where(swap, sa, sb), sn)
 
 
 def pooled_anchor(recent: Sequence[Sequence[int]]) -> tuple[int, int, int] | None:

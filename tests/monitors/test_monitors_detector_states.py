@@ -2,6 +2,9 @@
 
 import math
 
+import numpy as np
+import pytest
+
 from app.monitors.detectors import initial_state, sequential_step, state_lag, state_t
 from app.stats.aggregator import WeightedAggregator
 from app.stats.sequential import SERVICE_DESIGN, EProcess, SupportingLine, design_of_state
@@ -40,3 +43,51 @@ def test_version_1_states_of_every_kind_read_back():
         agg.update(z)
     legacy = agg.to_state()
     assert state_t(legacy) == 3 and state_lag(legacy) == agg.current_lag()
+
+
+@pytest.mark.parametrize("claim", [{"epsilon": 1.0}, {"gdp_mu": 1.0}, {"zcdp_rho": 0.5}, {"epsilon": 1.0, "delta": 0.01}])
+def test_sequential_lines_are_the_lines_a_check_steps_on(claim):
+    """app.stats.claim_period.sequential_lines (the simulations' batch form) gives, run by run and period by
+    period, the paths of the service's own detectors stepped one period at a time on ``sequential_line``:
+    the e-process with a horizon's design and the e-detector, with lines of both orientations."""
+    from app.monitors.detectors import initial_state, sequential_line, sequential_step
+    from app.stats.claim_period import sequential_lines
+    from app.stats.claims import parse_claim
+    from app.stats.sequential import (
+        bet_grid,
+        component_parts,
+        e_detector_paths_from_increments,
+        edetector_threshold,
+        service_design,
+    )
+
+    rng = np.random.default_rng(11)
+    runs, periods, n, alpha, horizon = 4, 40, 200, 0.05, 100
+    p = np.array([[0.5], [0.1], [0.3], [0.02]])
+    q = np.array([[0.2], [0.35], [0.3], [0.01]])  # x' likelier in run 2: "lower" lines
+    a = rng.binomial(n, np.broadcast_to(p, (runs, periods)))
+    b = rng.binomial(n, np.broadcast_to(q, (runs, periods)))
+    lines = sequential_lines(parse_claim(claim), a, b, n)
+    nn = np.full(a.shape, float(n))
+    design = service_design(horizon)
+    log_w = design.paths_from_increments(component_parts(
+        lines.a, lines.b, nn, lines.slope, lines.intercept, lines.past_a, lines.past_b, lines.past_n,
+        design.faces, design.agrapa, design.grid, design.payoff, design.tuned_rate(alpha)))
+    log_m = e_detector_paths_from_increments(component_parts(
+        lines.a, lines.b, nn, lines.slope, lines.intercept, lines.past_a, lines.past_b, lines.past_n,
+        "auto", False, bet_grid()))
+    if "epsilon" in claim and "delta" not in claim:
+        assert not np.any(lines.a != a)
+    else:
+        assert np.any(lines.a != a), "no period with a lower line: the orientation is not exercised"
+    kw = {"horizon": horizon, "gamma": 0.25, "level": alpha, "claim": claim}
+    for r in range(runs):
+        states = {"e-process": initial_state("e-process", **kw, threshold=math.log(1 / alpha), design_horizon=horizon),
+                  "e-detector": initial_state("e-detector", **kw,
+                                              threshold=math.log(edetector_threshold(alpha, horizon)))}
+        for t in range(periods):
+            for kind, paths in (("e-process", log_w), ("e-detector", log_m)):
+                step = sequential_step(states[kind], int(a[r, t]), int(b[r, t]), n,
+                                       sequential_line(states[kind], claim))
+                states[kind] = step.state
+                assert step.statistic == pytest.approx(paths[r, t], abs=1e-9), (kind, r, t)
