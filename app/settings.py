@@ -91,6 +91,15 @@ class Settings(BaseSettings):
         64 * 1024 * 1024, ge=1024,
         description="Cap on the sampling answers of one period, every batch and database together (so also on one answer).",
     )
+    sampling_max_keys: int = Field(
+        100_000, ge=1, le=10_000_000,
+        description="Distinct keys a keyed sampling answer may release, and a period's batches on one database "
+        "together; more fails the period with `oversized` (the bytes alone do not bound a key table's cost).",
+    )
+    sampling_max_key_length: int = Field(
+        1_000, ge=1, le=1_000_000,
+        description="Longest key (characters) of a keyed output; a longer one fails the period with `oversized`.",
+    )
     sampling_max_attempts: int = Field(
         4, ge=1, le=20, description="Attempts per sampling request within a period (timeouts, connection errors, 5xx, 429)."
     )

@@ -66,6 +66,7 @@ def job_sampling_client(settings: Settings, http: Any = None) -> SamplingClient:
     from app.sampling.client import SamplingClientConfig
 
     config = SamplingClientConfig(deadline_seconds=300, max_response_bytes=settings.sampling_max_bytes,
+                                  max_keys=settings.sampling_max_keys, max_key_length=settings.sampling_max_key_length,
                                   max_attempts=settings.sampling_max_attempts,
                                   backoff_initial=settings.sampling_backoff_seconds)
     if http is not None:

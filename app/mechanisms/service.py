@@ -336,6 +336,8 @@ async def probe_endpoint(mechanism: Mechanism, settings: Settings, *, database: 
             max_attempts=1,
             deadline_seconds=mechanism.timeout_seconds + 1.0,
             max_response_bytes=settings.sampling_max_bytes,
+            max_keys=settings.sampling_max_keys,
+            max_key_length=settings.sampling_max_key_length,
         )
         async with SamplingClient(config=config, http_config=settings.safe_http_config()) as client:
             if database is None:

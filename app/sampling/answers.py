@@ -21,6 +21,13 @@ canonical samples (what :func:`~app.sampling.protocol.parse_samples` returns).
 
 A valid answer of 60 MiB of ``[{},{},...]`` used to become 20 million dicts (8.5 GB in a worker)
 before its first element was looked at; it is now refused at its first ``{``.
+
+**Keyed** answers are refused (``oversized``) when they release more than ``max_keys`` distinct
+keys (:data:`MAX_KEYS`) or a key longer than ``max_key_length`` characters
+(:data:`MAX_KEY_LENGTH`): the streaming parser counts the distinct keys as they arrive and stops
+at the first one too many; a small answer is checked once parsed. The bytes alone do not bound
+the work: 30 MiB of keyed JSON holding 2 million distinct keys cost a worker seconds of CPU per
+answer and a gigabyte of memory, and stalled its event loop (docs/hardening.md, "Keyed answers").
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from .protocol import (
     parse_samples,
 )
 
-__all__ = ["PIECE_VALUES", "SMALL_JSON_BYTES", "answer_reader"]
+__all__ = ["MAX_KEYS", "MAX_KEY_LENGTH", "PIECE_VALUES", "SMALL_JSON_BYTES", "answer_reader", "check_key_limits"]
 
 #: JSON answers up to this size are parsed at once (a few ms; bounded Python objects).
 SMALL_JSON_BYTES = 256 * 1024
@@ -55,6 +62,33 @@ SLICE_BYTES = 16 * 1024
 PIECE_VALUES = 32_768
 #: Longest row accepted when the shape does not say (a list without max_length, a vector without dim).
 UNKNOWN_WIDTH_CAP = 65_536
+#: Distinct keys one keyed sample may release (an answer, and a call's batches together);
+#: the service's default is ``Settings.sampling_max_keys``.
+MAX_KEYS = 100_000
+#: Longest key (characters) of a keyed output; the service's is ``Settings.sampling_max_key_length``.
+MAX_KEY_LENGTH = 1_000
+
+
+def check_key_limits(samples: typing.Any, max_keys: int, max_key_length: int) -> None:
+    """Refuse (``oversized``) keyed outputs with more than ``max_keys`` distinct keys or a key
+    longer than ``max_key_length`` characters; other outputs pass."""
+    if not isinstance(samples, KeyedSamples):
+        return
+    if len(samples.keys) > max_keys:
+        raise _too_many_keys(max_keys)
+    longest = max(map(len, samples.keys), default=0)
+    if longest > max_key_length:
+        raise _key_too_long(longest, max_key_length)
+
+
+def _too_many_keys(max_keys: int) -> SamplingError:
+    return SamplingError("oversized", f"the outputs release more than {max_keys} distinct keys "
+                         "(DPWATCH_SAMPLING_MAX_KEYS)")
+
+
+def _key_too_long(length: int, max_key_length: int) -> SamplingError:
+    return SamplingError("oversized", f"a key of {length} characters; keys may have at most {max_key_length} "
+                         "(DPWATCH_SAMPLING_MAX_KEY_LENGTH)")
 
 _EVENT, _VALUE = operator.itemgetter(0), operator.itemgetter(1)
 _SCALAR_EVENTS = frozenset({"number", "string", "boolean", "null"})
@@ -101,18 +135,24 @@ class _JsonAnswer:
     :class:`_JsonStream` from its first byte, so that no single call parses more than a slice."""
 
     def __init__(self, n: int, output_kind: OutputKind | None, dim: int | None, shape: OutputShape | None,
-                 content_type: str, announced: int | None) -> None:
+                 content_type: str, announced: int | None, max_keys: int = MAX_KEYS,
+                 max_key_length: int = MAX_KEY_LENGTH) -> None:
         self._args = (n, output_kind, dim, shape)
+        self._limits = (max_keys, max_key_length)
         self._content_type = content_type
         self._chunks: list[bytes] = []
         self._size = 0
         small = announced is not None and announced <= SMALL_JSON_BYTES
-        self._stream: _JsonStream | None = None if small else _JsonStream(*self._args)
+        self._stream: _JsonStream | None = None if small else _JsonStream(*self._args, *self._limits)
         self.parses = self._stream is not None  # the safe client feeds a parser in slices
 
     def feed(self, chunk: bytes) -> None:
         if self._stream is not None:
-            self._stream.feed(chunk)
+            try:
+                self._stream.feed(chunk)
+            except BaseException:
+                self._stream.discard()
+                raise
             return
         self._size += len(chunk)
         if self._size > SMALL_JSON_BYTES:  # more than announced: the safe client refuses it first
@@ -121,16 +161,25 @@ class _JsonAnswer:
 
     def finish(self) -> typing.Any:
         if self._stream is not None:
-            return self._stream.finish()
+            try:
+                return self._stream.finish()
+            finally:
+                self._stream.discard()
         n, output_kind, dim, shape = self._args
-        return parse_samples(b"".join(self._chunks), self._content_type, n, output_kind, dim, shape=shape)
+        samples = parse_samples(b"".join(self._chunks), self._content_type, n, output_kind, dim, shape=shape)
+        check_key_limits(samples, *self._limits)
+        return samples
 
 
 class _JsonStream:
     """The event checker of a large JSON answer (see the module docstring)."""
 
-    def __init__(self, n: int, output_kind: OutputKind | None, dim: int | None, shape: OutputShape | None) -> None:
+    def __init__(self, n: int, output_kind: OutputKind | None, dim: int | None, shape: OutputShape | None,
+                 max_keys: int = MAX_KEYS, max_key_length: int = MAX_KEY_LENGTH) -> None:
         self.n = n
+        self.max_keys = max_keys
+        self.max_key_length = max_key_length
+        self.distinct_keys: set[str] = set()  # keyed outputs: the keys released so far
         self.output_kind = output_kind
         self.dim = dim
         self.shape = shape
@@ -190,6 +239,16 @@ class _JsonStream:
             raise SamplingError("wrong_count", f"expected {self.n} samples, got {self.count}")
         self._flush()
         return self._concatenate()
+
+    def discard(self) -> None:
+        """Drop what the parse holds (its keys, pieces, parser). A refused answer's error keeps
+        the frames that raised it, and so this object, alive until the cyclic garbage collector
+        runs: without this, eight refused keyed answers at a time held a worker's memory above a
+        gigabyte (each one's set of 10⁵ distinct keys)."""
+        self.distinct_keys = set()
+        self.piece, self.parts, self.row, self.object = [], [], [], {}
+        self.events = ijson.sendable_list()
+        self.parser = None
 
     @staticmethod
     def _syntax_error(exc: Exception) -> SamplingError:
@@ -304,6 +363,12 @@ class _JsonStream:
             if len(obj) >= self.width:
                 raise self._type_error(f"keyed output {self.count} releases more than {self.width} keys",
                                        self.count, "length")
+            if value not in self.distinct_keys:
+                if len(value) > self.max_key_length:
+                    raise _key_too_long(len(value), self.max_key_length)
+                if len(self.distinct_keys) >= self.max_keys:
+                    raise _too_many_keys(self.max_keys)
+                self.distinct_keys.add(value)
             self.key = value
         elif event in _SCALAR_EVENTS:
             if event not in self.scalar_events:
@@ -388,15 +453,18 @@ class _JsonStream:
 
 def answer_reader(
     headers: typing.Mapping[str, str], n: int, output_kind: OutputKind | None, dim: int | None = None,
-    *, shape: OutputShape | None = None, max_bytes: int,
+    *, shape: OutputShape | None = None, max_bytes: int, max_keys: int = MAX_KEYS,
+    max_key_length: int = MAX_KEY_LENGTH,
 ) -> _Buffered | _JsonAnswer:
     """The reader of one ``200`` answer for ``n`` outputs (``dim``: the expected vector length,
     if known). A binary answer's ``x-dpwatch-dim`` header is read here; one that contradicts
-    ``dim`` (legacy vectors) is refused before a byte of the body is read."""
+    ``dim`` (legacy vectors) is refused before a byte of the body is read. Keyed outputs may
+    release at most ``max_keys`` distinct keys, each of at most ``max_key_length`` characters."""
     content_type = headers.get("content-type", "")
     if media_type(content_type) != BINARY_MEDIA_TYPE:
         length = headers.get("content-length", "")
-        return _JsonAnswer(n, output_kind, dim, shape, content_type, int(length) if length.strip().isdigit() else None)
+        return _JsonAnswer(n, output_kind, dim, shape, content_type, int(length) if length.strip().isdigit() else None,
+                           max_keys, max_key_length)
     header_dim = parse_dim_header(headers.get(DIM_HEADER))
     if shape is None and output_kind == "vector" and dim is not None and header_dim is not None and header_dim != dim:
         raise SamplingError("wrong_type", f"vector outputs have length {header_dim}, expected {dim}")

@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
 
-from .answers import answer_reader
+from .answers import MAX_KEY_LENGTH, MAX_KEYS, answer_reader, check_key_limits
 from .logs import get_logger
 from .protocol import (
     ACCEPT_BINARY,
@@ -133,7 +133,11 @@ class SamplingClientConfig:
     k (k = 1, 2, ...) is uniform in [b/2, b] with b = min(backoff_max,
     backoff_initial * 2**(k-1)), or the server's Retry-After if longer.
     ``max_response_bytes``: cap on one answer body (a period's answers together are capped by
-    the :class:`ByteBudget` its caller passes to :meth:`SamplingClient.sample`)."""
+    the :class:`ByteBudget` its caller passes to :meth:`SamplingClient.sample`).
+    ``max_keys``, ``max_key_length``: a keyed answer releases at most this many distinct keys,
+    each of at most this many characters (app.sampling.answers; more is ``oversized``).
+    ``max_call_keys``: the same cap on the union of a call's batches (a period's sample of one
+    database); None: only each answer is capped (jobs, bounded by their process's limits)."""
 
     max_concurrency: int = 4
     deadline_seconds: float = 120.0
@@ -141,6 +145,9 @@ class SamplingClientConfig:
     backoff_initial: float = 0.25
     backoff_max: float = 10.0
     max_response_bytes: int = 64 * 1024 * 1024
+    max_keys: int = MAX_KEYS
+    max_key_length: int = MAX_KEY_LENGTH
+    max_call_keys: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:
@@ -153,6 +160,8 @@ class SamplingClientConfig:
             raise ValueError("backoff values must be >= 0")
         if self.max_response_bytes < 1:
             raise ValueError("max_response_bytes must be >= 1")
+        if self.max_keys < 1 or self.max_key_length < 1:
+            raise ValueError("max_keys and max_key_length must be >= 1")
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -315,6 +324,13 @@ class SamplingClient:
             raise error from None
 
         samples = self._concatenate(mechanism, [r for r in results if r is not None])
+        try:
+            if self.config.max_call_keys is not None:  # the batches together
+                check_key_limits(samples, self.config.max_call_keys, self.config.max_key_length)
+        except SamplingError as error:
+            bound.warning("sampling.failed", n=n, reason=error.reason, detail=error.detail,
+                          seconds=round(time.monotonic() - started, 4))
+            raise
         bound.debug(
             "sampling.done", n=n, batches=len(sizes), seconds=round(time.monotonic() - started, 4)
         )
@@ -354,7 +370,8 @@ class SamplingClient:
         if status != 200:
             return None
         return answer_reader(headers, size, mechanism.output_kind, mechanism.vector_dim, shape=mechanism.shape,
-                             max_bytes=self.config.max_response_bytes)
+                             max_bytes=self.config.max_response_bytes, max_keys=self.config.max_keys,
+                             max_key_length=self.config.max_key_length)
 
     def _report(self, duration: float, outcome: str) -> None:
         if self._on_request is None:

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import httpcore
 import httpx
 
@@ -104,6 +105,8 @@ _HOST_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 _ERROR_BODY_LIMIT = 8192
 #: A body reader is fed this much at a time, with a turn of the event loop in between.
 _FEED_SLICE = 16 * 1024
+#: A reader's ``finish()`` runs in a thread for bodies larger than this (inline below: no thread hop).
+_FINISH_INLINE_BYTES = 64 * 1024
 
 SafeHttpReason = typing.Literal[
     "invalid_url", "refused_address", "redirect", "oversized", "timeout", "connection_error",
@@ -996,6 +999,13 @@ class SafeAsyncClient:
                             chunks.append(chunk)
                         if truncated:
                             break  # the connection is dropped with the unread rest
+                    parsed = None
+                    if sink is not None:
+                        # Building the outputs of a large answer (a keyed answer's key table: sorting
+                        # and mapping up to 10⁵ keys) is a long stretch of CPU: in a thread, the loop
+                        # keeps its turns (the interpreter switches threads every few ms).
+                        parsed = (await anyio.to_thread.run_sync(sink.finish) if size > _FINISH_INLINE_BYTES
+                                  else sink.finish())
                     return SafeResponse(
                         status_code=resp.status_code,
                         headers=resp.headers,
@@ -1003,7 +1013,7 @@ class SafeAsyncClient:
                         url=redact_url(u),
                         elapsed=time.monotonic() - started,
                         truncated=truncated,
-                        parsed=sink.finish() if sink is not None else None,
+                        parsed=parsed,
                     )
         except TimeoutError:
             raise SafeHttpError(

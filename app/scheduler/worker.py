@@ -111,6 +111,8 @@ class Worker:
             http=self.http,
             config=SamplingClientConfig(deadline_seconds=max(1.0, 0.6 * s.lease_seconds),
                                         max_response_bytes=s.sampling_max_bytes,
+                                        max_keys=s.sampling_max_keys, max_key_length=s.sampling_max_key_length,
+                                        max_call_keys=s.sampling_max_keys,
                                         max_attempts=s.sampling_max_attempts,
                                         backoff_initial=s.sampling_backoff_seconds),
             on_request=obs.observe_sampling_request,

@@ -262,16 +262,23 @@ def keyed_from_dense(keys: Sequence[str], released: np.ndarray, values: np.ndarr
 
 
 def concat_keyed(parts: Sequence[KeyedSamples]) -> KeyedSamples:
-    """The outputs of ``parts`` one after the other, over the union of their key tables."""
+    """The outputs of ``parts`` one after the other, over the union of their key tables.
+
+    Linear in the parts' keys and entries: one dictionary over the union maps every part's key
+    table at once (reindexing each part over the whole union cost |parts| × |union|, 29 s for an
+    answer of 4 million distinct keys streamed in 122 pieces)."""
     if len(parts) == 1:
         return parts[0]
     union = tuple(sorted(set(chain.from_iterable(p.keys for p in parts))))
-    moved = [p.reindexed(union) for p in parts]
-    offsets = np.cumsum([0] + [p.nnz for p in moved[:-1]])
-    indptr = np.concatenate([np.zeros(1, dtype=np.int64)] + [p.indptr[1:] + off for p, off in zip(moved, offsets)])
+    position = {key: i for i, key in enumerate(union)}
+    # Each part's table is sorted and so is the union: the mapping is increasing, and keys stay
+    # increasing within every output.
+    mappings = [np.fromiter(map(position.__getitem__, p.keys), dtype=np.int64, count=len(p.keys)) for p in parts]
+    offsets = np.cumsum([0] + [p.nnz for p in parts[:-1]])
+    indptr = np.concatenate([np.zeros(1, dtype=np.int64)] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
     return KeyedSamples(union, indptr.astype(np.int64),
-                        np.concatenate([p.key_index for p in moved]).astype(np.int64),
-                        np.concatenate([p.values for p in moved]).astype(np.float64))
+                        np.concatenate([m[p.key_index] for m, p in zip(mappings, parts)]).astype(np.int64),
+                        np.concatenate([p.values for p in parts]).astype(np.float64))
 
 
 def _type_name(value: object) -> str:
