@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import structlog
-from sqlalchemy import or_, select, update
+from sqlalchemy import case, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alarms.evidence import (
@@ -51,6 +51,8 @@ SNAPSHOT_LEASE_SECONDS = 300
 SAMPLING_SHARE_OF_LEASE = 0.7
 #: Attempts at drawing them: a timeout, a connection error, a 5xx or a 429 is tried again.
 SAMPLING_ATTEMPTS = 3
+#: A claim ranks tenants by their snapshots started this recently (the rest count as never served).
+SERVED_WINDOW_SECONDS = 3600
 
 
 def sampling_deadline(extra_samples: int, databases: int) -> float:
@@ -87,12 +89,43 @@ class SnapshotRunner:
         self.clock = clock
 
     def claim(self, limit: int = 1) -> list[uuid.UUID]:
+        """Lease up to ``limit`` ready snapshots, tenants in turns: each tenant's next snapshot
+        (its alarms' before its scheduled ones, then the oldest) counts its snapshots running
+        now; among the tenants' next ones, alarms first, then the tenant served least recently
+        (its latest ``started_at``), then the oldest. Oldest first overall let one tenant's
+        scheduled snapshots (``snapshot_every: 1`` on many monitors queues them faster than a
+        worker computes them) hold back another tenant's alarm snapshot, and with it the alarm's
+        webhooks, which wait for its evidence."""
         now = self.clock()
         with self.session_factory() as session:
             ready = or_(Snapshot.status == "pending",
                         (Snapshot.status == "running") & (Snapshot.lease_expires_at < now))
-            ids = list(session.scalars(select(Snapshot.id).where(ready).order_by(Snapshot.created_at).limit(limit)
-                                       .with_for_update(skip_locked=True)))
+            not_alarm = case((Snapshot.trigger == "alarm", 0), else_=1)
+            ranked = select(
+                Snapshot.id, Snapshot.tenant_id, Snapshot.created_at, not_alarm.label("not_alarm"),
+                func.row_number().over(partition_by=Snapshot.tenant_id,
+                                       order_by=(not_alarm, Snapshot.created_at, Snapshot.id)).label("rank"),
+            ).where(ready).subquery()
+            live = (Snapshot.status == "running") & (Snapshot.lease_expires_at >= now)
+            tenants = select(
+                Snapshot.tenant_id,
+                func.count().filter(live).label("running"),
+                func.max(Snapshot.started_at).label("served"),
+            ).where(Snapshot.started_at >= now - timedelta(seconds=SERVED_WINDOW_SECONDS)) \
+                .group_by(Snapshot.tenant_id).subquery()  # served longer ago counts as never
+            turn = ranked.c.rank + func.coalesce(tenants.c.running, 0)
+            order = [row.id for row in session.execute(
+                select(ranked.c.id).outerjoin(tenants, tenants.c.tenant_id == ranked.c.tenant_id)
+                .order_by(turn, ranked.c.not_alarm, tenants.c.served.is_not(None), tenants.c.served,
+                          ranked.c.created_at, ranked.c.id)
+                .limit(4 * limit))]
+            if not order:
+                return []
+            # Row locks cannot go with a window function: lock the chosen rows in a second step,
+            # skipping those another worker holds; the guarded UPDATE below settles any race.
+            locked = set(session.scalars(select(Snapshot.id).where(Snapshot.id.in_(order), ready)
+                                         .with_for_update(skip_locked=True)))
+            ids = [i for i in order if i in locked][:limit]
             if not ids:
                 return []
             claimed = list(session.scalars(
