@@ -66,6 +66,12 @@ def request_snapshot(session: Session, monitor: Monitor, trigger: str, *, alarm_
     return snapshot
 
 
+def scheduled_snapshot_pending(session: Session, monitor_id: uuid.UUID) -> bool:
+    """Whether a scheduled snapshot of the monitor waits to be claimed."""
+    return session.scalar(select(Snapshot.id).where(Snapshot.monitor_id == monitor_id, Snapshot.trigger == "schedule",
+                                                    Snapshot.status == "pending").limit(1)) is not None
+
+
 def snapshot_params_for_alarm(monitor: Monitor) -> dict[str, Any] | None:
     """Whether an alarm of this monitor gets a snapshot (it needs kept outputs or fresh samples)."""
     if monitor.outputs_window <= 0 and monitor.alarm_snapshot_samples <= 0:

@@ -55,6 +55,7 @@ from app.monitors.detectors import needs_prefix_sums, sequential_line
 from app.monitors.leases import lock_leased_monitor, release_lease
 from app.monitors.outputs import (
     request_snapshot,
+    scheduled_snapshot_pending,
     snapshot_params_for_alarm,
     store_outputs,
 )
@@ -445,7 +446,11 @@ class PeriodRunner:
                     monitor, self.settings, max_statistic=max((c.max_statistic or 0.0) for c in checks)))
         else:
             monitor.state = "active"
-        if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0:
+        if not alarms and monitor.snapshot_every and t % monitor.snapshot_every == 0 \
+                and not scheduled_snapshot_pending(session, monitor.id):
+            # One queued scheduled snapshot per monitor: it reads the kept window when it runs, so
+            # a second one would compute the same; without this a monitor whose snapshots come
+            # faster than workers compute them queued one more every period.
             request_snapshot(session, monitor, "schedule")
         if monitor.state in RUNNABLE_STATES and monitor.rediscover_every and t % monitor.rediscover_every == 0:
             from app.monitors.rediscovery import request_rediscovery

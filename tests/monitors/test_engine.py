@@ -453,6 +453,27 @@ def test_raw_outputs_are_kept_for_the_window_and_pruned(client, db, mechanism_se
         assert all(r.encoding == "f4" and len(r.data) == 4 * 200 for r in rows)
 
 
+def test_a_monitor_queues_one_scheduled_snapshot_at_a_time(client, db, mechanism_server, make_worker, arun):
+    """snapshot_every 1 with no snapshot computed meanwhile: one pending, not one per period
+    (before: five); a new one is queued once it has been claimed."""
+    from app.models.snapshots import Snapshot
+
+    base, secret = mechanism_server
+    mon = make_monitor(client, base, "/laplace", secret, outputs_window=3, snapshot_every=1)
+    worker, clock = make_worker()
+    arun(run_ticks(worker, clock, 5))
+
+    def pending() -> int:
+        with db() as session:
+            return len(session.scalars(select(Snapshot).where(Snapshot.monitor_id == uuid.UUID(mon["id"]),
+                                                              Snapshot.status == "pending")).all())
+
+    assert pending() == 1
+    assert len(worker.snapshots.claim(5)) == 1
+    arun(run_ticks(worker, clock, 2))
+    assert pending() == 1
+
+
 def test_on_demand_snapshot_is_a_job_with_curves(client, db, mechanism_server, make_worker, arun, tenants):
     base, secret = mechanism_server
     mon = make_monitor(client, base, "/laplace", secret, samples_per_period=1000, outputs_window=10)
