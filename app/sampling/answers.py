@@ -52,7 +52,8 @@ from .protocol import (
     parse_samples,
 )
 
-__all__ = ["MAX_KEYS", "MAX_KEY_LENGTH", "PIECE_VALUES", "SMALL_JSON_BYTES", "answer_reader", "check_key_limits"]
+__all__ = ["MAX_KEYS", "MAX_KEY_LENGTH", "PIECE_VALUES", "SMALL_JSON_BYTES", "answer_reader", "check_key_limits",
+           "too_many_keys"]
 
 #: JSON answers up to this size are parsed at once (a few ms; bounded Python objects).
 SMALL_JSON_BYTES = 256 * 1024
@@ -75,13 +76,13 @@ def check_key_limits(samples: typing.Any, max_keys: int, max_key_length: int) ->
     if not isinstance(samples, KeyedSamples):
         return
     if len(samples.keys) > max_keys:
-        raise _too_many_keys(max_keys)
+        raise too_many_keys(max_keys)
     longest = max(map(len, samples.keys), default=0)
     if longest > max_key_length:
         raise _key_too_long(longest, max_key_length)
 
 
-def _too_many_keys(max_keys: int) -> SamplingError:
+def too_many_keys(max_keys: int) -> SamplingError:
     return SamplingError("oversized", f"the outputs release more than {max_keys} distinct keys "
                          "(DPWATCH_SAMPLING_MAX_KEYS)")
 
@@ -367,7 +368,7 @@ class _JsonStream:
                 if len(value) > self.max_key_length:
                     raise _key_too_long(len(value), self.max_key_length)
                 if len(self.distinct_keys) >= self.max_keys:
-                    raise _too_many_keys(self.max_keys)
+                    raise too_many_keys(self.max_keys)
                 self.distinct_keys.add(value)
             self.key = value
         elif event in _SCALAR_EVENTS:

@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs
 
-from .answers import MAX_KEY_LENGTH, MAX_KEYS, answer_reader, check_key_limits
+from .answers import MAX_KEY_LENGTH, MAX_KEYS, answer_reader, too_many_keys
 from .logs import get_logger
 from .protocol import (
     ACCEPT_BINARY,
@@ -293,6 +293,8 @@ class SamplingClient:
         started = time.monotonic()
 
         semaphore = anyio.Semaphore(self.config.max_concurrency)
+        call_cap = self.config.max_call_keys
+        call_keys: set[str] | None = set() if call_cap is not None else None
         results: list[np.ndarray | ListSamples | KeyedSamples | None] = [None] * len(sizes)
 
         async def run(index: int, size: int) -> None:
@@ -302,9 +304,15 @@ class SamplingClient:
             body = functools.partial(
                 encode_request, None, size, request_id, monitor_id, period, database_json=database_json
             )
-            results[index] = await self._batch_with_retries(
+            results[index] = part = await self._batch_with_retries(
                 mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound, budget
             )
+            if call_keys is not None and call_cap is not None and isinstance(part, KeyedSamples):
+                # The batches' union, counted as each answer arrives (each one holds at most
+                # max_keys): many small batches must not build a huge key table either.
+                call_keys.update(part.keys)
+                if len(call_keys) > call_cap:
+                    raise too_many_keys(call_cap)
 
         try:
             async with anyio.create_task_group() as tg:
@@ -324,13 +332,6 @@ class SamplingClient:
             raise error from None
 
         samples = self._concatenate(mechanism, [r for r in results if r is not None])
-        try:
-            if self.config.max_call_keys is not None:  # the batches together
-                check_key_limits(samples, self.config.max_call_keys, self.config.max_key_length)
-        except SamplingError as error:
-            bound.warning("sampling.failed", n=n, reason=error.reason, detail=error.detail,
-                          seconds=round(time.monotonic() - started, 4))
-            raise
         bound.debug(
             "sampling.done", n=n, batches=len(sizes), seconds=round(time.monotonic() - started, 4)
         )

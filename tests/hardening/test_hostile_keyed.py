@@ -95,29 +95,35 @@ def test_a_key_too_long_is_refused(announce: bool) -> None:
     assert isinstance(_read(body, 2, announce=announce, max_key_length=5000), KeyedSamples)
 
 
-def test_the_batches_of_a_call_share_the_cap() -> None:
-    """Each answer within the cap, their union over it: refused once concatenated."""
-    answers = iter([_keyed_body(10, 50, key="a"), _keyed_body(10, 50, key="b")])  # 500 keys each
-    server = RawServer(lambda _request: RawReply([response(next(answers), content_type="application/json")]))
-    mechanism = MechanismEndpoint(sampling_url="", secret=generate_secret(), output_kind="keyed", max_batch=10,
-                                  shape=KEYED)
+@pytest.mark.parametrize(("batches", "size", "keys"), [(2, 10, 50), (40, 1, 50)], ids=["two batches", "forty small"])
+def test_the_batches_of_a_call_share_the_cap(batches: int, size: int, keys: int) -> None:
+    """Each answer within the cap (500 or 50 distinct keys), their union over it: refused as the
+    answers arrive, before they are concatenated."""
+    import itertools
 
-    async def draw(config: SamplingClientConfig) -> object:
+    import anyio
+
+    counter = itertools.count()
+    server = RawServer(lambda _request: RawReply([response(_keyed_body(size, keys, key=f"b{next(counter)}_"),
+                                                           content_type="application/json")]))
+
+    async def draw(mechanism: MechanismEndpoint, config: SamplingClientConfig) -> object:
         async with SamplingClient(http_config=LOOPBACK, config=config) as client:
             try:
-                return await client.sample(mechanism, None, 20, monitor_id="m", period=0,
+                return await client.sample(mechanism, None, batches * size, monitor_id="m", period=0,
                                            budget=ByteBudget(64 << 20))
             except SamplingError as exc:
                 return exc
 
-    import anyio
-
     with server:
-        mechanism = MechanismEndpoint(sampling_url=server.url("/"), secret=mechanism.secret, output_kind="keyed",
-                                      max_batch=10, shape=KEYED)
-        out = anyio.run(draw, SamplingClientConfig(max_attempts=1, max_keys=600, max_call_keys=600))
+        mechanism = MechanismEndpoint(sampling_url=server.url("/"), secret=generate_secret(), output_kind="keyed",
+                                      max_batch=size, shape=KEYED)
+        out = anyio.run(draw, mechanism, SamplingClientConfig(max_attempts=1, max_keys=600, max_call_keys=600))
+        within = anyio.run(draw, mechanism, SamplingClientConfig(max_attempts=1, max_keys=600,
+                                                                 max_call_keys=batches * size * keys))
     assert isinstance(out, SamplingError) and out.reason == "oversized", out
     assert "more than 600 distinct keys" in out.detail
+    assert isinstance(within, KeyedSamples) and len(within.keys) == batches * size * keys
 
 
 def test_concatenating_many_pieces_is_linear_in_their_keys() -> None:
