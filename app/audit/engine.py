@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,13 @@ CHUNK = 250_000
 DEFAULT_FIRST_ROUND = 2_000
 #: Choosing data kept per database (the most recent), to bound memory and selection time.
 MAX_CHOOSING = 100_000
+#: Outputs per database kept, beside the choosing data, to re-rank the candidates on (the ones
+#: drawn just before the choosing data, which did not choose the events they rank).
+RESCORE_MAX = 1_000_000
+#: Re-ranking starts once every database in play holds this many such outputs.
+RESCORE_MIN = 100_000
+#: Candidates per pair re-ranked: the best of each (statistic, family) first, then by their score.
+RESCORE_TOP = 48
 #: Outputs per side on which MPL's ε̂ is computed at the end.
 MPL_SAMPLES = 100_000
 
@@ -85,6 +92,10 @@ class AuditSettings:
     region: tuple[float, float] | None = None
     learned: bool = True
     stop_when_refuted: bool = True
+    #: prune the pairs once their candidates are re-ranked on outputs that did not choose them
+    #: (``RESCORE_MIN`` of them per database), when the schedule gets there; else (or False) at
+    #: ``PRUNE_AFTER`` choosing outputs on held-apart halves
+    prune_on_store: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -208,6 +219,62 @@ def _held_apart_score(x: Any, y: Any, shape: OutputShape, prop: ProposalSettings
         a, na, b, nb = (cx, nbx, cy, nby) if cand.x_first else (cy, nby, cx, nbx)
         best = max(best, float(ranking_score(a, na, b, nb, prop)))
     return best
+
+
+def _event_key(cand: Candidate) -> str:
+    return json.dumps([cand.event.model_dump(mode="json"), cand.x_first], sort_keys=True)
+
+
+def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int, int, int, int]], x: Any, y: Any,
+              prop: ProposalSettings) -> list[Candidate]:
+    """The pair's candidates re-ranked on outputs that did not choose them, best first: the best
+    proposed candidate of each (statistic, family), then the next best, up to ``RESCORE_TOP``, each
+    scored (:func:`ranking_score`, in its orientation) on its counts in ``x``, ``y``; and the
+    events ``carried`` from the pair's earlier tests ``(candidate, a, na, b, nb)``, scored on the
+    held-out counts of those tests (a/na on the likelier side). Only these are returned: the other
+    candidates' scores come from the outputs that chose them and are not comparable.
+
+    The choosing data are the latest ``MAX_CHOOSING`` outputs; ``x`` and ``y`` are up to
+    ``RESCORE_MAX`` drawn before them, so the count of a proposed candidate there is free of the
+    winner's curse of its choice among thousands. They may have chosen the carried events (chosen in
+    earlier rounds), which is why those are scored on their held-out counts instead. (SVT 3's late rounds tested narrow intervals chosen on
+    100 000 outputs whose held-out bounds were ≈ 0, while a first-entry event that had reached
+    LB 0.094 on 10⁶ fresh outputs was never tested again; docs/benchmarks.md, SVT 3.)"""
+    pool: list[Candidate] = []
+    seen: set[str] = set()
+
+    def add(c: Candidate) -> None:
+        key = _event_key(c)
+        if key not in seen:
+            seen.add(key)
+            pool.append(c)
+
+    groups: set[tuple[str, str]] = set()
+    for c in cands:
+        if (c.statistic, c.family) not in groups and len(pool) < RESCORE_TOP:
+            groups.add((c.statistic, c.family))
+            add(c)
+    for c in cands:
+        if len(pool) >= RESCORE_TOP:
+            break
+        add(c)
+    nx, ny = n_outputs(x), n_outputs(y)
+    counted: list[tuple[Candidate, int, int, int, int]] = []
+    for c in pool:
+        cx, cy = _count(c.event, x), _count(c.event, y)
+        counted.append((c, *((cx, nx, cy, ny) if c.x_first else (cy, ny, cx, nx))))
+    for c, a, na, b, nb in carried:
+        if _event_key(c) not in seen:
+            seen.add(_event_key(c))
+            counted.append((c, a, na, b, nb))
+    out: list[Candidate] = []
+    for c, a, na, b, nb in counted:
+        score = float(ranking_score(a, na, b, nb, prop))
+        if math.isfinite(score):
+            out.append(replace(c, p_hat=a / na, q_hat=b / nb, predicted=score,
+                               extra={**c.extra, "ranked_on": int(min(na, nb))}))
+    out.sort(key=lambda c: c.predicted, reverse=True)
+    return out
 
 
 def _mpl_neighbourhood(x: Any, y: Any, shape: OutputShape, region: tuple[float, float] | None) -> Any:
@@ -339,6 +406,12 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         keys.setdefault(_key(x), x)
         keys.setdefault(_key(xp), xp)
     data: dict[str, Any] = {}
+    # the outputs drawn just before each database's choosing data (at most RESCORE_MAX): they
+    # re-rank the candidates that the choosing data proposed (_rescored)
+    older: dict[str, Any] = {}
+    # per pair and event, the events tested so far with their held-out counts summed over their tests
+    # (likelier side first: a, na, b, nb), re-ranked with the proposed candidates
+    tested: dict[int, dict[str, tuple[Candidate, int, int, int, int]]] = {}
     drawn: dict[str, int] = {k: 0 for k in keys}
     best_lb = -math.inf
     best: dict[str, Any] | None = None
@@ -377,6 +450,17 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             await report(r, f"round {r}: drew {n} outputs on database {i + 1}/{len(needed)}")
         return fresh
 
+    def keep(k: str, out: Any) -> None:
+        """Round outputs join the choosing data; the ones they push out of it go to ``older``."""
+        both = concat_outputs([data[k], out])
+        n = n_outputs(both)
+        if n <= MAX_CHOOSING:
+            data[k] = both
+            return
+        pushed = take_outputs(both, slice(0, n - MAX_CHOOSING))
+        data[k] = take_outputs(both, slice(n - MAX_CHOOSING, n))
+        older[k] = _cap(pushed if k not in older else concat_outputs([older[k], pushed]), RESCORE_MAX)
+
     async def _held_out_draws(needed: list[str], n_r: int, r: int, chosen: list[tuple[int, Candidate]],
                               hits: list[list[int]]) -> None:
         """Round r's held-out draw, in chunks: count the chosen events as the outputs arrive, then
@@ -397,7 +481,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                     for side, db in enumerate(pairs[i]):
                         if _key(db) == k:
                             hits[j][side] += _count(cand.event, out)
-                data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
+                keep(k, out)
                 await report(r, f"round {r}: {drawn[k]:,} outputs on database {d + 1}/{len(needed)}")
 
     log.info("audit: %d pairs, %d databases, %d rounds, claim %s", len(pairs), len(keys), len(schedule),
@@ -408,6 +492,9 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         pilot, schedule, stopped = {}, [], _time_stop(exc)
     data.update(pilot)
     active = list(range(len(pairs)))
+    # the choice of round r sees first_round·2^(r−1) outputs per database (the pilot and rounds < r)
+    prune_on_store = settings.prune_on_store and any(
+        settings.first_round * 2 ** (r - 1) - MAX_CHOOSING >= RESCORE_MIN for r in range(1, len(schedule) + 1))
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
         if _cancelled(cancel):
             raise AuditCancelled("cancelled")
@@ -420,20 +507,29 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                                 target=claimed_epsilon(claim),
                                 region=settings.region, learned=settings.learned, seed=settings.seed + r)
 
-        def choose() -> list[tuple[int, Candidate]]:
+        def choose() -> tuple[list[tuple[int, Candidate]], list[int]]:
             found: list[tuple[int, Candidate]] = []
             per_pair: list[tuple[float, int]] = []
+            rescore = all(k in older and n_outputs(older[k]) >= RESCORE_MIN
+                          for i in active for k in (_key(pairs[i][0]), _key(pairs[i][1])))
             for i in active:
                 x, xp = pairs[i]
                 cands = propose(data[_key(x)], data[_key(xp)], shape, prop,
                                 mpl_event=_mpl_neighbourhood(data[_key(x)], data[_key(xp)], shape, settings.region))
+                if rescore:
+                    cands = _rescored(cands, list(tested.get(i, {}).values()), older[_key(x)], older[_key(xp)],
+                                      prop)
                 if cands:
                     per_pair.append((cands[0].predicted, i))
                     found.extend((i, c) for c in cands[: 2 * k_events])
             # prune only once the choosing data can tell the pairs apart: on a few thousand outputs
             # every pair's predicted bound is ≤ 0 and the ranking would be a coin toss
-            informative = min(n_outputs(data[_key(db)]) for i in active for db in pairs[i]) >= PRUNE_AFTER
-            if informative and len(per_pair) > settings.keep_pairs:
+            if prune_on_store:
+                # every pair's candidates are ranked on outputs that did not choose them
+                informative = rescore
+            else:
+                informative = min(n_outputs(data[_key(db)]) for i in active for db in pairs[i]) >= PRUNE_AFTER
+            if informative and not rescore and len(per_pair) > settings.keep_pairs:
                 # the pairs that leave play now never come back: rank them on held-apart halves
                 per_pair = [(_held_apart_score(data[_key(pairs[i][0])], data[_key(pairs[i][1])], shape, prop,
                                                2 * k_events, settings.region), i) for _, i in per_pair]
@@ -461,6 +557,9 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             break
         active = kept  # the kept pairs stay in play (their draws keep choosing), tested or not
         needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
+        for k in list(older):
+            if k not in needed:
+                del older[k]  # a pair that left play never comes back
         if any(drawn[k] + n_r > settings.budget for k in needed):
             break
         hits = [[0, 0] for _ in chosen]
@@ -473,11 +572,15 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         for (i, cand), (a, b) in zip(chosen, hits):
             counts = Counts(a, n_r, b, n_r) if cand.x_first else Counts(b, n_r, a, n_r)
             res = test_claim(claim_used, counts, level)
-            entry = {"round": r, "pair": i, **cand.to_dict(), "held_out": res.to_dict(),
+            entry = {"round": r, "pair": i, **cand.to_dict(), "ranked_on": cand.extra.get("ranked_on"),
+                     "held_out": res.to_dict(),
                      "x": pairs[i][0] if cand.x_first else pairs[i][1],
                      "x_prime": pairs[i][1] if cand.x_first else pairs[i][0]}
             round_tests.append(entry)
             tests_out.append(entry)
+            old = tested.setdefault(i, {}).get(_event_key(cand), (cand, 0, 0, 0, 0))
+            tested[i][_event_key(cand)] = (old[0], old[1] + a if cand.x_first else old[1] + b, old[2] + n_r,
+                                           old[3] + b if cand.x_first else old[3] + a, old[4] + n_r)
             if res.lower_bound > best_lb:
                 best_lb, best, best_candidate, best_pair = res.lower_bound, entry, cand, i
             if claim is not None and res.refutes:
@@ -507,6 +610,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         samples_per_database={k: v for k, v in drawn.items()}, seconds=seconds, stopped=stopped, note=note,
         settings={"budget": settings.budget, "first_round": settings.first_round, "rounds": len(schedule),
                   "events_per_round": settings.events_per_round, "keep_pairs": settings.keep_pairs,
+                  "prune_on_store": prune_on_store,
                   "region": settings.region})
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from app.audit.engine import _held_apart_score
 from app.stats.candidates import ProposalSettings, propose
+from app.stats.events import event_contains
 from app.stats.shapes import OutputShape
 
 SHAPE = OutputShape(container="scalar", values="real")
@@ -34,3 +35,57 @@ def test_a_real_violation_outranks_pairs_without_one():
     violating = _held_apart_score(rng.laplace(0.0, 2.0, n), rng.laplace(1.0, 2.0, n), SHAPE, PROP, 8, None)
     assert violating > max(nulls)
     assert violating > 0  # the held-out test is predicted to refute
+
+
+# Late rounds: the candidates proposed on the choosing data are re-ranked on the outputs drawn
+# before it (app.audit.engine._rescored), with the events the pair was tested on before.
+
+def test_a_fluke_of_the_choosing_data_ranks_below_a_real_loss_on_older_outputs():
+    from app.audit.engine import _rescored
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    # the choosing data: x and y agree except for a fluke at [10, 11] that only the choosing data show
+    cx, cy = rng.laplace(0.0, 2.0, n), rng.laplace(0.0, 2.0, n)
+    cx[:2_000] = rng.uniform(10.0, 11.0, 2_000)
+    cands = propose(cx, cy, SHAPE, PROP)
+    assert cands[0].predicted > 10  # the fluke looks certain on the outputs that chose it
+    # older outputs: the real mechanism, Laplace(−1, 2) against Laplace(0, 2) (loss 0.5 against the
+    # claim 0.1), whose upper tail is likelier under y, not under x as the fluke says
+    ox, oy = rng.laplace(-1.0, 2.0, 200_000), rng.laplace(0.0, 2.0, 200_000)
+    real = propose(rng.laplace(-1.0, 2.0, n), rng.laplace(0.0, 2.0, n), SHAPE, PROP)[0]  # an earlier round's event
+    # carried with its held-out counts (likelier side first), which are what rank it, not the older outputs
+    hx, hy = rng.laplace(-1.0, 2.0, 100_000), rng.laplace(0.0, 2.0, 100_000)
+    cx_, cy_ = (int(np.count_nonzero(event_contains(real.event, h))) for h in (hx, hy))
+    held = (real, cx_, 100_000, cy_, 100_000) if real.x_first else (real, cy_, 100_000, cx_, 100_000)
+    ranked = _rescored(cands, [held], ox, oy, PROP)
+    fluke = [c for c in ranked if c.event == cands[0].event and c.x_first == cands[0].x_first]
+    assert fluke and fluke[0].predicted < 0  # scored on outputs that did not choose it, it is worthless
+    assert ranked[0].predicted > 0
+    # the carried event is ranked on its held-out counts; it ranks above the fluke
+    carried = [c for c in ranked if c.event == real.event and c.x_first == real.x_first]
+    assert carried and carried[0].extra["ranked_on"] == 100_000 and carried[0].predicted > 0
+    assert all(c.extra["ranked_on"] == 200_000 for c in ranked if c is not carried[0])
+    assert ranked[0].predicted > fluke[0].predicted
+
+
+def test_late_rounds_rank_on_older_outputs_and_prune_only_then():
+    import asyncio
+
+    from app.audit import AuditSettings, local_sampler, run_engine
+    from app.audit.engine import MAX_CHOOSING, RESCORE_MIN
+
+    def laplace(db, n, rng):
+        return rng.laplace(float(db[0]), 10.0, n)
+
+    pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
+    settings = AuditSettings(budget=409_600, first_round=100, learned=False, seed=1)
+    res = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None, settings))
+    for rnd in res.rounds:
+        seen = 100 * 2 ** (rnd["round"] - 1)  # per database, before the round's choice
+        ranked_late = seen - MAX_CHOOSING >= RESCORE_MIN
+        tests = [t for t in res.tests if t["round"] == rnd["round"]]
+        assert all((t["ranked_on"] is not None) == ranked_late for t in tests)
+        # the pairs leave play only once their candidates are ranked on outputs that did not choose them
+        assert len(rnd["pairs"]) == (3 if ranked_late else 5)
+    assert res.rounds[-1]["round"] == 12 and len(res.rounds[-1]["pairs"]) == 3
