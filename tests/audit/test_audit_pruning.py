@@ -69,23 +69,41 @@ def test_a_fluke_of_the_choosing_data_ranks_below_a_real_loss_on_older_outputs()
     assert ranked[0].predicted > fluke[0].predicted
 
 
-def test_late_rounds_rank_on_older_outputs_and_prune_only_then():
+def test_late_rounds_rank_on_older_outputs_and_prune_only_then(monkeypatch):
     import asyncio
 
-    from app.audit import AuditSettings, local_sampler, run_engine
-    from app.audit.engine import MAX_CHOOSING, RESCORE_MIN
+    from app.audit import AuditSettings, engine, local_sampler, run_engine
+
+    # the default sizes, scaled down 5× so that the test runs in seconds
+    monkeypatch.setattr(engine, "MAX_CHOOSING", 20_000)
+    monkeypatch.setattr(engine, "RESCORE_MIN", 20_000)
+    monkeypatch.setattr(engine, "RESCORE_MAX", 200_000)
 
     def laplace(db, n, rng):
         return rng.laplace(float(db[0]), 10.0, n)
 
     pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
-    settings = AuditSettings(budget=409_600, first_round=100, learned=False, seed=1)
+    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1)  # rounds 1..10
     res = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None, settings))
+    assert [r["round"] for r in res.rounds] == list(range(1, 11))
     for rnd in res.rounds:
         seen = 100 * 2 ** (rnd["round"] - 1)  # per database, before the round's choice
-        ranked_late = seen - MAX_CHOOSING >= RESCORE_MIN
+        ranked_late = seen - 20_000 >= 20_000  # round 10 only
         tests = [t for t in res.tests if t["round"] == rnd["round"]]
-        assert all((t["ranked_on"] is not None) == ranked_late for t in tests)
+        assert tests and all((t["ranked_on"] is not None) == ranked_late for t in tests)
         # the pairs leave play only once their candidates are ranked on outputs that did not choose them
         assert len(rnd["pairs"]) == (3 if ranked_late else 5)
-    assert res.rounds[-1]["round"] == 12 and len(res.rounds[-1]["pairs"]) == 3
+    # ranked on the outputs drawn before the choosing data (or, for an event tested before, on its
+    # held-out counts), never on the choosing data themselves
+    for t in (t for t in res.tests if t["round"] == 10):
+        earlier = [u for u in res.tests if u["round"] < 10 and u["pair"] == t["pair"] and u["event"] == t["event"]
+                   and u["x_first"] == t["x_first"]]
+        assert t["ranked_on"] == 51_200 - 20_000 or (
+            earlier and t["ranked_on"] == sum(100 * 2 ** (u["round"] - 1) for u in earlier))
+    assert res.settings["prune_on_store"] is True
+    # the search's certification keeps the old pruning (its budget split assumes it)
+    off = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None,
+                                 AuditSettings(budget=102_400, first_round=100, learned=False, seed=1,
+                                               prune_on_store=False)))
+    assert off.settings["prune_on_store"] is False
+    assert all(len(r["pairs"]) == 5 for r in off.rounds)  # 20 000 choosing outputs never reach PRUNE_AFTER
