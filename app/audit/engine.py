@@ -7,7 +7,10 @@ the pairs still in play:
 
 1. on everything drawn before round r (the choosing data), rank the pairs and their candidate
    events (app.stats.candidates: projections, lattice point sets, tails, MPL's t̂, learned
-   events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events;
+   events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events; in the
+   late rounds the candidates are re-ranked on older outputs that did not choose them, beside the
+   events tested before (on their held-out counts), and the pairs are pruned on that ranking
+   (:func:`_rescored`);
 2. test each event on round r's fresh outputs only (app.stats.heldout.test_claim) at level
    α_r / K, where α_r = α·2^(r−1)/(2^R − 1) (so Σ_r α_r = α: more level where there are more
    samples);
@@ -236,10 +239,11 @@ def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int
 
     The choosing data are the latest ``MAX_CHOOSING`` outputs; ``x`` and ``y`` are up to
     ``RESCORE_MAX`` drawn before them, so the count of a proposed candidate there is free of the
-    winner's curse of its choice among thousands. They may have chosen the carried events (chosen in
-    earlier rounds), which is why those are scored on their held-out counts instead. (SVT 3's late rounds tested narrow intervals chosen on
-    100 000 outputs whose held-out bounds were ≈ 0, while a first-entry event that had reached
-    LB 0.094 on 10⁶ fresh outputs was never tested again; docs/benchmarks.md, SVT 3.)"""
+    winner's curse of its choice among thousands. They may have chosen the carried events (chosen
+    in earlier rounds), which is why those are scored on their held-out counts instead. (SVT 3's
+    late rounds tested narrow intervals chosen on 100 000 outputs whose held-out bounds were ≈ 0,
+    while a first-entry event that had reached LB 0.094 on 10⁶ fresh outputs was never tested
+    again; docs/benchmarks.md, SVT 3.)"""
     pool: list[Candidate] = []
     seen: set[str] = set()
 
