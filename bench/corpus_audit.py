@@ -53,8 +53,12 @@ def claims_for(m) -> list[float]:
     return out
 
 
+#: AuditSettings.rescore_late for every audit of the run (``--rescore-late``).
+RESCORE_LATE = {"on": False}
+
+
 async def audit(m, claim: float | None, budget: int, seed: int, http: dict | None):
-    settings = AuditSettings(budget=budget, seed=seed)
+    settings = AuditSettings(budget=budget, seed=seed, rescore_late=RESCORE_LATE["on"])
     if http is None:
         return await run_engine(local_sampler(m.sample, seed=seed), m.pairs, m.shape,
                                 None if claim is None else PureDP(claim), settings)
@@ -87,7 +91,9 @@ def main() -> None:
     ap.add_argument("--claim", type=float, action="append", help="claims to test instead of the default grid")
     ap.add_argument("--estimate", action="store_true", help="no claim: the largest lower bound within the budget")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON")
+    ap.add_argument("--rescore-late", action="store_true", help="AuditSettings.rescore_late (late re-ranking)")
     args = ap.parse_args()
+    RESCORE_LATE["on"] = args.rescore_late
     table = corpus()
     slugs = args.only or list(table)
     http = None

@@ -30,13 +30,15 @@ def main() -> None:
     ap.add_argument("--claim", type=float, default=0.1)
     ap.add_argument("--keep-pairs", type=int, default=AuditSettings().keep_pairs)
     ap.add_argument("--tests", action="store_true", help="print every held-out test")
+    ap.add_argument("--rescore-late", action="store_true", help="AuditSettings.rescore_late (late re-ranking)")
     args = ap.parse_args()
     m = corpus()[args.slug]
     print(f"{args.slug}: pairs' ε {m.pair_epsilon():.4g}, claim {args.claim:g}, budget {DEFAULT_BUDGET:,}, "
-          f"keep_pairs {args.keep_pairs}", flush=True)
+          f"keep_pairs {args.keep_pairs}, rescore_late {args.rescore_late}", flush=True)
     for seed in range(args.first_seed, args.end_seed):
         t0 = time.time()
-        settings = AuditSettings(budget=DEFAULT_BUDGET, seed=seed, keep_pairs=args.keep_pairs)
+        settings = AuditSettings(budget=DEFAULT_BUDGET, seed=seed, keep_pairs=args.keep_pairs,
+                                 rescore_late=args.rescore_late)
         res = asyncio.run(run_engine(local_sampler(m.sample, seed=seed), m.pairs, m.shape, PureDP(args.claim),
                                      settings))
         print(f"seed {seed}: refuted {res.refuted}, LB {res.lower_bound:.4g}, samples {res.samples_used:,}, "

@@ -7,10 +7,10 @@ the pairs still in play:
 
 1. on everything drawn before round r (the choosing data), rank the pairs and their candidate
    events (app.stats.candidates: projections, lattice point sets, tails, MPL's t̂, learned
-   events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events; in the
-   late rounds the candidates are re-ranked on older outputs that did not choose them, beside the
-   events tested before (on their held-out counts), and the pairs are pruned on that ranking
-   (:func:`_rescored`);
+   events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events; with
+   ``rescore_late`` (opt-in) the late rounds re-rank the candidates on older outputs that did not
+   choose them, beside the events tested before (on their held-out counts), and prune the pairs on
+   that ranking (:func:`_rescored`);
 2. test each event on round r's fresh outputs only (app.stats.heldout.test_claim) at level
    α_r / K, where α_r = α·2^(r−1)/(2^R − 1) (so Σ_r α_r = α: more level where there are more
    samples);
@@ -95,10 +95,13 @@ class AuditSettings:
     region: tuple[float, float] | None = None
     learned: bool = True
     stop_when_refuted: bool = True
-    #: prune the pairs once their candidates are re-ranked on outputs that did not choose them
-    #: (``RESCORE_MIN`` of them per database), when the schedule gets there; else (or False) at
-    #: ``PRUNE_AFTER`` choosing outputs on held-apart halves
-    prune_on_store: bool = True
+    #: late re-ranking (opt-in): keep up to ``RESCORE_MAX`` outputs per database drawn before the
+    #: choosing data, re-rank the candidates on them from the first round that has ``RESCORE_MIN``
+    #: of them (:func:`_rescored`) and prune the pairs only then. Off: pruning at ``PRUNE_AFTER``
+    #: choosing outputs on held-apart halves. Off by default: it holds up to 10⁶ more outputs per
+    #: database in memory (2.1 GB against 0.8 GB peak for SVT 3's audit) and runs 2-3× longer
+    #: (docs/audit.md §4, docs/benchmarks.md "Late re-ranking").
+    rescore_late: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -455,7 +458,11 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         return fresh
 
     def keep(k: str, out: Any) -> None:
-        """Round outputs join the choosing data; the ones they push out of it go to ``older``."""
+        """Round outputs join the choosing data; with ``rescore_late`` the ones they push out of it
+        go to ``older``."""
+        if not settings.rescore_late:
+            data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
+            return
         both = concat_outputs([data[k], out])
         n = n_outputs(both)
         if n <= MAX_CHOOSING:
@@ -497,7 +504,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     data.update(pilot)
     active = list(range(len(pairs)))
     # the choice of round r sees first_round·2^(r−1) outputs per database (the pilot and rounds < r)
-    prune_on_store = settings.prune_on_store and any(
+    prune_on_store = settings.rescore_late and any(
         settings.first_round * 2 ** (r - 1) - MAX_CHOOSING >= RESCORE_MIN for r in range(1, len(schedule) + 1))
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
         if _cancelled(cancel):
@@ -514,7 +521,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         def choose() -> tuple[list[tuple[int, Candidate]], list[int]]:
             found: list[tuple[int, Candidate]] = []
             per_pair: list[tuple[float, int]] = []
-            rescore = all(k in older and n_outputs(older[k]) >= RESCORE_MIN
+            rescore = settings.rescore_late and all(k in older and n_outputs(older[k]) >= RESCORE_MIN
                           for i in active for k in (_key(pairs[i][0]), _key(pairs[i][1])))
             for i in active:
                 x, xp = pairs[i]
@@ -614,7 +621,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         samples_per_database={k: v for k, v in drawn.items()}, seconds=seconds, stopped=stopped, note=note,
         settings={"budget": settings.budget, "first_round": settings.first_round, "rounds": len(schedule),
                   "events_per_round": settings.events_per_round, "keep_pairs": settings.keep_pairs,
-                  "prune_on_store": prune_on_store,
+                  "rescore_late": settings.rescore_late, "prune_on_store": prune_on_store,
                   "region": settings.region})
 
 

@@ -83,7 +83,7 @@ def test_late_rounds_rank_on_older_outputs_and_prune_only_then(monkeypatch):
         return rng.laplace(float(db[0]), 10.0, n)
 
     pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
-    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1)  # rounds 1..10
+    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1, rescore_late=True)  # rounds 1..10
     res = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None, settings))
     assert [r["round"] for r in res.rounds] == list(range(1, 11))
     for rnd in res.rounds:
@@ -100,10 +100,10 @@ def test_late_rounds_rank_on_older_outputs_and_prune_only_then(monkeypatch):
                    and u["x_first"] == t["x_first"]]
         assert t["ranked_on"] == 51_200 - 20_000 or (
             earlier and t["ranked_on"] == sum(100 * 2 ** (u["round"] - 1) for u in earlier))
-    assert res.settings["prune_on_store"] is True
-    # the search's certification keeps the old pruning (its budget split assumes it)
+    assert res.settings["prune_on_store"] is True and res.settings["rescore_late"] is True
+    # off (the default, and the search's certification, whose budget split assumes the old pruning)
     off = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None,
-                                 AuditSettings(budget=102_400, first_round=100, learned=False, seed=1,
-                                               prune_on_store=False)))
-    assert off.settings["prune_on_store"] is False
+                                 AuditSettings(budget=102_400, first_round=100, learned=False, seed=1)))
+    assert off.settings["prune_on_store"] is False and off.settings["rescore_late"] is False
+    assert all(t["ranked_on"] is None for t in off.tests)
     assert all(len(r["pairs"]) == 5 for r in off.rounds)  # 20 000 choosing outputs never reach PRUNE_AFTER
