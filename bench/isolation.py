@@ -30,7 +30,6 @@ import json
 import pathlib
 import sys
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -40,6 +39,7 @@ from service_harness import (  # noqa: E402
     PG,
     free_port,
     peak_rss_mb,
+    period_outcomes,
     say,
     scratch_service,
     wait_port,
@@ -129,30 +129,6 @@ def setup(db_url: str, base: str, healthy_count: int, secret: str) -> dict[str, 
     return groups
 
 
-def measure(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime) -> dict[str, object]:
-    from sqlalchemy import select
-
-    from app.db import make_engine, make_session_factory
-    from app.models.monitors import PeriodRun
-
-    engine = make_engine(db_url)
-    with make_session_factory(engine)() as session:
-        runs = session.execute(select(PeriodRun.monitor_id, PeriodRun.status, PeriodRun.failure_reason,
-                                      PeriodRun.scheduled_for, PeriodRun.sampling_seconds)).all()
-    engine.dispose()
-    healthy = set(groups["healthy"])
-    kept = [r for r in runs if r.monitor_id in healthy and r.status == "ok" and w0 <= r.scheduled_for < w1]
-    expected = len(healthy) * int((w1 - w0).total_seconds())
-    per_monitor = Counter(r.monitor_id for r in kept)
-    reasons: dict[str, Counter] = {}
-    for path in ("sleep", "bomb"):
-        ids = set(groups[path])
-        reasons[path] = Counter((r.status if r.status == "ok" else r.failure_reason) for r in runs if r.monitor_id in ids)
-    return {"kept": len(kept), "expected": expected, "worst_monitor": min(per_monitor.get(m, 0) for m in healthy),
-            "per_monitor_expected": int((w1 - w0).total_seconds()), "reasons": reasons,
-            "healthy_failed": sum(1 for r in runs if r.monitor_id in healthy and r.status != "ok")}
-
-
 # ------------------------------------------------------------------------------------ main
 
 
@@ -205,7 +181,7 @@ def main() -> None:
         watch((w0 - datetime.now(UTC)).total_seconds() + args.duration)
         w1 = w0 + timedelta(seconds=int(args.duration))
         watch(3.0)  # periods of the window's last slots finish
-        result = measure(db_url, groups, w0, w1)
+        result = period_outcomes(db_url, groups, w0, w1, ("sleep", "bomb"))
         print_table(args, result, peak)
 
 

@@ -31,7 +31,6 @@ import os
 import pathlib
 import sys
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -41,6 +40,7 @@ from service_harness import (  # noqa: E402
     PG,
     free_port,
     peak_rss_mb,
+    period_outcomes,
     say,
     scratch_service,
     wait_port,
@@ -119,31 +119,6 @@ def setup(db_url: str, base: str, args: argparse.Namespace, secret: str) -> dict
     return groups
 
 
-def measure(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime) -> dict[str, object]:
-    from sqlalchemy import select
-
-    from app.db import make_engine, make_session_factory
-    from app.models.monitors import PeriodRun
-
-    engine = make_engine(db_url)
-    with make_session_factory(engine)() as session:
-        runs = session.execute(select(PeriodRun.monitor_id, PeriodRun.status, PeriodRun.failure_reason,
-                                      PeriodRun.failure_detail, PeriodRun.scheduled_for,
-                                      PeriodRun.sampling_seconds)).all()
-    engine.dispose()
-    healthy = set(groups["healthy"])
-    kept = [r for r in runs if r.monitor_id in healthy and r.status == "ok" and w0 <= r.scheduled_for < w1]
-    seconds = sorted(r.sampling_seconds for r in kept)
-    expected = len(healthy) * int((w1 - w0).total_seconds())
-    hostile = set(groups["keys"])
-    reasons = Counter((r.status if r.status == "ok" else r.failure_reason) for r in runs if r.monitor_id in hostile)
-    details = Counter((r.failure_detail or "")[:120] for r in runs if r.monitor_id in hostile and r.status != "ok")
-    return {"kept": len(kept), "expected": expected, "reasons": reasons, "details": details,
-            "max_s": seconds[-1] if seconds else float("nan"),
-            "p99_s": seconds[int(0.99 * (len(seconds) - 1))] if seconds else float("nan"),
-            "healthy_failed": sum(1 for r in runs if r.monitor_id in healthy and r.status != "ok")}
-
-
 def rss_mb(pid: int) -> float:
     """VmRSS (resident set now) of a live process, in MB; 0 if gone."""
     try:
@@ -218,7 +193,7 @@ def main() -> None:
         cpu1 = cpu_seconds(worker.pid)
         w1 = w0 + timedelta(seconds=int(args.duration))
         watch(5.0)
-        r = measure(run.db_url, groups, w0, w1)
+        r = period_outcomes(run.db_url, groups, w0, w1, ("keys",))
     load1 = os.getloadavg()
     print(f"\nKeyed isolation: 1 worker, {args.hostile} keyed monitors (n = {args.n}, {args.keys} "
           f"{'shared' if args.shared else 'distinct'} keys per output), {args.healthy} healthy monitors; window {args.duration:g} s after {args.warmup:g} s; "
@@ -230,9 +205,9 @@ def main() -> None:
     print(f"| healthy sampling_seconds p99 / max | {r['p99_s']:.2f} / {r['max_s']:.2f} s | |")
     print(f"| worker peak RSS | {peak:.0f} MB | < 1024 MB |")
     print(f"| worker CPU in the window | {cpu1 - cpu0:.0f} s of {args.duration:g} s | |")
-    counts = ", ".join(f"{k}: {v}" for k, v in r["reasons"].most_common()) or "none"
+    counts = ", ".join(f"{k}: {v}" for k, v in r["reasons"]["keys"].most_common()) or "none"
     print(f"| keyed monitors' periods (whole run) | {counts} | |")
-    for detail, count in r["details"].most_common(3):
+    for detail, count in r["details"]["keys"].most_common(3):
         print(f"| keyed failure ({count}) | {detail} | |")
 
 

@@ -24,8 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -177,3 +179,38 @@ def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None,
             say(f"logs kept in {log_dir}")
         else:
             shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def period_outcomes(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime,
+                    hostile: tuple[str, ...]) -> dict[str, object]:
+    """How the ``groups["healthy"]`` monitors fared between ``w0`` and ``w1`` (one period a second
+    each): periods kept (status ok, scheduled in the window) against expected, the worst monitor,
+    the sampling seconds' max and p99, failed periods; and for each group of ``hostile``, its
+    periods by outcome (``reasons``) and the first 120 characters of its failures (``details``)."""
+    from sqlalchemy import select
+
+    from app.db import make_engine, make_session_factory
+    from app.models.monitors import PeriodRun
+
+    engine = make_engine(db_url)
+    with make_session_factory(engine)() as session:
+        runs = session.execute(select(PeriodRun.monitor_id, PeriodRun.status, PeriodRun.failure_reason,
+                                      PeriodRun.failure_detail, PeriodRun.scheduled_for,
+                                      PeriodRun.sampling_seconds)).all()
+    engine.dispose()
+    healthy = set(groups["healthy"])
+    kept = [r for r in runs if r.monitor_id in healthy and r.status == "ok" and w0 <= r.scheduled_for < w1]
+    seconds = sorted(r.sampling_seconds for r in kept)
+    per_monitor = Counter(r.monitor_id for r in kept)
+    reasons: dict[str, Counter] = {}
+    details: dict[str, Counter] = {}
+    for name in hostile:
+        ids = set(groups[name])
+        reasons[name] = Counter((r.status if r.status == "ok" else r.failure_reason) for r in runs if r.monitor_id in ids)
+        details[name] = Counter((r.failure_detail or "")[:120] for r in runs if r.monitor_id in ids and r.status != "ok")
+    return {"kept": len(kept), "expected": len(healthy) * int((w1 - w0).total_seconds()),
+            "worst_monitor": min(per_monitor.get(m, 0) for m in healthy),
+            "per_monitor_expected": int((w1 - w0).total_seconds()), "reasons": reasons, "details": details,
+            "max_s": seconds[-1] if seconds else float("nan"),
+            "p99_s": seconds[int(0.99 * (len(seconds) - 1))] if seconds else float("nan"),
+            "healthy_failed": sum(1 for r in runs if r.monitor_id in healthy and r.status != "ok")}
