@@ -58,6 +58,8 @@ class Snapshot(Base):
         CheckConstraint("status IN ('pending', 'running', 'done', 'failed')", name="status"),
         Index("ix_snapshots_status_created_at", "status", "created_at"),
         Index("ix_snapshots_monitor_id_created_at", "monitor_id", "created_at"),
+        # SnapshotRunner.claim ranks tenants by their snapshots started in the last hour
+        Index("ix_snapshots_started_at", "started_at"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
