@@ -271,8 +271,8 @@ def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int
         cx, cy = _count(c.event, x), _count(c.event, y)
         counted.append((c, *((cx, nx, cy, ny) if c.x_first else (cy, ny, cx, nx))))
     for c, a, na, b, nb in carried:
-        if _event_key(c) not in seen:
-            seen.add(_event_key(c))
+        if (key := _event_key(c)) not in seen:
+            seen.add(key)
             counted.append((c, a, na, b, nb))
     out: list[Candidate] = []
     for c, a, na, b, nb in counted:
@@ -460,17 +460,12 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     def keep(k: str, out: Any) -> None:
         """Round outputs join the choosing data; with ``rescore_late`` the ones they push out of it
         go to ``older``."""
-        if not settings.rescore_late:
-            data[k] = _cap(concat_outputs([data[k], out]), MAX_CHOOSING)
-            return
         both = concat_outputs([data[k], out])
+        data[k] = _cap(both, MAX_CHOOSING)
         n = n_outputs(both)
-        if n <= MAX_CHOOSING:
-            data[k] = both
-            return
-        pushed = take_outputs(both, slice(0, n - MAX_CHOOSING))
-        data[k] = take_outputs(both, slice(n - MAX_CHOOSING, n))
-        older[k] = _cap(pushed if k not in older else concat_outputs([older[k], pushed]), RESCORE_MAX)
+        if settings.rescore_late and n > MAX_CHOOSING:
+            pushed = take_outputs(both, slice(0, n - MAX_CHOOSING))
+            older[k] = _cap(pushed if k not in older else concat_outputs([older[k], pushed]), RESCORE_MAX)
 
     async def _held_out_draws(needed: list[str], n_r: int, r: int, chosen: list[tuple[int, Candidate]],
                               hits: list[list[int]]) -> None:
@@ -589,9 +584,11 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                      "x_prime": pairs[i][1] if cand.x_first else pairs[i][0]}
             round_tests.append(entry)
             tests_out.append(entry)
-            old = tested.setdefault(i, {}).get(_event_key(cand), (cand, 0, 0, 0, 0))
-            tested[i][_event_key(cand)] = (old[0], old[1] + a if cand.x_first else old[1] + b, old[2] + n_r,
-                                           old[3] + b if cand.x_first else old[3] + a, old[4] + n_r)
+            if settings.rescore_late:  # the held-out counts re-rank the event in later rounds (_rescored)
+                key = _event_key(cand)
+                old = tested.setdefault(i, {}).get(key, (cand, 0, 0, 0, 0))
+                tested[i][key] = (old[0], old[1] + counts.a, old[2] + counts.n_x, old[3] + counts.b,
+                                  old[4] + counts.n_xp)
             if res.lower_bound > best_lb:
                 best_lb, best, best_candidate, best_pair = res.lower_bound, entry, cand, i
             if claim is not None and res.refutes:

@@ -294,7 +294,7 @@ class SamplingClient:
 
         semaphore = anyio.Semaphore(self.config.max_concurrency)
         call_cap = self.config.max_call_keys
-        call_keys: set[str] | None = set() if call_cap is not None else None
+        call_keys: set[str] = set()  # with a call cap: the union of the batches' keys so far
         results: list[np.ndarray | ListSamples | KeyedSamples | None] = [None] * len(sizes)
 
         async def run(index: int, size: int) -> None:
@@ -307,7 +307,7 @@ class SamplingClient:
             results[index] = part = await self._batch_with_retries(
                 mechanism, webhook, body, size, request_id, binary, deadline, semaphore, bound, budget
             )
-            if call_keys is not None and call_cap is not None and isinstance(part, KeyedSamples):
+            if call_cap is not None and isinstance(part, KeyedSamples):
                 # The batches' union, counted as each answer arrives (each one holds at most
                 # max_keys): many small batches must not build a huge key table either.
                 call_keys.update(part.keys)
