@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.alarms.verdict import Verdict
 from app.api.patch import Omittable
-from app.api.urls import check_http_url, url_schema_extra
+from app.api.urls import HttpUrl
 
 EventType = Literal["alarm.firing", "alarm.resolved", "monitor.degraded", "monitor.completed"]
-WebhookUrl = Annotated[
-    str,
-    Field(
-        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
-        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
-        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
-        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
-    ),
-    AfterValidator(check_http_url),
-]
-
 
 AlarmKind = Literal["privacy", "contract"]
 
@@ -384,7 +373,7 @@ class WebhookCreate(BaseModel):
         },
     )
 
-    url: WebhookUrl
+    url: HttpUrl
     event_types: list[EventType] = Field(
         min_length=1, json_schema_extra={"uniqueItems": True}, description="Events to receive, each once.")
 
@@ -403,7 +392,7 @@ class WebhookUpdate(BaseModel):
 
     # Fields that may be omitted but not null: `Omittable[T]` is validated as T, so the schema says so
     # too (pydantic does not validate defaults; an explicit null is a 422 that the schema predicts).
-    url: Omittable[WebhookUrl] = None
+    url: Omittable[HttpUrl] = None
     event_types: Omittable[list[EventType]] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})
     enabled: Omittable[bool] = None
 

@@ -13,7 +13,10 @@ import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
 
 from app.settings import Settings
 
@@ -142,3 +145,16 @@ def destination_problem(url: str, settings: Settings) -> str | None:
                 "DPWATCH_ALLOW_NETWORKS setting"
             )
     return None
+
+
+#: A URL field of the API: the syntax of :func:`check_http_url`, stated in the OpenAPI schema.
+HttpUrl = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=MAX_URL_LENGTH, json_schema_extra=url_schema_extra(),
+        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
+        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
+        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
+    ),
+    AfterValidator(check_http_url),
+]

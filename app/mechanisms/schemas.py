@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.patch import Omittable
-from app.api.urls import check_http_url, url_schema_extra
+from app.api.urls import HttpUrl
 from app.auth.schemas import SigningSecret
 from app.search.domain import DOMAIN_DESCRIPTION, InputDomain
 from app.stats.shapes import OutputShape
 
 OutputKind = Literal["real", "discrete", "vector", "keyed"]
-HttpUrl = Annotated[
-    str,
-    Field(
-        min_length=1, max_length=2048, json_schema_extra=url_schema_extra(),
-        description="Absolute http(s) URL with an ASCII host name or dotted-quad IPv4 address (`pattern`); no "
-        "credentials, no fragment. Its host must not be, or resolve to, a private, loopback, link-local or reserved "
-        "address unless DPWATCH_ALLOW_NETWORKS opens it (422 otherwise).",
-    ),
-    AfterValidator(check_http_url),
-]
-
 _EXAMPLE = {
     "name": "laplace-count",
     "sampling_url": "https://dp.example.org/mechanisms/count/sample",

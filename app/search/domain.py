@@ -31,14 +31,13 @@ privacy unit and the rows one unit owns; its neighbours add, remove or replace a
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from app.search.bounds import INT64_MAX, check_finite, check_range
+from app.search.bounds import INT64_MAX, check_finite, check_range, number_problem
 from app.search.table_domain import TABLE_RELATIONS, TableSpec, table_problem, table_relation
 
 __all__ = ["CategoryRecords", "InputDomain", "IntegerRecords", "Neighbour", "RealRecords", "SizeRange",
@@ -306,11 +305,11 @@ class InputDomain(BaseModel):
             if not isinstance(value, list) or len(value) != r.dim:
                 return f"a record must be a list of {r.dim} numbers"
             for v, lo, hi in zip(value, r.lows(), r.highs()):
-                problem = _number_problem(v, lo, hi, integer=False)
+                problem = number_problem(v, lo, hi, integer=False)
                 if problem:
                     return problem
             return None
-        return _number_problem(value, r.low, r.high, integer=isinstance(r, IntegerRecords))
+        return number_problem(value, r.low, r.high, integer=isinstance(r, IntegerRecords))
 
     def problem(self, database: Any) -> str | None:
         """Why ``database`` is not in the domain, or None."""
@@ -361,22 +360,6 @@ def _range(low: Any, high: Any) -> str:
     lo = "−∞" if low is None else (f"{low:g}" if not isinstance(low, list) else str(low))
     hi = "∞" if high is None else (f"{high:g}" if not isinstance(high, list) else str(high))
     return f" in [{lo}, {hi}]"
-
-
-def _number_problem(value: Any, low: Any, high: Any, *, integer: bool) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{value!r} is not a number"
-    if integer and not isinstance(value, int):
-        return f"{value!r} is not an integer"
-    if integer and abs(value) > INT64_MAX:
-        return f"{value} is outside the signed 64-bit range"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{value!r} is not finite"
-    if low is not None and value < low:
-        return f"{value!r} is below low = {low!r}"
-    if high is not None and value > high:
-        return f"{value!r} is above high = {high!r}"
-    return None
 
 
 def _exact_gap(a: float | int, b: float | int) -> Fraction | int:

@@ -30,13 +30,12 @@ multiset of rows that carry its id.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from app.search.bounds import INT64_MAX, check_range
+from app.search.bounds import INT64_MAX, check_range, number_problem
 
 __all__ = ["BoolColumn", "CategoryColumn", "IdColumn", "IntegerColumn", "RealColumn", "RowsPerUnit", "TableSpec",
            "TABLE_RELATIONS", "MAX_COLUMNS", "MAX_ROWS", "row_key", "table_problem", "table_relation"]
@@ -200,20 +199,7 @@ def value_problem(column: Any, value: Any) -> str | None:
             return None if isinstance(value, str) else f"{value!r} is not a string"
         return None if any(type(value) is type(v) and value == v for v in column.values) else \
             f"{value!r} is not one of the categories"
-    integer = isinstance(column, IntegerColumn)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"{value!r} is not a number"
-    if integer and not isinstance(value, int):
-        return f"{value!r} is not an integer"
-    if integer and abs(value) > INT64_MAX:
-        return f"{value} is outside the signed 64-bit range"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{value!r} is not finite"
-    if column.low is not None and value < column.low:
-        return f"{value!r} is below low = {column.low!r}"
-    if column.high is not None and value > column.high:
-        return f"{value!r} is above high = {column.high!r}"
-    return None
+    return number_problem(value, column.low, column.high, integer=isinstance(column, IntegerColumn))
 
 
 def _tag(value: Any) -> Any:

@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from app.stats.claims import ApproxDP, Claim, Line, PureDP, boundary_mle, line_mle
-from app.stats.period import DEFAULT_KAPPA, PeriodStatistic
+from app.stats.period import DEFAULT_KAPPA, PeriodStatistic, checked_counts
 from app.stats.sequential import _discounted_past, _MixtureBase
 
 __all__ = [
@@ -68,19 +68,6 @@ class ClaimPeriodStatistic(PeriodStatistic):
     q_tilde: NDArray[np.float64]
 
 
-def _validate(a: ArrayLike, b: ArrayLike, n: ArrayLike, kappa: float) -> tuple[NDArray[np.float64], ...]:
-    if not kappa > 0:
-        raise ValueError(f"kappa must be > 0, got {kappa!r}")
-    a_arr = np.asarray(a, dtype=np.float64)
-    b_arr = np.asarray(b, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    if np.any(n_arr < 1):
-        raise ValueError("n must be >= 1")
-    if np.any((a_arr < 0) | (a_arr > n_arr) | (b_arr < 0) | (b_arr > n_arr)):
-        raise ValueError("counts a and b must lie in [0, n]")
-    return a_arr, b_arr, n_arr
-
-
 def line_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: Line,
                    kappa: float = DEFAULT_KAPPA) -> ClaimPeriodStatistic:
     """Score-type test of the linear null ``cp·p + cq·q ≤ c0`` on counts (a, b) out of n each.
@@ -88,7 +75,7 @@ def line_statistic(a: ArrayLike, b: ArrayLike, n: ArrayLike, line: Line,
     Generalises seed 002 eqs. (7), (12) with the Farrington–Manning restricted-MLE variance
     (method.md §1) to a line with an intercept. Vectorised over a, b, n and the line.
     """
-    a_arr, b_arr, n_arr = _validate(a, b, n, kappa)
+    a_arr, b_arr, n_arr = checked_counts(a, b, n, kappa)
     p_hat = a_arr / n_arr
     q_hat = b_arr / n_arr
     d_hat = line.payoff(p_hat, q_hat)

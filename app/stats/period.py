@@ -62,6 +62,22 @@ def restricted_mle_q(a: ArrayLike, b: ArrayLike, n: ArrayLike, epsilon: float) -
     return 2.0 * (a + b) / (big_b + np.sqrt(disc))
 
 
+def checked_counts(a: ArrayLike, b: ArrayLike, n: ArrayLike,
+                   kappa: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """``(a, b, n)`` as float arrays, refused unless ``n ≥ 1``, ``0 ≤ a, b ≤ n`` and ``kappa > 0``
+    (the counts of one check's period: ``a`` of ``n`` outputs of A(x) in the event, ``b`` of A(x'))."""
+    if not kappa > 0:
+        raise ValueError(f"kappa must be > 0, got {kappa!r}")
+    a_arr = np.asarray(a, dtype=np.float64)
+    b_arr = np.asarray(b, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    if np.any(n_arr < 1):
+        raise ValueError("n must be >= 1")
+    if np.any((a_arr < 0) | (a_arr > n_arr) | (b_arr < 0) | (b_arr > n_arr)):
+        raise ValueError("counts a and b must lie in [0, n]")
+    return a_arr, b_arr, n_arr
+
+
 def period_statistic(
     a: ArrayLike,
     b: ArrayLike,
@@ -79,17 +95,9 @@ def period_statistic(
     """
     if not np.isfinite(epsilon) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    if not kappa > 0:
-        raise ValueError(f"kappa must be > 0, got {kappa!r}")
     if variance not in ("score", "wald"):
         raise ValueError(f"variance must be 'score' or 'wald', got {variance!r}")
-    a_arr = np.asarray(a, dtype=np.float64)
-    b_arr = np.asarray(b, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    if np.any(n_arr < 1):
-        raise ValueError("n must be >= 1")
-    if np.any((a_arr < 0) | (a_arr > n_arr) | (b_arr < 0) | (b_arr > n_arr)):
-        raise ValueError("counts a and b must lie in [0, n]")
+    a_arr, b_arr, n_arr = checked_counts(a, b, n, kappa)
 
     c = float(np.exp(epsilon))
     p_hat = a_arr / n_arr
