@@ -91,6 +91,12 @@ class Settings(BaseSettings):
         64 * 1024 * 1024, ge=1024,
         description="Cap on the sampling answers of one period, every batch and database together (so also on one answer).",
     )
+    sampling_heavy_period_bytes: int = Field(
+        8 * 1024 * 1024, ge=0,
+        description="A period whose answers pass this many bytes reads on, and writes, one at a time per tenant "
+        "in a worker: one tenant's large answers are parsed and held one period at a time, and other tenants' "
+        "periods never wait for them. Its other periods wait at the mark (their deadline runs). 0: off.",
+    )
     sampling_max_keys: int = Field(
         100_000, ge=1, le=10_000_000,
         description="Distinct keys a keyed sampling answer may release, and a period's batches on one database "

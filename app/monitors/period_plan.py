@@ -82,3 +82,4 @@ class PeriodPlan:
     snapshot_every: int | None = None
     rediscover_every: int = 0
     search_every: int = 0
+    tenant_id: uuid.UUID | None = None  # heavy periods run one at a time per tenant in a worker

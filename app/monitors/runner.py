@@ -157,8 +157,39 @@ def _is_routine(plan: PeriodPlan, results: list[CheckResult], contract: Contract
             and not (plan.search_every and t % plan.search_every == 0))
 
 
+class _HeavyAdmission:
+    """One period's pass past the heavy mark (``Settings.sampling_heavy_period_bytes``): the
+    first of its requests to cross the mark takes the tenant's lock for the period, the others
+    wait for that; :meth:`release` (after the period's write) gives it back. Idempotent, and
+    safe to cancel: ``asyncio.Lock.acquire`` holds nothing when cancelled, and ``held`` is set
+    with no await between."""
+
+    def __init__(self, tenant_lock: asyncio.Lock) -> None:
+        self._tenant = tenant_lock
+        self._mine = asyncio.Lock()
+        self.held = False
+
+    async def __call__(self) -> None:
+        if self.held:
+            return
+        async with self._mine:
+            if not self.held:
+                await self._tenant.acquire()
+                self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._tenant.release()
+
+
 class PeriodRunner:
-    """Runs leased monitors' periods. Thread-safe: each call uses its own sessions."""
+    """Runs leased monitors' periods. Thread-safe: each call uses its own sessions.
+
+    Heavy periods (answers past ``sampling_heavy_period_bytes``) run one at a time per tenant in
+    this worker from the mark on, their write included: one tenant's large answers are parsed
+    and held one period at a time, whatever the number of its monitors in flight, and the other
+    tenants' periods never wait for them (docs/hardening.md, "Heavy periods")."""
 
     def __init__(
         self,
@@ -177,6 +208,8 @@ class PeriodRunner:
         self._on_period = on_period
         self._on_alarm = on_alarm
         self.clock = clock
+        self._heavy_loop: asyncio.AbstractEventLoop | None = None
+        self._heavy_locks: dict[uuid.UUID | None, asyncio.Lock] = {}
 
     # -- step 1 ---------------------------------------------------------------------------
 
@@ -259,14 +292,26 @@ class PeriodRunner:
             horizon=monitor.horizon, detector=monitor.detector or "aggregator",
             outputs_window=monitor.outputs_window, snapshot_every=monitor.snapshot_every,
             rediscover_every=monitor.rediscover_every, search_every=monitor.search_every,
+            tenant_id=monitor.tenant_id,
         )
 
     # -- step 2 ---------------------------------------------------------------------------
 
-    async def sample(self, plan: PeriodPlan) -> dict[str, np.ndarray]:
+    def _admission(self, plan: PeriodPlan) -> _HeavyAdmission | None:
+        """The period's pass past the heavy mark, on its tenant's lock in this event loop (None: off)."""
+        if not self.settings.sampling_heavy_period_bytes:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._heavy_loop is not loop:  # locks belong to one loop (tests run several in turn)
+            self._heavy_loop, self._heavy_locks = loop, {}
+        return _HeavyAdmission(self._heavy_locks.setdefault(plan.tenant_id, asyncio.Lock()))
+
+    async def sample(self, plan: PeriodPlan, admission: _HeavyAdmission | None = None) -> dict[str, np.ndarray]:
         keys = list(plan.databases)
         period_no = plan.t + 1
-        budget = ByteBudget(self.settings.sampling_max_bytes)  # all of the period's answers together
+        # all of the period's answers together; past the heavy mark, one period of the tenant at a time
+        budget = ByteBudget(self.settings.sampling_max_bytes) if admission is None else ByteBudget(
+            self.settings.sampling_max_bytes, heavy_at=self.settings.sampling_heavy_period_bytes, admit=admission)
         results = await asyncio.gather(*(
             self.client.sample(
                 plan.endpoint, plan.databases[k], plan.n, monitor_id=str(plan.monitor_id), period=period_no,
@@ -565,14 +610,20 @@ class PeriodRunner:
             return planned
         started = self.clock()
         t0 = time.perf_counter()
+        admission = self._admission(planned)
         try:
-            outputs = await self.sample(planned)
-        except SamplingError as exc:
-            outcome = await asyncio.to_thread(self._retrying, self.write_failure, planned, exc, started,
-                                              time.perf_counter() - t0)
-        else:
-            outcome = await asyncio.to_thread(self._retrying, self.write_success, planned, outputs, started,
-                                              time.perf_counter() - t0)
+            try:
+                outputs = await self.sample(planned, admission)
+            except SamplingError as exc:
+                outcome = await asyncio.to_thread(self._retrying, self.write_failure, planned, exc, started,
+                                                  time.perf_counter() - t0)
+            else:
+                outcome = await asyncio.to_thread(self._retrying, self.write_success, planned, outputs, started,
+                                                  time.perf_counter() - t0)
+                del outputs
+        finally:
+            if admission is not None:
+                admission.release()
         if self._on_period is not None and outcome.outcome in ("ok", "alarm", "failed"):
             self._on_period("failed" if outcome.outcome == "failed" else "ok", time.perf_counter() - t0)
         if self._on_alarm is not None and outcome.outcome == "alarm":

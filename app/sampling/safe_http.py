@@ -804,13 +804,28 @@ class ByteBudget:
 
     Requests that share it take from it chunk by chunk as bodies arrive; the one that crosses
     the limit fails with ``oversized``.  Used from one event loop (no lock needed: ``take`` does
-    not await)."""
+    not await).
 
-    def __init__(self, limit: int) -> None:
+    ``heavy_at`` and ``admit``: once the requests together have read more than ``heavy_at``
+    bytes, each of them awaits ``admit()`` before it reads on (:meth:`heavy`); ``admit`` must be
+    idempotent (it is awaited on every chunk past the mark, by every request). The caller uses it
+    to let one heavy call at a time past the mark (the worker: one period per tenant, docs/hardening.md)."""
+
+    def __init__(self, limit: int, *, heavy_at: int | None = None,
+                 admit: typing.Callable[[], typing.Awaitable[None]] | None = None) -> None:
         if limit < 1:
             raise ValueError("limit must be >= 1")
+        if (heavy_at is None) != (admit is None):
+            raise ValueError("heavy_at and admit go together")
         self.limit = limit
         self.used = 0
+        self.heavy_at = heavy_at
+        self._admit = admit
+
+    async def heavy(self) -> None:
+        """Past ``heavy_at``: wait for ``admit()``."""
+        if self._admit is not None and self.used > typing.cast(int, self.heavy_at):
+            await self._admit()
 
     @property
     def remaining(self) -> int:
@@ -981,6 +996,7 @@ class SafeAsyncClient:
                     async for chunk in resp.aiter_raw():
                         if charge is not None:
                             charge.take(len(chunk))
+                            await charge.heavy()
                         size += len(chunk)
                         if size > cap:
                             if not cut:

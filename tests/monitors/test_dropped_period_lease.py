@@ -31,8 +31,8 @@ def test_a_period_dropped_mid_sampling_releases_its_lease(action, client, db, me
     arun(run_ticks(worker, clock, 1))  # the first period detects the output contract: the next is routine
     original = worker.runner.sample
 
-    async def sample_then_change(plan):  # noqa: ANN001, ANN202
-        outputs = await original(plan)
+    async def sample_then_change(plan, *args):  # noqa: ANN001, ANN002, ANN202
+        outputs = await original(plan, *args)
         if action in ("pause-resume", "pause"):
             assert client.post(f"/v1/monitors/{mon['id']}/pause").status_code == 200
         if action == "pause-resume":  # resumed a second later: the next slot is the one after the plan's
