@@ -68,6 +68,15 @@ def test_a_keyed_output_drops_what_was_not_released():
     assert keyed_output([("a", 1), (2, 2.5), ("c", None), ("d", float("nan"))]) == {"a": 1.0, "2": 2.5}
 
 
+def test_a_keyed_output_drops_a_value_the_library_could_not_compute():
+    """OpenDP's mean is a noisy sum over a noisy count: over a group with no rows (a public key nobody
+    holds, an empty table) the count can come out 0 and the mean ±inf. That is no number to release
+    (the protocol refuses it, and the endpoint answered 500 for every request on such a table); the
+    key is left out, which is post-processing of the library's output."""
+    inf = float("inf")
+    assert keyed_output([("20", inf), ("30", -inf), ("40", 3.5)]) == {"40": 3.5}
+
+
 def test_the_domain_has_the_tabular_form_and_leaves_open_what_the_library_enforces():
     q = GroupBy(by="city", metric="sum", value="spend", low=0, high=100, public_keys=("a", "b"))
     assert table_domain(q) == {

@@ -111,13 +111,14 @@ def rows_of(database: typing.Any, query: GroupBy) -> list[dict[str, typing.Any]]
 
 def keyed_output(pairs: typing.Iterable[tuple[typing.Any, typing.Any]]) -> dict[str, float]:
     """One keyed output: string keys, float values (a key the library suppressed is left out;
-    a missing value (None, NaN) too)."""
+    a missing value (None, NaN) too, and a value the library could not compute (±inf: OpenDP's
+    mean of a group whose noisy count came out 0))."""
     out: dict[str, float] = {}
     for key, value in pairs:
         if value is None:
             continue
         v = float(value)
-        if math.isnan(v):
+        if not math.isfinite(v):
             continue
         out[str(key)] = v
     return out
