@@ -165,3 +165,36 @@ def test_tumult_builds_and_releases_through_spark():
     assert min(o["a"] for o in bounded[0]) < 27  # 21 users in a after truncation (+ Laplace(1) noise)
     rows = got["tumult-count-one-row"]
     assert min(o["a"] for o in rows[0]) > 24  # 30 rows in a
+
+
+def test_opendp_selects_the_keys_of_a_sum_and_a_mean_and_answers_an_empty_table():
+    """OpenDP's Context selects keys only on a noisy count (`dp.len()`) and needs a bound on the
+    number of groups for a sum: the adapter adds both when the keys are not public (it failed to
+    build, "max_groups must be known ..."). A mean over public keys on a table with no rows in a
+    key divides by a noisy count that can be 0: that key is left out, not answered as inf (the
+    endpoint answered 500)."""
+    got = _run_in("opendp", """
+        import json, math
+        import numpy as np
+        from dpwatch_sdk.libraries import GroupBy, opendp_context
+        from dpwatch_sdk.protocol import check_outputs
+        rng = np.random.default_rng(0)
+        rows = [{"user": i, "city": "a", "spend": 5.0} for i in range(60)] + [{"user": 99, "city": "z", "spend": 5.0}]
+        out = {}
+        for metric in ("sum", "mean"):
+            m = opendp_context.mechanism(GroupBy(by="city", metric=metric, value="spend", low=0, high=10,
+                                                 epsilon=1.0, delta=1e-6))
+            outs = check_outputs(m.sample(rows, 20, rng), 20, m.output)
+            out[metric] = {"claim": m.claim.to_api(), "a": [o.get("a") for o in outs], "keys": sorted({k for o in outs for k in o})}
+        mean = opendp_context.mechanism(GroupBy(by="age", metric="mean", value="spend", low=0, high=100,
+                                                public_keys=(20, 30), epsilon=1.0))
+        empty = check_outputs(mean.sample([], 200, rng), 200, mean.output)
+        out["empty"] = sorted({k for o in empty for k in o})
+        print(json.dumps(out))
+    """)
+    for metric, truth in (("sum", 300.0), ("mean", 5.0)):
+        g = got[metric]
+        assert g["claim"]["epsilon"] == pytest.approx(1.0) and 0 < g["claim"]["delta"] <= 1e-6, g
+        assert g["keys"] == ["a"], g  # the 60 users' key always, the lone user's never
+        assert all(v is not None and abs(v - truth) < truth for v in g["a"]), g
+    assert set(got["empty"]) <= {"20", "30"}
