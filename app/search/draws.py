@@ -126,7 +126,17 @@ class SearchDraws:
             async with sem:
                 return database_key(db), await self._one(db, n, phase, note)
 
-        results = await asyncio.gather(*(one(db) for db in unique.values()))
+        tasks = [asyncio.ensure_future(one(db)) for db in unique.values()]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            # The first error ends the draw (an unusable endpoint, a cancellation, a deadline): the
+            # databases still waiting or being drawn are cancelled, and their own errors collected
+            # here, rather than left to run and fail unseen at the loop's shutdown.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return {k: v for k, v in results if v is not None}
 
     async def top_up(self, dbs: list[Any], n: int, phase: str, cap: int) -> None:

@@ -364,3 +364,36 @@ def test_staged_tests_never_count_the_outputs_that_chose_them(monkeypatch):
         assert counted and not counted & before, where
     # the staged tests' outputs are certification draws, separate from the screening ones
     assert r.samples["certification"] >= sum(st["samples"] for st in r.certification["stages"]) > 0
+
+
+def test_an_unusable_endpoint_stops_the_draws_it_started_without_leaving_them_running():
+    """When the first databases all fail (an endpoint down), the draw raises EndpointUnusable once:
+    the databases still being drawn are cancelled, not left to fail in turn (`dpwatch search` printed
+    "unhandled exception during asyncio.run() shutdown" with a traceback per leftover draw, after
+    the error), and no database is asked for after the failure."""
+    from app.search.draws import UNUSABLE_AFTER, EndpointUnusable, SearchDraws
+    from app.sampling.protocol import SamplingError
+
+    calls: list[int] = []
+    unhandled: list[dict] = []
+
+    async def down(db, n):  # noqa: ANN001, ANN202
+        calls.append(db[0])
+        await asyncio.sleep(0.01 * (db[0] % 3))
+        raise SamplingError("connection_error", "ConnectError: All connection attempts failed")
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: unhandled.append(ctx))
+        draws = SearchDraws(down, concurrency=4)
+        with pytest.raises(EndpointUnusable, match="failed on every one of the first"):
+            await draws.draw([[i] for i in range(40)], 10, "screening")
+        started = len(calls)
+        await asyncio.sleep(0.2)
+        assert len(calls) == started  # nothing drawn after the failure
+        assert started <= UNUSABLE_AFTER + 4  # the failures, and the draws in flight then (concurrency 4)
+
+    asyncio.run(main())
+    import gc
+
+    gc.collect()
+    assert unhandled == []
