@@ -66,6 +66,23 @@ def test_a_failing_endpoint_is_an_error(tmp_path):
     assert "sampling failed (http_status)" in suite.find("testsuite/testcase/error").get("message")
 
 
+def test_a_failing_endpoint_is_asked_once_not_again_by_the_audit_after_the_rate_probe(tmp_path):
+    """The command times the endpoint first; when that fails (here the mechanism raises, a 500 the
+    client retries), the command fails with that error: the audit used to ask again, so the user
+    waited for the retries twice and read every one of them twice."""
+    calls = []
+
+    def counted(database, n, rng):
+        calls.append(n)
+        raise RuntimeError("the model server is down")
+
+    result = audit(counted, tmp_path / "error.xml", "--epsilon", "1")
+    assert result.exit_code == 2, result.output
+    assert "sampling failed (http_status)" in result.output and "the model server is down" in result.output
+    assert 1 <= len(calls) <= 5, calls  # one request and its retries (SAMPLING_MAX_ATTEMPTS)
+    assert ET.parse(tmp_path / "error.xml").getroot().get("errors") == "1"
+
+
 DOMAIN = json.dumps({"records": {"type": "real", "low": 0, "high": 1}, "size": {"min": 1, "max": 3},
                      "neighbours": ["add_remove"]})
 
