@@ -231,7 +231,9 @@ def configure_logging(level: str = "INFO", fmt: str = "json", scheduler_level: s
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redact_sensitive,
     ]
-    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+    # Colours only on a terminal: in CI logs and files the ANSI codes are noise around every field.
+    renderer: Any = (structlog.processors.JSONRenderer() if fmt == "json"
+                     else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
     structlog.configure(
         processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -179,3 +179,27 @@ def test_static_files_are_logged_with_their_route() -> None:
     assert client.get("/v1/things/7").status_code == 200
     assert client.get("/nowhere").status_code == 404
     assert seen == ["/ui/static/{path}", "/v1/things/{thing_id}", "unmatched"]
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_console_logs_are_coloured_only_on_a_terminal(monkeypatch, tty: bool) -> None:
+    """`dpwatch audit` and `search` log problems in the console format; in CI or a file (no terminal)
+    the lines came with ANSI colour codes (`\\x1b[2m2026-…\\x1b[0m [\\x1b[33m\\x1b[1mwarning …`)."""
+    import io
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    stream = Stream()
+    monkeypatch.setattr("sys.stderr", stream)
+    try:
+        configure_logging("WARNING", "console")
+        logging.getLogger("dpwatch.sampling").warning("sampling.failed")
+        text = stream.getvalue()
+        assert "sampling.failed" in text
+        assert ("\x1b[" in text) == tty, text
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if h.get_name() == "dpwatch"]:
+            root.removeHandler(handler)
