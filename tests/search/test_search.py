@@ -371,8 +371,8 @@ def test_an_unusable_endpoint_stops_the_draws_it_started_without_leaving_them_ru
     the databases still being drawn are cancelled, not left to fail in turn (`dpwatch search` printed
     "unhandled exception during asyncio.run() shutdown" with a traceback per leftover draw, after
     the error), and no database is asked for after the failure."""
-    from app.search.draws import UNUSABLE_AFTER, EndpointUnusable, SearchDraws
     from app.sampling.protocol import SamplingError
+    from app.search.draws import UNUSABLE_AFTER, EndpointUnusable, SearchDraws
 
     calls: list[int] = []
     unhandled: list[dict] = []
