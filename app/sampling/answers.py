@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import operator
 import re
+import sys
 import typing
 
 import ijson
@@ -198,7 +199,12 @@ class _JsonStream:
             self.rows = output_kind == "vector"
             width = dim
             self.scalar_events = {"number", "string"} if output_kind == "discrete" else {"number"}
-        self.width = width if width is not None else UNKNOWN_WIDTH_CAP
+        if width is None:
+            # A keyed output without a declared max_keys is bounded by the distinct keys an answer may
+            # release (max_keys, refused as ``oversized`` naming DPWATCH_SAMPLING_MAX_KEYS), not by
+            # the row cap: its keys are all distinct, so they count there one by one.
+            width = sys.maxsize if self.objects else UNKNOWN_WIDTH_CAP
+        self.width = width
         self.fixed_width = (shape is not None and shape.container == "vector") or (shape is None and self.rows)
         self.events = ijson.sendable_list()
         self.parser = ijson.basic_parse_coro(self.events, use_float=True)

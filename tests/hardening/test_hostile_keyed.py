@@ -66,6 +66,27 @@ def test_too_many_distinct_keys_are_refused(announce: bool) -> None:
     assert isinstance(shared, KeyedSamples) and shared.nnz == 2000 and len(shared.keys) == 50
 
 
+@pytest.mark.parametrize("announce", [True, False], ids=["announced", "chunked"])
+def test_one_output_may_release_as_many_keys_as_the_setting_allows(announce: bool) -> None:
+    """A group-by over a large key set releases many keys in one output. Without a declared
+    ``max_keys`` the limit is DPWATCH_SAMPLING_MAX_KEYS (100 000 by default, docs/protocol.md §5);
+    a streamed output was refused at 65 536 keys instead, whatever the setting, as ``wrong_type``
+    ("keyed output 0 releases more than 65536 keys"), as if the output broke its shape."""
+    body = _keyed_body(1, 70_000)  # 1.3 MiB: streamed
+    assert len(body) > SMALL_JSON_BYTES
+    out = _read(body, 1, announce=announce, max_keys=MAX_KEYS)
+    assert isinstance(out, KeyedSamples) and len(out.keys) == 70_000, out
+    over = _read(body, 1, announce=announce, max_keys=60_000)
+    assert isinstance(over, SamplingError) and over.reason == "oversized", over
+    assert "more than 60000 distinct keys" in over.detail and "DPWATCH_SAMPLING_MAX_KEYS" in over.detail
+    declared = answer_reader({"content-type": "application/json"}, 1, "keyed",
+                             shape=OutputShape(container="keyed", max_keys=10), max_bytes=64 << 20)
+    with pytest.raises(SamplingError, match="more than 10 keys") as refused:  # a declared max_keys still holds
+        declared.feed(body)
+        declared.finish()
+    assert refused.value.reason == "wrong_type"
+
+
 def test_a_streamed_answer_is_refused_at_the_first_key_too_many_and_drops_its_state() -> None:
     body = _keyed_body(4000, 500)  # 30 MiB, 2 million distinct keys
     tracemalloc.start()
