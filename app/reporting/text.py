@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["number", "shorten"]
+__all__ = ["database", "number", "shorten"]
 
 
 def number(x: float | None, digits: int = 4, *, infinity: str = "∞") -> str:
@@ -23,3 +23,14 @@ def shorten(value: Any, limit: int = 100) -> str:
     """``value`` as JSON, cut to ``limit`` characters with an ellipsis."""
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def database(value: Any, limit: int = 100) -> str:
+    """A database as JSON cut to ``limit`` characters; when cut, its size first (``31 rows: [{…``), since
+    the tables a search tries often share their first rows and differ only in length, and a cut
+    list's prefix alone cannot tell them apart."""
+    text = shorten(value, limit)
+    if not isinstance(value, list) or not text.endswith("…"):
+        return text
+    rows = all(isinstance(v, dict) for v in value)
+    return f"{len(value):,} {'rows' if rows else 'records'}: {text}"

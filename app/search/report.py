@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.reporting.text import number, shorten
+from app.reporting.text import database, number
 
 __all__ = ["format_search_report", "monitor_body"]
 
@@ -35,8 +35,8 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
     if r["certified"] and f:
         h = f["held_out"]
         lines += ["VIOLATION CERTIFIED",
-                  f"  x  = {shorten(f['x'])}",
-                  f"  x′ = {shorten(f['x_prime'])}",
+                  f"  x  = {database(f['x'])}",
+                  f"  x′ = {database(f['x_prime'])}",
                   f"  neighbours by {f['relation']}; found by {f['source']} ({f['note']})",
                   f"  event: {f['describe']}",
                   f"  held out: {h['a']}/{h['n_x']} vs {h['b']}/{h['n_xp']} (p̂ = {h['p_hat']:.4g}, q̂ = {h['q_hat']:.4g}), "
@@ -67,7 +67,7 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
             for row in power[:6]:
                 got = ", ".join(f"q={d['q']:g}: {number(d['theta'], 3) if d['theta'] is not None else 'none'}"
                                 for d in row["detected"])
-                lines.append(f"    {shorten(row['x'], 30)} vs {shorten(row['x_prime'], 30)}, {row['family']}, "
+                lines.append(f"    {database(row['x'], 30)} vs {database(row['x_prime'], 30)}, {row['family']}, "
                              f"{row['n_per_side']:,}/side: {row['parameter']} ≥ … {got}")
     fails = r["failing_inputs"]
     if fails:
@@ -75,7 +75,7 @@ def format_search_report(result: Any, *, url: str | None = None) -> str:
         for item in fails[:10]:
             code = f" {item['status_code']}" if item.get("status_code") else ""
             detail = item["detail"].split(": ", 1)[1] if item["detail"].startswith("HTTP ") else item["detail"]
-            lines.append(f"  {item['reason']}{code}: {shorten(item['database'], 60)} — {detail[:120]}")
+            lines.append(f"  {item['reason']}{code}: {database(item['database'], 60)} — {detail[:120]}")
         if len(fails) > 10:
             lines.append(f"  … and {len(fails) - 10} more (--json lists them all)")
     lines += ["", r["statement"]]

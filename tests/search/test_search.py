@@ -397,3 +397,35 @@ def test_an_unusable_endpoint_stops_the_draws_it_started_without_leaving_them_ru
 
     gc.collect()
     assert unhandled == []
+
+
+def test_the_report_tells_apart_failing_tables_that_share_their_first_rows():
+    """Tables a search tries often share their first rows: the failing inputs (and the power rows)
+    were printed as the same 60 characters ("[{"user": 1, "city": "a"}, {"user": 2, …") for tables of
+    31 to 60 users, so the report could not say which sizes failed. A cut database now starts with
+    its size."""
+    from app.reporting.text import database
+    from app.search.draws import function_sampler
+    from app.search.report import format_search_report
+    from app.search.run import SearchSettings, run_search
+    from app.search.service import make_claim
+    from app.stats.shapes import OutputShape
+
+    def picky(db, n, rng):  # noqa: ANN001, ANN202 - fails on tables of more than 30 rows
+        if len(db) > 30:
+            raise MemoryError("table too large for the release job")
+        return [{"a": sum(r["city"] == "a" for r in db) + float(v)} for v in rng.laplace(0, 1, n)]
+
+    domain = D({"table": {"columns": {"user": {"type": "id"}, "city": {"type": "category", "values": ["a", "b"]}},
+                          "privacy_unit": "user", "rows_per_unit": {"min": 1, "max": 1}},
+                "size": {"min": 0, "max": 60}, "neighbours": ["add_remove_unit"]})
+    shape = OutputShape(container="keyed", keys=["a"])
+    r = asyncio.run(run_search(function_sampler(picky, shape, 0), domain, make_claim({"epsilon": 1.0}), shape,
+                               SearchSettings(budget=20_000, seed=0)))
+    fails = r.to_dict()["failing_inputs"]
+    assert len(fails) > 1
+    report = format_search_report(r)
+    lines = [line for line in report.splitlines() if "table too large" in line]
+    assert len(lines) == min(len(fails), 10) and len(set(lines)) == len(lines), lines
+    assert all(f"{len(f['database'])} rows: [" in report for f in fails[:10])
+    assert database([1, 2], 100) == "[1, 2]" and database(list(range(100)), 20).startswith("100 records: [0, 1")
