@@ -193,6 +193,37 @@ def test_output_kinds_and_claims_get_the_right_statistical_verdict(name, sampler
     assert result.violated is violated, result.report
 
 
+def keyed_counts(scale, *, keys_from_data=False):
+    """Laplace counts per key of a list of group keys: over the public keys a and b, or (the
+    mistake) over the keys present in the data."""
+
+    def sample(database, n, rng):
+        keys = sorted(set(database)) if keys_from_data else ["a", "b"]
+        counts = {k: database.count(k) for k in keys}
+        noise = rng.laplace(0.0, scale, (n, len(keys)))
+        return [{k: counts[k] + float(noise[i, j]) for j, k in enumerate(keys)} for i in range(n)]
+
+    return sample
+
+
+KEYED_PAIR = [(["a", "a", "b", "z"], ["a", "a", "b"])]
+
+
+@pytest.mark.parametrize("name, sampler, violated", [
+    ("public keys, correct", keyed_counts(1.0), False),
+    ("public keys, noise scale halved", keyed_counts(0.5), True),
+    ("keys from the data", keyed_counts(1.0, keys_from_data=True), True),
+])
+def test_keyed_outputs_get_the_right_statistical_verdict(name, sampler, violated):
+    """The library adapters release keyed outputs (a group-by with partition selection); assert_dp
+    read them as lists and failed on the first batch ("could not convert string to float: 'a'")."""
+    pairs = [(["a", "a", "b"], ["a", "a"])] if "halved" in name else KEYED_PAIR
+    result = check_dp(sampler, output="keyed", pairs=pairs, seed=11, coupled=False, epsilon=1.0, budget=20_000)
+    assert result.violated is violated, result.report
+    if name == "keys from the data":
+        assert "keys" in result.report
+
+
 def test_coupled_mode_checks_vectors_with_their_l1_sensitivity():
     found = check_dp(histogram(1.0), output=("vector", 3), epsilon=1.0, pairs=[([0, 1, 2], [0, 1, 1])], seed=1,
                      budget=2_000)

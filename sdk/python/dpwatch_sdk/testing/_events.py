@@ -7,7 +7,10 @@ Every output kind is reduced to a few **features**, each a number or a category 
 - labels and discrete outputs: the value as a category;
 - vectors: the first coordinates ``o₁ … o₈``, ``sum(o)``, ``max(o)``, ``min(o)`` and ``argmax(o)``
   (the whole vector as a category when it takes few values);
-- lists: ``len(o)``, ``sum(o)``, ``max(o)``, ``min(o)``, the first entry and the number of ⊥.
+- lists: ``len(o)``, ``sum(o)``, ``max(o)``, ``min(o)``, the first entry and the number of ⊥;
+- keyed outputs (a group-by with partition selection): the set of released keys as a category,
+  the number of released keys, the sum of the released values, and for each of the (at most 8)
+  keys released most often in the first batch whether it is released and its value (⊥ when not).
 
 The events are intervals of a numeric feature and their complements (half-lines, two-sided tails),
 and sets of categories: the prefixes of the categories ranked by their estimated likelihood ratio
@@ -130,11 +133,15 @@ class Featurizer:
         self._values: dict[str, list[Any]] = {}
         self._atoms: bool | None = None
         self._rows: bool | None = None
+        self._keys: list[str] | None = None
 
     # ------------------------------------------------------------------ naming
 
     def label(self, feature: str) -> str:
-        return {"o": "o", "sum": "sum(o)", "max": "max(o)", "min": "min(o)", "argmax": "argmax(o)",
+        if feature.startswith(("value:", "released:")):
+            kind, key = feature.split(":", 1)
+            return f"value({key!r})" if kind == "value" else f"[{key!r} released]"
+        return {"keys": "released keys", "n_keys": "#keys(o)", "o": "o", "sum": "sum(o)", "max": "max(o)", "min": "min(o)", "argmax": "argmax(o)",
                 "len": "len(o)", "first": "o₁", "nulls": "#⊥(o)", "null": "[o = ⊥]", "row": "o"}.get(
             feature, feature)
 
@@ -212,6 +219,8 @@ class Featurizer:
             if self._rows:
                 batch.categorical["row"] = self._codes("row", [tuple(r) for r in matrix.tolist()])
             return batch
+        if kind == "keyed":
+            return self._keyed(batch, outputs, n)
         rows = check_outputs(outputs, n, self.output)
         lengths = np.array([len(r) for r in rows], dtype=np.float64)
         batch.numeric["len"] = lengths
@@ -222,6 +231,25 @@ class Featurizer:
         batch.numeric["min"] = np.array([min((v for v in r if v == v), default=math.nan) for r in entries])
         batch.numeric["first"] = np.array([r[0] if r else math.nan for r in entries])
         batch.numeric["nulls"] = np.array([sum(v != v for v in r) for r in entries], dtype=np.float64)
+        return batch
+
+    def _keyed(self, batch: Batch, outputs: Any, n: int) -> Batch:
+        rows = check_outputs(outputs, n, self.output)
+        if self._keys is None:  # fixed on the first batch, which no event is tested on
+            seen: dict[str, int] = {}
+            for r in rows:
+                for k in r:
+                    seen[k] = seen.get(k, 0) + 1
+            self._keys = sorted(seen, key=lambda k: (-seen[k], k))[:MAX_COORDINATES]
+        batch.categorical["keys"] = self._codes("keys", ["{" + ", ".join(sorted(r)) + "}" for r in rows])
+        counts = np.array([len(r) for r in rows], dtype=np.float64)
+        batch.numeric["n_keys"] = counts
+        batch.categorical["n_keys"] = self._codes("n_keys", counts)
+        batch.numeric["sum"] = np.array([math.fsum(v for v in r.values() if v is not None) for r in rows])
+        for key in self._keys:
+            values = [r.get(key, None) for r in rows]
+            batch.numeric[f"value:{key}"] = np.array([math.nan if v is None else float(v) for v in values])
+            batch.categorical[f"released:{key}"] = self._codes(f"released:{key}", [float(key in r) for r in rows])
         return batch
 
     def _numbers(self, outputs: Any, n: int) -> NDArray[np.float64]:
