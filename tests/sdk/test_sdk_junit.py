@@ -135,6 +135,28 @@ def test_search_on_a_failing_endpoint_is_an_error(tmp_path):
     assert "failed on every one" in suite.find("testsuite/testcase/error").get("message")
 
 
+def answers_only_the_empty_database(database, n, rng):
+    """A release whose schema the domain does not match: every non-empty table fails (a missing
+    column), the empty one has no row to fail on."""
+    if database:
+        raise KeyError("city")
+    return rng.laplace(0.0, 1.0, n)
+
+
+def test_search_that_could_sample_no_pair_is_an_error(tmp_path):
+    """Only the empty database answered: no pair was sampled and nothing tested. That exited 0 (a
+    passed JUnit case), as if the search had found nothing, although the endpoint failed on every
+    other input (the unusable-endpoint rule needs every database to fail, and the empty one did not)."""
+    table = json.dumps({"table": {"columns": {"user": {"type": "id"}}, "privacy_unit": "user"},
+                        "size": {"min": 0, "max": 20}, "neighbours": ["add_remove_unit"]})
+    result = search(answers_only_the_empty_database, tmp_path / "error.xml", "--domain", table)  # the last --domain
+    assert result.exit_code == 2, result.output
+    assert "no pair of the domain could be sampled" in result.output and "city" in result.output
+    suite = ET.parse(tmp_path / "error.xml").getroot()
+    assert suite.get("errors") == "1" and suite.get("failures") == "0"
+    assert "no pair of the domain could be sampled" in suite.find("testsuite/testcase/error").get("message")
+
+
 def test_report_escapes_and_strips_what_xml_cannot_hold():
     data = junit_xml("s", [JUnitCase("a <b> & \x00c", "k", 1.5, "failed", "bad \x1b", "report\x07")])
     root = ET.fromstring(data)
