@@ -636,8 +636,11 @@ def audit(
         _fail(f"--alpha must lie in (0, 1), got {alpha:g}")
     if time_limit is not None and not time_limit > 0:
         _fail(f"--time-limit must be positive, got {time_limit:g}")
-    early = None if sequential else _early_rate(sampling_url, pairs, secret, shape, output_kind, dim, budget,
-                                                 time_limit, max_batch, binary, allow_networks, junit_xml)
+    timed = None if sequential else _early_rate(sampling_url, pairs, secret, shape, output_kind, dim, budget,
+                                                 time_limit, max_batch, binary, allow_networks)
+    # the endpoint's failure is reported after the usage errors below, which come first
+    early_failure = timed if isinstance(timed, Exception) else None
+    early = None if isinstance(timed, Exception) else timed
     if early is not None:
         secret = early[1]
 
@@ -687,6 +690,11 @@ def audit(
         the_secret = secret or generate_secret()
     except ValueError as exc:
         _fail(str(exc).splitlines()[0] if "validation error" not in str(exc) else str(exc))
+
+    if early_failure is not None:
+        from app.reporting.junit import shown_url
+
+        _audit_failed(early_failure, junit_xml, f"audit of {shown_url(sampling_url)}")
 
     if sequential:
         if claim is None:
@@ -753,15 +761,16 @@ def audit(
 
 def _early_rate(url: str, pairs: str, secret: str | None, shape: str | None, output_kind: str | None,
                 dim: int | None, budget: int, time_limit: float | None, max_batch: int, binary: bool,
-                allow_networks: str | None, junit_xml: Path | None = None) -> tuple[Any, str] | None:
+                allow_networks: str | None) -> tuple[Any, str] | Exception | None:
     """Time the endpoint before the statistics are loaded, and print how long the budget will take
     (app.sampling.timing): (the measurement, the secret used) or None when the shape or the pairs
-    are not declared plainly (the audit measures later then).
+    are not declared plainly (the audit measures later then), or the endpoint's error.
 
     An endpoint that answers the first database with an error (down, a 401 for the secret, a 500 from
-    the mechanism, an answer that breaks the declared shape) fails the command here, as the audit
-    would: the audit used to ask again, and the user waited for the retries and read them twice. Only
-    a request of ours that timed out is left to the audit, which allows a slow endpoint longer."""
+    the mechanism, an answer that breaks the declared shape) is returned, and fails the command after
+    its usage errors, as the audit would: the audit used to ask again, and the user waited for the
+    retries and read them twice. Only a request of ours that timed out is left to the audit, which
+    allows a slow endpoint longer."""
     if shape is None and output_kind is None:
         return None
     text = pairs.strip()
@@ -790,11 +799,7 @@ def _early_rate(url: str, pairs: str, secret: str | None, shape: str | None, out
         measured = asyncio.run(endpoint_rate(url, the_secret, declared, first, max_batch=max_batch, binary=binary,
                                              http_config=config))
     except SamplingError as exc:
-        if exc.reason == "timeout":
-            return None
-        from app.reporting.junit import shown_url
-
-        _audit_failed(exc, junit_xml, f"audit of {shown_url(url)}")
+        return None if exc.reason == "timeout" else exc
     except Exception:  # noqa: BLE001 - the audit itself reports what is wrong with the endpoint
         return None
     left = limit_left(time_limit)
