@@ -292,7 +292,7 @@ def reset_monitor(
     "horizon runs at α_j·2^−(r+1) over the remaining periods (docs/search.md §5). Answers 202 with a job that "
     "computes the check's threshold and adds it (`result.check_id`). 422 when the job is not a succeeded search "
     "of this mechanism or has no such finding; 409 when the monitor reserved no α for added checks (create it with "
-    "`search_every` or `rediscover_every` > 0), is not running, or its horizon is nearly over.",
+    "`search_every` > 0, or with an `auto` check and `rediscover_every` > 0), is not running, or its horizon is nearly over.",
     responses=problem_responses(401, 404, 409, 422),
 )
 def adopt_search_finding(monitor_id: uuid.UUID, body: AdoptFindingRequest, principal: CurrentPrincipal,

@@ -61,8 +61,10 @@ def adoption_problem(monitor: Monitor) -> str | None:
     if (monitor.detector or "aggregator") != "aggregator":
         return f"checks are added during a horizon with the aggregator only, not the {monitor.detector}"
     if not rediscovers(monitor):
-        return ("the monitor reserved no share of α for added checks: create it with `search_every` (or "
-                "`rediscover_every`) > 0, or watch the finding with a new monitor (the search's `findings[i].check`)")
+        return ("the monitor reserved no share of α for added checks: create it with `search_every` > 0 (on a "
+                "mechanism with an `input_domain`), or with an `auto` check and `rediscover_every` > 0 "
+                "(`rediscover_every` is ignored without one), or watch the finding with a new monitor (the "
+                "search's `findings[i].check`)")
     if monitor.state not in RUNNABLE_STATES:
         return f"the monitor is {monitor.state}"
     if monitor.horizon - monitor.t < MIN_REMAINING_PERIODS:

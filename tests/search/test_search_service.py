@@ -164,6 +164,11 @@ def test_a_monitor_searches_every_k_periods_and_a_finding_becomes_a_check(client
     # one call: a finished search's finding onto a monitor. The plain monitor reserved no α: 409.
     conflict = client.post(f"/v1/monitors/{plain['id']}/checks/from-search", json={"job_id": done["id"]})
     assert conflict.status_code == 409 and "reserved no share" in conflict.text
+    # rediscover_every without an `auto` check reserves nothing either (it is ignored): the answer said
+    # "create it with `search_every` (or `rediscover_every`) > 0", and a user who did got the same 409
+    ignored = client.post("/v1/monitors", json={**base, "name": "rediscovering nothing", "rediscover_every": 5}).json()
+    conflict = client.post(f"/v1/monitors/{ignored['id']}/checks/from-search", json={"job_id": done["id"]})
+    assert conflict.status_code == 409 and "with an `auto` check" in conflict.text, conflict.text
     missing = client.post(f"/v1/monitors/{mon['id']}/checks/from-search", json={"job_id": done["id"], "finding": 50})
     assert missing.status_code == 422
     adopt = client.post(f"/v1/monitors/{mon['id']}/checks/from-search", json={"job_id": done["id"], "finding": 2})
