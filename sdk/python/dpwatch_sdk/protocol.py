@@ -452,7 +452,10 @@ def _key(key: typing.Any, where: str) -> str:
         return str(int(key))
     if np is not None and isinstance(key, np.str_):
         return str(key)
-    raise OutputError(f"{where} must be a string or an integer, got {type(key).__name__}: {_describe(key)}")
+    hint = ""
+    if isinstance(key, tuple):  # a group-by on several columns
+        hint = "; join a composite key into one string (e.g. '|'.join(map(str, key)))"
+    raise OutputError(f"{where} must be a string or an integer, got {type(key).__name__}: {_describe(key)}{hint}")
 
 
 def _keyed(items: list[typing.Any], output: Output) -> list[dict[str, typing.Any]]:

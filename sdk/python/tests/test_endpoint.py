@@ -312,6 +312,8 @@ def test_keyed_outputs_are_json_objects_with_string_keys(how):
     (Output("keyed"), [{"a": None}, {}, {}], "not nullable"),
     (Output("keyed"), [{1.5: 1.0}, {}, {}], "must be a string or an integer"),
     (Output("keyed"), [{True: 1.0}, {}, {}], "must be a string or an integer"),
+    # a group-by on two columns returns tuple keys: the answer says how to send them
+    (Output("keyed"), [{("a", 1): 1.0}, {}, {}], "join a composite key into one string"),
     (Output("keyed"), [{7: 1.0, "7": 2.0}, {}, {}], "twice"),
     (Output("keyed", keys=("a", "b")), [{"a": 1.0}, {"c": 1.0}, {}], "not a declared key"),
     (Output("keyed", max_keys=1), [{"a": 1.0, "b": 2.0}, {}, {}], "more than max_keys=1"),
