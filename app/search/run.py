@@ -387,6 +387,15 @@ async def run_search(sampler: Sampler, domain: InputDomain, claim: Claim, shape:
             elif result is not None and result.stopped.startswith(("time limit", "a request timed out")):
                 stopped = result.stopped
     elif not finalists:
+        if draws.failures:
+            # Nothing was tested: the endpoint answered too few of the inputs (often the empty table
+            # only, which has no row to fail on) for a single pair. An error, not "none found".
+            fails = list(draws.failures.values())
+            first = fails[0]
+            raise EndpointUnusable(
+                f"no pair of the domain could be sampled: the endpoint failed on {len(fails)} input(s) and answered "
+                f"{draws.successes} (the first failure: {first['reason']}: {first['detail'][:200]}; on "
+                f"{shorten(first['database'], 120)})")
         stopped = "no pair could be sampled"
     else:
         stopped = "certified" if first is not None else "no budget left for certification"

@@ -107,6 +107,33 @@ def test_a_search_job_finds_the_empty_database_bug(client, corpus_server, make_w
 
 
 
+def _answers_only_the_empty_table(database, n, rng):  # noqa: ANN001, ANN202
+    """A release whose schema the domain does not match: every non-empty table fails (a missing
+    column), the empty one has no row to fail on."""
+    if database:
+        raise KeyError("city")
+    return rng.laplace(0.0, 1.0, n)
+
+
+def test_a_search_job_that_could_sample_no_pair_fails(client, make_worker, arun):
+    """Only the empty table answered, so no pair was sampled and nothing tested: the job fails with
+    the endpoint's error (it used to succeed with `certified: false`, which reads as "none found")."""
+    api = FastAPI()
+    api.include_router(endpoint_router({"/empty-only": (_answers_only_the_empty_table, "real")}, secret=SECRET))
+    table = {"table": {"columns": {"user": {"type": "id"}}, "privacy_unit": "user"},
+             "size": {"min": 0, "max": 20}, "neighbours": ["add_remove_unit"]}
+    with serve_app(api) as base:
+        mech = _mechanism(client, f"{base}/empty-only")
+        answer = client.post(f"/v1/mechanisms/{mech['id']}/searches", json={
+            "claim": {"epsilon": 1}, "domain": table, "budget": 20_000, "candidates": 10})
+        assert answer.status_code == 202, answer.text
+        worker, _ = make_worker()
+        _jobs(worker, arun)
+    done = client.get(f"/v1/jobs/{answer.json()['id']}").json()
+    assert done["state"] == "failed", done
+    assert "no pair of the domain could be sampled" in done["error"] and "city" in done["error"], done
+
+
 def test_a_search_job_with_full_report_goes_on_after_the_first_certification(client, corpus_server, make_worker,
                                                                              arun):
     entry = CORPUS["empty-returns-zero"]
