@@ -41,6 +41,7 @@ between distinct values: all values lie on ``offset + step·ℤ`` up to float ro
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -64,6 +65,8 @@ __all__ = [
     "detect_lattice",
     "detect_shape",
     "n_outputs",
+    "outputs_nbytes",
+    "own_outputs",
     "take_outputs",
     "to_canonical",
 ]
@@ -320,6 +323,29 @@ def take_outputs(outputs: Any, index: Any) -> Any:
     if isinstance(outputs, (ListSamples, KeyedSamples)):
         return outputs[index]
     return np.asarray(outputs)[index]
+
+
+def outputs_nbytes(outputs: Any) -> int:
+    """The bytes the arrays of canonical outputs hold (for an object array of labels, its
+    pointers plus the size of each distinct label once: equal labels are one shared object)."""
+    if isinstance(outputs, ListSamples):
+        return int(outputs.values.nbytes + outputs.lengths.nbytes)
+    if isinstance(outputs, KeyedSamples):
+        return int(outputs.indptr.nbytes + outputs.key_index.nbytes + outputs.values.nbytes)
+    arr = np.asarray(outputs)
+    if arr.dtype == object:
+        return int(arr.nbytes + sum(sys.getsizeof(v) for v in {id(v): v for v in arr.ravel()}.values()))
+    return int(arr.nbytes)
+
+
+def own_outputs(outputs: Any) -> Any:
+    """A copy of canonical outputs that holds only its own rows: a slice of a larger array (a
+    view) keeps the whole array alive, which a copy lets go."""
+    if isinstance(outputs, ListSamples):
+        return ListSamples(outputs.values.copy(), outputs.lengths.copy())
+    if isinstance(outputs, KeyedSamples):
+        return KeyedSamples(outputs.keys, outputs.indptr.copy(), outputs.key_index.copy(), outputs.values.copy())
+    return np.array(outputs, copy=True)
 
 
 def concat_outputs(parts: Sequence[Any]) -> Any:

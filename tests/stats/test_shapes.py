@@ -240,3 +240,23 @@ async def test_client_and_endpoint_carry_lists_in_batches():
             assert isinstance(out, ListSamples) and len(out) == 200
             assert conformance(shape, out) is None
             assert set(out.lengths.tolist()) <= {0, 1, 2, 3}
+
+
+def test_outputs_nbytes_and_own_outputs_for_every_container():
+    from app.stats.keyed import keyed_from_rows
+    from app.stats.shapes import ListSamples, outputs_nbytes, own_outputs, take_outputs
+
+    scalars = np.arange(1000.0)
+    lists = ListSamples(np.zeros((1000, 4)), np.full(1000, 4))
+    keyed = keyed_from_rows([{"a": 1.0, "b": 2.0}] * 1000, nullable=False, integer=False)
+    labels = np.array(["yes", "no"] * 500, dtype=object)
+    assert outputs_nbytes(scalars) == 8_000
+    assert outputs_nbytes(lists) == 1000 * 4 * 8 + lists.lengths.nbytes
+    assert outputs_nbytes(keyed) == keyed.indptr.nbytes + keyed.key_index.nbytes + keyed.values.nbytes
+    assert 8_000 < outputs_nbytes(labels) < 8_000 + 200  # pointers, and each distinct label once
+    for outputs in (scalars, lists, keyed, labels):
+        part = take_outputs(outputs, slice(990, 1000))
+        own = own_outputs(part)
+        arrays = [own] if isinstance(own, np.ndarray) else [v for v in vars(own).values() if isinstance(v, np.ndarray)]
+        assert arrays and all(a.base is None for a in arrays)  # nothing of the 1000 outputs is kept alive
+        assert outputs_nbytes(own) <= outputs_nbytes(outputs) / 50 + 200  # (+ the distinct labels)
