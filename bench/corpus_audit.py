@@ -53,8 +53,8 @@ def claims_for(m) -> list[float]:
     return out
 
 
-#: AuditSettings.rescore_late for every audit of the run (``--rescore-late``).
-RESCORE_LATE = {"on": False}
+#: AuditSettings.rescore_late for every audit of the run (on by default; ``--no-rescore-late``).
+RESCORE_LATE = {"on": AuditSettings().rescore_late}
 
 
 async def audit(m, claim: float | None, budget: int, seed: int, http: dict | None):
@@ -91,7 +91,8 @@ def main() -> None:
     ap.add_argument("--claim", type=float, action="append", help="claims to test instead of the default grid")
     ap.add_argument("--estimate", action="store_true", help="no claim: the largest lower bound within the budget")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON")
-    ap.add_argument("--rescore-late", action="store_true", help="AuditSettings.rescore_late (late re-ranking)")
+    ap.add_argument("--rescore-late", action=argparse.BooleanOptionalAction, default=AuditSettings().rescore_late,
+                    help="AuditSettings.rescore_late (late re-ranking; on by default)")
     args = ap.parse_args()
     RESCORE_LATE["on"] = args.rescore_late
     table = corpus()

@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--claim", type=float, default=0.1)
     ap.add_argument("--keep-pairs", type=int, default=AuditSettings().keep_pairs)
     ap.add_argument("--tests", action="store_true", help="print every held-out test")
-    ap.add_argument("--rescore-late", action="store_true", help="AuditSettings.rescore_late (late re-ranking)")
+    ap.add_argument("--rescore-late", action=argparse.BooleanOptionalAction, default=AuditSettings().rescore_late,
+                    help="AuditSettings.rescore_late (late re-ranking; on by default)")
     args = ap.parse_args()
     m = corpus()[args.slug]
     print(f"{args.slug}: pairs' ε {m.pair_epsilon():.4g}, claim {args.claim:g}, budget {DEFAULT_BUDGET:,}, "

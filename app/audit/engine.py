@@ -8,9 +8,9 @@ the pairs still in play:
 1. on everything drawn before round r (the choosing data), rank the pairs and their candidate
    events (app.stats.candidates: projections, lattice point sets, tails, MPL's t̂, learned
    events), keep the ``keep_pairs`` best pairs and the ``events_per_round`` best events; with
-   ``rescore_late`` (opt-in) the late rounds re-rank the candidates on older outputs that did not
-   choose them, beside the events tested before (on their held-out counts), and prune the pairs on
-   that ranking (:func:`_rescored`);
+   ``rescore_late`` (the default) the late rounds re-rank the candidates on older outputs that did
+   not choose them (at most ``RESCORE_BYTES`` of them), beside the events tested before (on their
+   held-out counts), and prune the pairs on that ranking (:func:`_rescored`);
 2. test each event on round r's fresh outputs only (app.stats.heldout.test_claim) at level
    α_r / K, where α_r = α·2^(r−1)/(2^R − 1) (so Σ_r α_r = α: more level where there are more
    samples);
@@ -28,10 +28,12 @@ cancellation flag between draws and rounds, so the service can run it as a job.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import inspect
 import json
 import logging
 import math
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,9 +44,18 @@ import numpy as np
 from app.sampling.timing import DeadlineReached
 from app.stats.candidates import Candidate, ProposalSettings, propose, ranking_score
 from app.stats.claims import Claim, PureDP, claimed_delta, claimed_epsilon
-from app.stats.events import event_contains
+from app.stats.events import count_many, event_contains
 from app.stats.heldout import Counts, test_claim
-from app.stats.shapes import KeyedSamples, ListSamples, OutputShape, concat_outputs, n_outputs, take_outputs
+from app.stats.shapes import (
+    KeyedSamples,
+    ListSamples,
+    OutputShape,
+    concat_outputs,
+    n_outputs,
+    outputs_nbytes,
+    own_outputs,
+    take_outputs,
+)
 
 __all__ = ["AuditCancelled", "AuditResult", "AuditSettings", "Progress", "Sampler", "run_engine", "round_schedule"]
 
@@ -66,9 +77,11 @@ CHUNK = 250_000
 DEFAULT_FIRST_ROUND = 2_000
 #: Choosing data kept per database (the most recent), to bound memory and selection time.
 MAX_CHOOSING = 100_000
-#: Outputs per database kept, beside the choosing data, to re-rank the candidates on (the ones
-#: drawn just before the choosing data, which did not choose the events they rank).
-RESCORE_MAX = 1_000_000
+#: Bytes of outputs kept, beside the choosing data, to re-rank the candidates on (the ones drawn
+#: just before the choosing data, which did not choose the events they rank): in all, split evenly
+#: over the databases in play, the most recent kept (SVT 3's vectors of 10 floats, 80 bytes each:
+#: 200 000 per database while its 10 databases are in play, 500 000 once 4 are).
+RESCORE_BYTES = 160 * 2**20
 #: Re-ranking starts once every database in play holds this many such outputs.
 RESCORE_MIN = 100_000
 #: Candidates per pair re-ranked: the best of each (statistic, family) first, then by their score.
@@ -95,13 +108,14 @@ class AuditSettings:
     region: tuple[float, float] | None = None
     learned: bool = True
     stop_when_refuted: bool = True
-    #: late re-ranking (opt-in): keep up to ``RESCORE_MAX`` outputs per database drawn before the
-    #: choosing data, re-rank the candidates on them from the first round that has ``RESCORE_MIN``
-    #: of them (:func:`_rescored`) and prune the pairs only then. Off: pruning at ``PRUNE_AFTER``
-    #: choosing outputs on held-apart halves. Off by default: it holds up to 10⁶ more outputs per
-    #: database in memory (2.1 GB against 0.8 GB peak for SVT 3's audit) and runs 2-3× longer
-    #: (docs/audit.md §4, docs/benchmarks.md "Late re-ranking").
-    rescore_late: bool = False
+    #: late re-ranking (on by default): keep up to ``RESCORE_BYTES`` of the outputs drawn before the
+    #: choosing data (over the databases in play), re-rank the candidates on them from the first
+    #: round that has ``RESCORE_MIN`` of them per database (:func:`_rescored`) and prune the pairs
+    #: only then (on held-apart halves at ``PRUNE_AFTER`` when the bytes cannot hold that many).
+    #: Off: pruning at ``PRUNE_AFTER`` choosing outputs on held-apart halves, the engine before it
+    #: (the search's certification, whose budget split assumes it). docs/audit.md §4,
+    #: docs/benchmarks.md "Late re-ranking".
+    rescore_late: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -180,6 +194,22 @@ class AuditResult:
         return out
 
 
+def _freed_arrays_leave() -> None:
+    """Ask glibc to map every allocation of 1 MB or more on its own, so that freeing it returns it
+    to the system. By default glibc raises that threshold to the largest block freed so far (up to
+    32 MB), after which the engine's chunks of outputs (250 000 SVT 3 vectors: 20 MB) and the
+    proposal's temporaries come from heap arenas that stay resident once freed: about 300 MB of SVT 3's
+    peak (docs/benchmarks.md, "Late re-ranking"). It sets a process-wide allocator option; elsewhere
+    than glibc it does nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def _key(db: Any) -> str:
     return json.dumps(db, sort_keys=True, separators=(",", ":"))
 
@@ -198,12 +228,42 @@ def _finite(x: float | None) -> float | None:
 
 
 def _cap(outputs: Any, limit: int) -> Any:
+    """The last ``limit`` outputs, as a copy when some are dropped (a view would keep them alive)."""
     n = n_outputs(outputs)
-    return outputs if n <= limit else take_outputs(outputs, slice(n - limit, n))
+    return outputs if n <= limit else own_outputs(take_outputs(outputs, slice(n - limit, n)))
 
 
 def _count(event: Any, outputs: Any) -> int:
     return int(np.count_nonzero(event_contains(event, outputs)))
+
+
+def _count_chunks(events: Sequence[Any], chunks: Sequence[Any]) -> list[int]:
+    """The count of each event in all the chunks (:func:`app.stats.events.count_many`)."""
+    total = [0] * len(events)
+    for chunk in chunks:
+        total = [t + c for t, c in zip(total, count_many(events, chunk))]
+    return total
+
+
+def _n_chunks(chunks: Sequence[Any]) -> int:
+    return sum(n_outputs(c) for c in chunks)
+
+
+def _store(chunks: list[Any], pushed: Any, cap: int) -> None:
+    """Append ``pushed`` (a copy of its own) to a database's older outputs (oldest first) and drop
+    the oldest until they hold at most ``cap`` bytes."""
+    chunks.append(own_outputs(pushed))
+    total = sum(outputs_nbytes(c) for c in chunks)
+    while chunks and total > cap:
+        first = chunks[0]
+        size, n = outputs_nbytes(first), n_outputs(first)
+        if n == 0 or total - size >= cap:
+            chunks.pop(0)
+            total -= size
+        else:
+            drop = min(n, math.ceil((total - cap) * n / size))
+            chunks[0] = own_outputs(take_outputs(first, slice(drop, n)))
+            total += outputs_nbytes(chunks[0]) - size
 
 
 def _held_apart_score(x: Any, y: Any, shape: OutputShape, prop: ProposalSettings, top: int,
@@ -231,17 +291,18 @@ def _event_key(cand: Candidate) -> str:
     return json.dumps([cand.event.model_dump(mode="json"), cand.x_first], sort_keys=True)
 
 
-def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int, int, int, int]], x: Any, y: Any,
-              prop: ProposalSettings) -> list[Candidate]:
+def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int, int, int, int]],
+              x: Sequence[Any], y: Sequence[Any], prop: ProposalSettings) -> list[Candidate]:
     """The pair's candidates re-ranked on outputs that did not choose them, best first: the best
     proposed candidate of each (statistic, family), then the next best, up to ``RESCORE_TOP``, each
-    scored (:func:`ranking_score`, in its orientation) on its counts in ``x``, ``y``; and the
+    scored (:func:`ranking_score`, in its orientation) on its counts in ``x``, ``y`` (each a list
+    of chunks of outputs, counted chunk by chunk); and the
     events ``carried`` from the pair's earlier tests ``(candidate, a, na, b, nb)``, scored on the
     held-out counts of those tests (a/na on the likelier side). Only these are returned: the other
     candidates' scores come from the outputs that chose them and are not comparable.
 
-    The choosing data are the latest ``MAX_CHOOSING`` outputs; ``x`` and ``y`` are up to
-    ``RESCORE_MAX`` drawn before them, so the count of a proposed candidate there is free of the
+    The choosing data are the latest ``MAX_CHOOSING`` outputs; ``x`` and ``y`` are the ones drawn
+    before them (at most ``RESCORE_BYTES`` over the databases in play), so the count of a proposed candidate there is free of the
     winner's curse of its choice among thousands. They may have chosen the carried events (chosen
     in earlier rounds), which is why those are scored on their held-out counts instead. (SVT 3's
     late rounds tested narrow intervals chosen on 100 000 outputs whose held-out bounds were ≈ 0,
@@ -265,10 +326,10 @@ def _rescored(cands: Sequence[Candidate], carried: Sequence[tuple[Candidate, int
         if len(pool) >= RESCORE_TOP:
             break
         add(c)
-    nx, ny = n_outputs(x), n_outputs(y)
+    nx, ny = _n_chunks(x), _n_chunks(y)
     counted: list[tuple[Candidate, int, int, int, int]] = []
-    for c in pool:
-        cx, cy = _count(c.event, x), _count(c.event, y)
+    events = [c.event for c in pool]
+    for c, cx, cy in zip(pool, _count_chunks(events, x), _count_chunks(events, y)):
         counted.append((c, *((cx, nx, cy, ny) if c.x_first else (cy, ny, cx, nx))))
     for c, a, na, b, nb in carried:
         if (key := _event_key(c)) not in seen:
@@ -404,6 +465,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     settings = settings or AuditSettings()
     if not pairs:
         raise ValueError("give at least one pair of neighbouring databases")
+    _freed_arrays_leave()
     pairs = [(x, xp) for x, xp in pairs]
     claim_used: Claim = claim if claim is not None else PureDP(0.0)
     schedule = round_schedule(settings)
@@ -413,9 +475,10 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         keys.setdefault(_key(x), x)
         keys.setdefault(_key(xp), xp)
     data: dict[str, Any] = {}
-    # the outputs drawn just before each database's choosing data (at most RESCORE_MAX): they
-    # re-rank the candidates that the choosing data proposed (_rescored)
-    older: dict[str, Any] = {}
+    # the outputs drawn just before each database's choosing data, in chunks, oldest first (at most
+    # RESCORE_BYTES over the databases in play): they re-rank the candidates that the choosing data
+    # proposed (_rescored)
+    older: dict[str, list[Any]] = {}
     # per pair and event, the events tested so far with their held-out counts summed over their tests
     # (likelier side first: a, na, b, nb), re-ranked with the proposed candidates
     tested: dict[int, dict[str, tuple[Candidate, int, int, int, int]]] = {}
@@ -457,15 +520,14 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             await report(r, f"round {r}: drew {n} outputs on database {i + 1}/{len(needed)}")
         return fresh
 
-    def keep(k: str, out: Any) -> None:
+    def keep(k: str, out: Any, cap: int) -> None:
         """Round outputs join the choosing data; with ``rescore_late`` the ones they push out of it
-        go to ``older``."""
+        go to ``older`` (at most ``cap`` bytes for this database)."""
         both = concat_outputs([data[k], out])
         data[k] = _cap(both, MAX_CHOOSING)
         n = n_outputs(both)
         if settings.rescore_late and n > MAX_CHOOSING:
-            pushed = take_outputs(both, slice(0, n - MAX_CHOOSING))
-            older[k] = _cap(pushed if k not in older else concat_outputs([older[k], pushed]), RESCORE_MAX)
+            _store(older.setdefault(k, []), take_outputs(both, slice(0, n - MAX_CHOOSING)), cap)
 
     async def _held_out_draws(needed: list[str], n_r: int, r: int, chosen: list[tuple[int, Candidate]],
                               hits: list[list[int]]) -> None:
@@ -487,7 +549,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                     for side, db in enumerate(pairs[i]):
                         if _key(db) == k:
                             hits[j][side] += _count(cand.event, out)
-                keep(k, out)
+                keep(k, out, RESCORE_BYTES // len(needed))
                 await report(r, f"round {r}: {drawn[k]:,} outputs on database {d + 1}/{len(needed)}")
 
     log.info("audit: %d pairs, %d databases, %d rounds, claim %s", len(pairs), len(keys), len(schedule),
@@ -513,11 +575,17 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                                 target=claimed_epsilon(claim),
                                 region=settings.region, learned=settings.learned, seed=settings.seed + r)
 
-        def choose() -> tuple[list[tuple[int, Candidate]], list[int]]:
+        def choose() -> tuple[list[tuple[int, Candidate]], list[int], int | None]:
             found: list[tuple[int, Candidate]] = []
             per_pair: list[tuple[float, int]] = []
-            rescore = settings.rescore_late and all(k in older and n_outputs(older[k]) >= RESCORE_MIN
-                          for i in active for k in (_key(pairs[i][0]), _key(pairs[i][1])))
+            in_play = {_key(db) for i in active for db in pairs[i]}
+            rescore = settings.rescore_late and all(_n_chunks(older.get(k, [])) >= RESCORE_MIN for k in in_play)
+            # the pairs wait for re-ranking to be pruned only if the store can hold RESCORE_MIN outputs
+            # of every database in play (outputs are as large as the choosing data's); else they are
+            # pruned on held-apart halves as without it
+            wait = prune_on_store and all(
+                outputs_nbytes(data[k]) * RESCORE_MIN <= (RESCORE_BYTES // len(in_play)) * n_outputs(data[k])
+                for k in in_play)
             for i in active:
                 x, xp = pairs[i]
                 cands = propose(data[_key(x)], data[_key(xp)], shape, prop,
@@ -530,7 +598,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                     found.extend((i, c) for c in cands[: 2 * k_events])
             # prune only once the choosing data can tell the pairs apart: on a few thousand outputs
             # every pair's predicted bound is ≤ 0 and the ranking would be a coin toss
-            if prune_on_store:
+            if wait or rescore:
                 # every pair's candidates are ranked on outputs that did not choose them
                 informative = rescore
             else:
@@ -555,9 +623,9 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
                     if key(i, c) not in seen and not any(c is cc for _, cc in chosen):
                         chosen.append((i, c))
                         seen.add(key(i, c))
-            return chosen, sorted(keep)
+            return chosen, sorted(keep), min(_n_chunks(older[k]) for k in in_play) if rescore else None
 
-        chosen, kept = await asyncio.to_thread(choose)
+        chosen, kept, older_outputs = await asyncio.to_thread(choose)
         if not chosen:
             stopped = "no candidate event (the outputs do not vary)"
             break
@@ -594,7 +662,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             if claim is not None and res.refutes:
                 refuted = True
         rounds_out.append({"round": r, "n_per_database": n_r, "alpha": alpha_r, "level_per_event": level,
-                           "pairs": active, "databases": len(needed),
+                           "pairs": active, "databases": len(needed), "older_outputs": older_outputs,
                            "lower_bound": _finite(max((t["held_out"]["lower_bound"] or -math.inf) for t in round_tests))})
         await report(r, f"round {r}/{len(schedule)} tested {len(chosen)} events; LB so far {best_lb:.4g}")
         log.info("audit round %d: n=%d, LB so far %.4g", r, n_r, best_lb)
@@ -619,6 +687,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         settings={"budget": settings.budget, "first_round": settings.first_round, "rounds": len(schedule),
                   "events_per_round": settings.events_per_round, "keep_pairs": settings.keep_pairs,
                   "rescore_late": settings.rescore_late, "prune_on_store": prune_on_store,
+                  "rescore_bytes": RESCORE_BYTES if settings.rescore_late else None,
                   "region": settings.region})
 
 

@@ -199,7 +199,8 @@ def certification_settings(budget: int, n_databases: int, alpha: float, *, keep_
     per_db = int(max(2 * first, (budget - (n_databases - late_dbs) * early) / max(1, late_dbs)))
     rounds = max(1, int(math.floor(math.log2(per_db / first))))
     # pruned at PRUNE_AFTER, as counted above (not later, on re-ranked candidates: rescore_late stays off)
-    return AuditSettings(alpha=alpha, budget=first * 2**rounds, first_round=first, keep_pairs=keep_pairs, seed=seed)
+    return AuditSettings(alpha=alpha, budget=first * 2**rounds, first_round=first, keep_pairs=keep_pairs, seed=seed,
+                         rescore_late=False)
 
 
 async def certify(draws: SearchDraws, finalists: list[CandidatePair], shape: OutputShape, claim: Claim, *,

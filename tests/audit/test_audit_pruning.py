@@ -58,7 +58,7 @@ def test_a_fluke_of_the_choosing_data_ranks_below_a_real_loss_on_older_outputs()
     hx, hy = rng.laplace(-1.0, 2.0, 100_000), rng.laplace(0.0, 2.0, 100_000)
     cx_, cy_ = (int(np.count_nonzero(event_contains(real.event, h))) for h in (hx, hy))
     held = (real, cx_, 100_000, cy_, 100_000) if real.x_first else (real, cy_, 100_000, cx_, 100_000)
-    ranked = _rescored(cands, [held], ox, oy, PROP)
+    ranked = _rescored(cands, [held], [ox[:150_000], ox[150_000:]], [oy], PROP)  # in chunks
     fluke = [c for c in ranked if c.event == cands[0].event and c.x_first == cands[0].x_first]
     assert fluke and fluke[0].predicted < 0  # scored on outputs that did not choose it, it is worthless
     assert ranked[0].predicted > 0
@@ -77,13 +77,13 @@ def test_late_rounds_rank_on_older_outputs_and_prune_only_then(monkeypatch):
     # the default sizes, scaled down 5× so that the test runs in seconds
     monkeypatch.setattr(engine, "MAX_CHOOSING", 20_000)
     monkeypatch.setattr(engine, "RESCORE_MIN", 20_000)
-    monkeypatch.setattr(engine, "RESCORE_MAX", 200_000)
+    monkeypatch.setattr(engine, "RESCORE_BYTES", 6 * 200_000 * 8)  # 200 000 floats for each of the 6 databases
 
     def laplace(db, n, rng):
         return rng.laplace(float(db[0]), 10.0, n)
 
     pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
-    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1, rescore_late=True)  # rounds 1..10
+    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1)  # rounds 1..10; on by default
     res = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None, settings))
     assert [r["round"] for r in res.rounds] == list(range(1, 11))
     for rnd in res.rounds:
@@ -101,9 +101,85 @@ def test_late_rounds_rank_on_older_outputs_and_prune_only_then(monkeypatch):
         assert t["ranked_on"] == 51_200 - 20_000 or (
             earlier and t["ranked_on"] == sum(100 * 2 ** (u["round"] - 1) for u in earlier))
     assert res.settings["prune_on_store"] is True and res.settings["rescore_late"] is True
-    # off (the default, and the search's certification, whose budget split assumes the old pruning)
+    # off (as in the search's certification, whose budget split assumes the old pruning)
     off = asyncio.run(run_engine(local_sampler(laplace, seed=1), pairs, SHAPE, None,
-                                 AuditSettings(budget=102_400, first_round=100, learned=False, seed=1)))
+                                 AuditSettings(budget=102_400, first_round=100, learned=False, seed=1,
+                                               rescore_late=False)))
     assert off.settings["prune_on_store"] is False and off.settings["rescore_late"] is False
     assert all(t["ranked_on"] is None for t in off.tests)
     assert all(len(r["pairs"]) == 5 for r in off.rounds)  # 20 000 choosing outputs never reach PRUNE_AFTER
+
+
+def _laplace(db, n, rng):
+    return rng.laplace(float(db[0]), 10.0, n)
+
+
+def test_the_older_outputs_are_bounded_by_bytes_the_latest_kept(monkeypatch):
+    import asyncio
+
+    from app.audit import AuditSettings, engine, local_sampler, run_engine
+
+    monkeypatch.setattr(engine, "MAX_CHOOSING", 20_000)
+    monkeypatch.setattr(engine, "RESCORE_MIN", 20_000)
+    # 25 000 floats for each of the 6 databases in play when round 9's outputs are pushed out
+    monkeypatch.setattr(engine, "RESCORE_BYTES", 6 * 25_000 * 8)
+    pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
+    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1, rescore_late=True)
+    res = asyncio.run(run_engine(local_sampler(_laplace, seed=1), pairs, SHAPE, None, settings))
+    late = [t for t in res.tests if t["round"] == 10]
+    assert len(res.rounds) == 10 and late
+    # the 31 200 outputs pushed out of the choosing data by round 10 no longer fit: the latest 25 000
+    # rank the proposed candidates (an event tested before is ranked on its held-out counts instead)
+    assert [r["older_outputs"] for r in res.rounds] == [None] * 9 + [25_000]
+    for t in late:
+        earlier = [u for u in res.tests if u["round"] < 10 and u["pair"] == t["pair"] and u["event"] == t["event"]
+                   and u["x_first"] == t["x_first"]]
+        assert t["ranked_on"] == 25_000 or (
+            earlier and t["ranked_on"] == sum(100 * 2 ** (u["round"] - 1) for u in earlier))
+    assert all(len(r["pairs"]) == (3 if r["round"] == 10 else 5) for r in res.rounds)
+    assert res.settings["rescore_bytes"] == 6 * 25_000 * 8
+
+
+def test_pairs_are_pruned_on_held_apart_halves_when_the_bytes_cannot_hold_enough_older_outputs(monkeypatch):
+    import asyncio
+
+    from app.audit import AuditSettings, engine, local_sampler, run_engine
+
+    monkeypatch.setattr(engine, "MAX_CHOOSING", 20_000)
+    monkeypatch.setattr(engine, "RESCORE_MIN", 20_000)
+    monkeypatch.setattr(engine, "PRUNE_AFTER", 12_800)  # the choice of round 8
+    # 18 000 floats per database while 6 are in play, less than RESCORE_MIN: the pairs do not wait
+    monkeypatch.setattr(engine, "RESCORE_BYTES", 6 * 18_000 * 8)
+    pairs = [([0], [k]) for k in (1, 2, 3, 4, 5)]
+    settings = AuditSettings(budget=102_400, first_round=100, learned=False, seed=1, rescore_late=True)
+    res = asyncio.run(run_engine(local_sampler(_laplace, seed=1), pairs, SHAPE, None, settings))
+    assert [len(r["pairs"]) for r in res.rounds] == [5] * 7 + [3] * 3
+    # pruned to 3 pairs (4 databases), each may hold 27 000 older outputs: re-ranked from round 10 on
+    # (round 9's choice sees 25 600 − 20 000 = 5 600 of them, round 10's 27 000 of the 31 200)
+    assert all((t["ranked_on"] is not None) == (t["round"] == 10) for t in res.tests)
+    assert [r["older_outputs"] for r in res.rounds] == [None] * 9 + [27_000]
+
+
+def test_the_store_keeps_the_latest_outputs_within_its_bytes():
+    from app.audit.engine import _cap, _store
+    from app.stats.shapes import ListSamples, outputs_nbytes
+
+    chunks: list = []
+    _store(chunks, np.arange(100.0), 400)
+    assert np.concatenate(chunks).tolist() == list(np.arange(50.0, 100.0))
+    _store(chunks, np.arange(100.0, 130.0), 400)
+    assert np.concatenate(chunks).tolist() == list(np.arange(80.0, 130.0))
+    assert sum(outputs_nbytes(c) for c in chunks) <= 400
+    assert all(c.base is None for c in chunks)  # copies: the arrays they came from can be freed
+    # the choosing data too: the capped outputs do not keep the whole concatenation alive
+    assert _cap(np.arange(1000.0), 10).base is None
+    lists = _cap(ListSamples(np.zeros((1000, 3)), np.full(1000, 3)), 10)
+    assert lists.values.base is None and lists.lengths.base is None and len(lists) == 10
+
+
+def test_late_reranking_is_on_by_default_and_off_in_the_searchs_certification():
+    from app.audit import AuditSettings
+    from app.search.certify import certification_settings
+
+    assert AuditSettings().rescore_late is True
+    assert certification_settings(1_000_000, 8, 0.05).rescore_late is False
