@@ -80,7 +80,8 @@ MAX_CHOOSING = 100_000
 #: Bytes of outputs kept, beside the choosing data, to re-rank the candidates on (the ones drawn
 #: just before the choosing data, which did not choose the events they rank): in all, split evenly
 #: over the databases in play, the most recent kept (SVT 3's vectors of 10 floats, 80 bytes each:
-#: 200 000 per database while its 10 databases are in play, 500 000 once 4 are).
+#: about 200 000 per database while its 10 databases are in play, 500 000 once 4 are). With it,
+#: SVT 3's audit peaks at about 510 MiB resident, within the jobs' 768 MiB (docs/benchmarks.md).
 RESCORE_BYTES = 160 * 2**20
 #: Re-ranking starts once every database in play holds this many such outputs.
 RESCORE_MIN = 100_000
