@@ -199,9 +199,9 @@ def _freed_arrays_leave() -> None:
     """Ask glibc to map every allocation of 1 MB or more on its own, so that freeing it returns it
     to the system. By default glibc raises that threshold to the largest block freed so far (up to
     32 MB), after which the engine's chunks of outputs (250 000 SVT 3 vectors: 20 MB) and the
-    proposal's temporaries come from heap arenas that stay resident once freed: about 300 MB of SVT 3's
-    peak (docs/benchmarks.md, "Late re-ranking"). It sets a process-wide allocator option; elsewhere
-    than glibc it does nothing."""
+    proposal's temporaries come from heap arenas that stay resident once freed: about 300 MiB of
+    SVT 3's peak (docs/benchmarks.md, "Late re-ranking as the default"). It sets a process-wide
+    allocator option and costs page faults (system time); elsewhere than glibc it does nothing."""
     if not sys.platform.startswith("linux"):
         return
     try:
