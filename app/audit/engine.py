@@ -564,6 +564,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     # the choice of round r sees first_round·2^(r−1) outputs per database (the pilot and rounds < r)
     prune_on_store = settings.rescore_late and any(
         settings.first_round * 2 ** (r - 1) - MAX_CHOOSING >= RESCORE_MIN for r in range(1, len(schedule) + 1))
+    unvaried: int | None = None  # outputs per database in which nothing varied, while nothing has
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
         if _cancelled(cancel):
             raise AuditCancelled("cancelled")
@@ -628,8 +629,22 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
 
         chosen, kept, older_outputs = await asyncio.to_thread(choose)
         if not chosen:
-            stopped = "no candidate event (the outputs do not vary)"
-            break
+            # Nothing varies in the choosing data yet. A rare event (a key a release leaks once in
+            # 10⁴ outputs) shows only in more outputs: draw this round's as choosing data (nothing is
+            # tested, so its α_r is left unspent) and choose again in the next round.
+            in_play = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
+            unvaried = min(drawn[k] for k in in_play)
+            if any(drawn[k] + n_r > settings.budget for k in in_play):
+                break
+            try:
+                await _held_out_draws(in_play, n_r, r, [], [])
+            except (_OutOfTime, DeadlineReached) as exc:
+                stopped = _time_stop(exc)
+                break
+            unvaried = min(drawn[k] for k in in_play)
+            await report(r, f"round {r}: no event varies yet; drew {n_r:,} more outputs per database to choose from")
+            continue
+        unvaried = None
         active = kept  # the kept pairs stay in play (their draws keep choosing), tested or not
         needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
         for k in list(older):
@@ -670,6 +685,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         if refuted and settings.stop_when_refuted:
             stopped = "refuted"
             break
+    if stopped == "budget" and unvaried is not None:
+        stopped = f"no candidate event (the outputs did not vary in {unvaried:,} outputs per database)"
     mpl = None
     # MPL's point estimate is descriptive: past the time limit it is skipped so that the run ends on time
     if best_pair is not None and (deadline is None or time.monotonic() < deadline):

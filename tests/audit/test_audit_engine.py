@@ -227,3 +227,34 @@ def test_mpl_neighbourhood_is_a_candidate_for_real_scalars():
     families = {c.family for c in propose(x, y, m.shape, ProposalSettings(n_test=5000, level=0.01), mpl_event=event)}
     assert "mpl t̂ ± h" in families
     assert _mpl_neighbourhood(x, y, C["laplace-rounded"].shape, None) is None  # lattices: point sets instead
+
+
+def _rare_key(p: float):  # noqa: ANN202
+    """A keyed release that leaks the key "z" with probability ``p`` on a database holding a row and
+    never on the empty one (outputs otherwise empty): partition selection without a threshold, rare."""
+    from app.stats.keyed import KeyedSamples
+
+    def sample(database, n, rng):  # noqa: ANN001, ANN202
+        hits = rng.random(n) < p if database else np.zeros(n, dtype=bool)
+        indptr = np.concatenate([[0], np.cumsum(hits)]).astype(np.int64)
+        nnz = int(indptr[-1])
+        return KeyedSamples(("z",), indptr, np.zeros(nnz, dtype=np.int64), np.ones(nnz))
+
+    return sample
+
+
+def test_a_rare_leak_unseen_by_the_pilot_is_still_tested_and_refuted():
+    """The pilot's outputs are all empty (a key leaked once in 1 000 outputs, 200 drawn): nothing
+    varies, so no event can be chosen. The engine used to stop there ("no candidate event"), with
+    most of its budget unspent; it draws on as choosing data until an event shows, then tests it on
+    fresh outputs."""
+    settings = AuditSettings(budget=120_000, first_round=200, seed=0)
+    pairs = [([{"user": 1}], [])]
+    res = asyncio.run(run_engine(local_sampler(_rare_key(1e-3), seed=3), pairs, OutputShape(container="keyed"),
+                                 PureDP(1.0), settings))
+    assert res.refuted, (res.stopped, res.lower_bound)
+    assert res.best["x"] == [{"user": 1}] and "z" in json.dumps(res.best["event"]), res.best
+    # nothing to find on the correct side: the budget is spent and the stop says how much was looked at
+    none = asyncio.run(run_engine(local_sampler(_rare_key(0.0), seed=3), pairs, OutputShape(container="keyed"),
+                                  PureDP(1.0), settings))
+    assert not none.refuted and none.stopped.startswith("no candidate event (the outputs did not vary in "), none.stopped
