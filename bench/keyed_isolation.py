@@ -38,9 +38,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from service_harness import (  # noqa: E402
     DPWATCH,
     PG,
+    cpu_seconds,
     free_port,
     peak_rss_mb,
     period_outcomes,
+    rss_mb,
     say,
     scratch_service,
     wait_port,
@@ -117,25 +119,6 @@ def setup(db_url: str, base: str, args: argparse.Namespace, secret: str) -> dict
         session.commit()
     engine.dispose()
     return groups
-
-
-def rss_mb(pid: int) -> float:
-    """VmRSS (resident set now) of a live process, in MB; 0 if gone."""
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except OSError:
-        return 0.0
 
 
 def main() -> None:

@@ -98,15 +98,34 @@ class Procs:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM (peak resident set) of a live process, in MB; 0 if gone."""
+def _status_mb(pid: int, field: str) -> float:
+    """A memory field of /proc/PID/status (``VmHWM``, ``VmRSS``) in MB; 0 if the process is gone."""
     try:
         for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (peak resident set) of a live process, in MB; 0 if gone."""
+    return _status_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS (resident set now) of a live process, in MB; 0 if gone."""
+    return _status_mb(pid, "VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process; 0 if gone."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
 
 
 def wait_port(port: int, timeout: float, procs: Procs) -> None:

@@ -507,6 +507,10 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         if deadline is not None and time.monotonic() >= deadline:
             raise _OutOfTime()
 
+    def databases_of(indices: Sequence[int]) -> list[str]:
+        """The databases (keys of ``data``) of the pairs ``indices``, each once."""
+        return sorted({_key(db) for i in indices for db in pairs[i]})
+
     async def draw(needed: list[str], n: int, r: int) -> dict[str, Any]:
         fresh: dict[str, Any] = {}
         for i, k in enumerate(needed):
@@ -564,7 +568,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
     # the choice of round r sees first_round·2^(r−1) outputs per database (the pilot and rounds < r)
     prune_on_store = settings.rescore_late and any(
         settings.first_round * 2 ** (r - 1) - MAX_CHOOSING >= RESCORE_MIN for r in range(1, len(schedule) + 1))
-    unvaried: int | None = None  # outputs per database in which nothing varied, while nothing has
+    nothing_varies = False  # no event could be chosen in the latest round
     for r, (n_r, alpha_r) in enumerate(schedule, start=1):
         if _cancelled(cancel):
             raise AuditCancelled("cancelled")
@@ -580,7 +584,7 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         def choose() -> tuple[list[tuple[int, Candidate]], list[int], int | None]:
             found: list[tuple[int, Candidate]] = []
             per_pair: list[tuple[float, int]] = []
-            in_play = {_key(db) for i in active for db in pairs[i]}
+            in_play = databases_of(active)
             rescore = settings.rescore_late and all(_n_chunks(older.get(k, [])) >= RESCORE_MIN for k in in_play)
             # the pairs wait for re-ranking to be pruned only if the store can hold RESCORE_MIN outputs
             # of every database in play (outputs are as large as the choosing data's); else they are
@@ -632,21 +636,20 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
             # Nothing varies in the choosing data yet. A rare event (a key a release leaks once in
             # 10⁴ outputs) shows only in more outputs: draw this round's as choosing data (nothing is
             # tested, so its α_r is left unspent) and choose again in the next round.
-            in_play = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
-            unvaried = min(drawn[k] for k in in_play)
-            if any(drawn[k] + n_r > settings.budget for k in in_play):
+            nothing_varies = True
+            needed = databases_of(active)
+            if any(drawn[k] + n_r > settings.budget for k in needed):
                 break
             try:
-                await _held_out_draws(in_play, n_r, r, [], [])
+                await _held_out_draws(needed, n_r, r, [], [])  # no events to count: the outputs only join
             except (_OutOfTime, DeadlineReached) as exc:
                 stopped = _time_stop(exc)
                 break
-            unvaried = min(drawn[k] for k in in_play)
             await report(r, f"round {r}: no event varies yet; drew {n_r:,} more outputs per database to choose from")
             continue
-        unvaried = None
+        nothing_varies = False
         active = kept  # the kept pairs stay in play (their draws keep choosing), tested or not
-        needed = sorted({_key(pairs[i][0]) for i in active} | {_key(pairs[i][1]) for i in active})
+        needed = databases_of(active)
         for k in list(older):
             if k not in needed:
                 del older[k]  # a pair that left play never comes back
@@ -685,7 +688,8 @@ async def run_engine(sampler: Sampler, pairs: Sequence[tuple[Any, Any]], shape: 
         if refuted and settings.stop_when_refuted:
             stopped = "refuted"
             break
-    if stopped == "budget" and unvaried is not None:
+    if stopped == "budget" and nothing_varies:
+        unvaried = min(drawn[k] for k in databases_of(active))
         stopped = f"no candidate event (the outputs did not vary in {unvaried:,} outputs per database)"
     mpl = None
     # MPL's point estimate is descriptive: past the time limit it is skipped so that the run ends on time

@@ -620,7 +620,6 @@ class PeriodRunner:
             else:
                 outcome = await asyncio.to_thread(self._retrying, self.write_success, planned, outputs, started,
                                                   time.perf_counter() - t0)
-                del outputs
         finally:
             if admission is not None:
                 admission.release()
