@@ -37,6 +37,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from service_harness import (  # noqa: E402
     DPWATCH,
     PG,
+    MonitorGroup,
+    create_monitor_groups,
     free_port,
     peak_rss_mb,
     period_outcomes,
@@ -98,35 +100,9 @@ def serve(port: int, sleep: float) -> None:
 
 
 def setup(db_url: str, base: str, healthy_count: int, secret: str) -> dict[str, list]:
-    from app.auth.service import create_tenant
-    from app.db import make_engine, make_session_factory
-    from app.mechanisms.schemas import MechanismCreate
-    from app.mechanisms.service import build_mechanism
-    from app.monitors.schemas import MonitorCreate
-    from app.monitors.service import create_monitor
-
-    engine = make_engine(db_url)
-    groups: dict[str, list] = {"sleep": [], "bomb": [], "healthy": []}
-    start = datetime.now(UTC) + timedelta(seconds=5)
-    with make_session_factory(engine)() as session:
-        hostile, healthy = create_tenant(session, "hostile"), create_tenant(session, "healthy")
-        session.flush()
-        plan = [("sleep", hostile, 16), ("bomb", hostile, 8), ("healthy", healthy, healthy_count)]
-        for path, tenant, count in plan:
-            mechanism = build_mechanism(tenant.id, MechanismCreate(
-                name=path, sampling_url=f"{base}/{path}", output_kind="real", secret=secret, timeout_seconds=30))
-            session.add(mechanism)
-            session.flush()
-            for i in range(count):
-                monitor = create_monitor(session, tenant.id, MonitorCreate(
-                    name=f"{path}-{i}", mechanism_id=mechanism.id, epsilon=1.0, horizon=10_000,
-                    samples_per_period=1000, period_seconds=1, start_at=start + timedelta(seconds=i / max(count, 1)),
-                    checks=[{"x": [0], "x_prime": [1], "event": {"kind": "interval", "high": 0.0}}]))
-                assert monitor.state == "active", monitor.state
-                groups[path].append(monitor.id)
-        session.commit()
-    engine.dispose()
-    return groups
+    return create_monitor_groups(db_url, base, secret, [
+        MonitorGroup("sleep", "hostile", 16), MonitorGroup("bomb", "hostile", 8),
+        MonitorGroup("healthy", "healthy", healthy_count)])
 
 
 # ------------------------------------------------------------------------------------ main

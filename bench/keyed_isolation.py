@@ -38,7 +38,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from service_harness import (  # noqa: E402
     DPWATCH,
     PG,
+    MonitorGroup,
     cpu_seconds,
+    create_monitor_groups,
     free_port,
     peak_rss_mb,
     period_outcomes,
@@ -88,37 +90,9 @@ def serve(port: int, keys: int, shared: bool) -> None:
 
 
 def setup(db_url: str, base: str, args: argparse.Namespace, secret: str) -> dict[str, list]:
-    from app.auth.service import create_tenant
-    from app.db import make_engine, make_session_factory
-    from app.mechanisms.schemas import MechanismCreate
-    from app.mechanisms.service import build_mechanism
-    from app.monitors.schemas import MonitorCreate
-    from app.monitors.service import create_monitor
-
-    engine = make_engine(db_url)
-    groups: dict[str, list] = {"keys": [], "healthy": []}
-    start = datetime.now(UTC) + timedelta(seconds=5)
-    with make_session_factory(engine)() as session:
-        hostile, healthy = create_tenant(session, "hostile"), create_tenant(session, "healthy")
-        session.flush()
-        plan = [("keys", hostile, args.hostile, args.n), ("healthy", healthy, args.healthy, 1000)]
-        for path, tenant, count, n in plan:
-            kind = "keyed" if path == "keys" else "real"
-            mechanism = build_mechanism(tenant.id, MechanismCreate(
-                name=path, sampling_url=f"{base}/{path}", output_kind=kind, secret=secret, timeout_seconds=60))
-            session.add(mechanism)
-            session.flush()
-            event = {"kind": "key", "key": "k0_0"} if kind == "keyed" else {"kind": "interval", "high": 0.0}
-            for i in range(count):
-                monitor = create_monitor(session, tenant.id, MonitorCreate(
-                    name=f"{path}-{i}", mechanism_id=mechanism.id, epsilon=1.0, horizon=10_000,
-                    samples_per_period=n, period_seconds=1, start_at=start + timedelta(seconds=i / max(count, 1)),
-                    checks=[{"x": [0], "x_prime": [1], "event": event}]))
-                assert monitor.state == "active", monitor.state
-                groups[path].append(monitor.id)
-        session.commit()
-    engine.dispose()
-    return groups
+    return create_monitor_groups(db_url, base, secret, [
+        MonitorGroup("keys", "hostile", args.hostile, args.n, "keyed", {"kind": "key", "key": "k0_0"}, 60),
+        MonitorGroup("healthy", "healthy", args.healthy, timeout_seconds=60)])
 
 
 def main() -> None:

@@ -27,7 +27,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -198,6 +199,59 @@ def scratch_service(name: str, *, pg: str = PG, dbname: str | None = None,
             say(f"logs kept in {log_dir}")
         else:
             shutil.rmtree(log_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class MonitorGroup:
+    """``count`` monitors of tenant ``tenant`` on one mechanism at ``{base}/{path}``, period 1 s,
+    staggered over the first second, one check on x = [0], x′ = [1]."""
+
+    path: str
+    tenant: str
+    count: int
+    n: int = 1000
+    output_kind: str = "real"
+    event: Any = None  # None: the interval (−∞, 0]
+    timeout_seconds: float = 30
+
+
+def create_monitor_groups(db_url: str, base: str, secret: str, plan: list[MonitorGroup]) -> dict[str, list]:
+    """The tenants, mechanisms and monitors of ``plan`` (each tenant once), starting in 5 s: the
+    monitors' ids by group path."""
+    from app.auth.service import create_tenant
+    from app.db import make_engine, make_session_factory
+    from app.mechanisms.schemas import MechanismCreate
+    from app.mechanisms.service import build_mechanism
+    from app.monitors.schemas import MonitorCreate
+    from app.monitors.service import create_monitor
+
+    engine = make_engine(db_url)
+    groups: dict[str, list] = {g.path: [] for g in plan}
+    start = datetime.now(UTC) + timedelta(seconds=5)
+    with make_session_factory(engine)() as session:
+        tenants: dict[str, Any] = {}
+        for g in plan:
+            if g.tenant not in tenants:
+                tenants[g.tenant] = create_tenant(session, g.tenant)
+        session.flush()
+        for g in plan:
+            tenant = tenants[g.tenant]
+            mechanism = build_mechanism(tenant.id, MechanismCreate(
+                name=g.path, sampling_url=f"{base}/{g.path}", output_kind=g.output_kind, secret=secret,
+                timeout_seconds=g.timeout_seconds))
+            session.add(mechanism)
+            session.flush()
+            event = g.event if g.event is not None else {"kind": "interval", "high": 0.0}
+            for i in range(g.count):
+                monitor = create_monitor(session, tenant.id, MonitorCreate(
+                    name=f"{g.path}-{i}", mechanism_id=mechanism.id, epsilon=1.0, horizon=10_000,
+                    samples_per_period=g.n, period_seconds=1, start_at=start + timedelta(seconds=i / max(g.count, 1)),
+                    checks=[{"x": [0], "x_prime": [1], "event": event}]))
+                assert monitor.state == "active", monitor.state
+                groups[g.path].append(monitor.id)
+        session.commit()
+    engine.dispose()
+    return groups
 
 
 def period_outcomes(db_url: str, groups: dict[str, list], w0: datetime, w1: datetime,
